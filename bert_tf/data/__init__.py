@@ -1,0 +1,1 @@
+"""Input data: corpus readers, example processors and TFRecord pipelines."""

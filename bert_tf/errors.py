@@ -1,0 +1,61 @@
+"""User-facing errors and the entry-point wrapper every script uses.
+
+Bad input (a missing file, an inconsistent config, a vocab without special
+tokens, ...) raises `BertTfError` with one message that names the file or flag
+and the fix. Scripts run their `main` through `run_main`, which prints that
+message on one line and exits with status 2 instead of showing a traceback
+(pass `--debug` to see the traceback anyway).
+"""
+
+import os
+import sys
+
+
+class BertTfError(ValueError):
+    """An error in the user's input, with a message that says how to fix it."""
+
+
+def require_file(path, flag=None, what="file"):
+    """Raises `BertTfError` unless `path` names an existing file.
+
+    Args:
+      path: the path to check.
+      flag: the command-line flag that gave the path, named in the message.
+      what: what the file is, e.g. "BERT config" or "vocab file".
+
+    Returns:
+      `path`, so the call can be used inline.
+    """
+    source = f"--{flag}" if flag else what
+    if not path:
+        raise BertTfError(f"{source}: no {what} given; pass the path of the {what}.")
+    if not os.path.isfile(path):
+        raise BertTfError(f"{source}: {what} '{path}' does not exist or is not a file; "
+                          "check the path.")
+    return path
+
+
+def run_main(main):
+    """Runs an absl `main(argv)`, turning `BertTfError` into one clean line.
+
+    Exit status 2 means bad input. `--debug` (or BERT_TF_DEBUG=1) re-raises so
+    the full traceback is shown.
+    """
+    from absl import app
+
+    debug = "--debug" in sys.argv or os.environ.get("BERT_TF_DEBUG") == "1"
+    if "--debug" in sys.argv:
+        sys.argv.remove("--debug")
+
+    def wrapped(argv):
+        try:
+            return main(argv)
+        except BertTfError as e:
+            if debug:
+                raise
+            sys.stderr.write(f"error: {e}\n")
+            sys.stderr.flush()
+            # os._exit skips TF's atexit handlers, which can print noise after our message.
+            os._exit(2)
+
+    app.run(wrapped)

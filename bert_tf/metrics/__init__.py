@@ -1,0 +1,1 @@
+"""Task metrics computed in numpy / Python on predictions (GLUE, SQuAD, NER)."""

