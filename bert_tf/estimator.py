@@ -1,0 +1,566 @@
+"""A small Estimator: the `tf.estimator` contract on top of `tf.compat.v1.train`.
+
+`tf.estimator` is gone from TensorFlow >= 2.16. This module keeps its contract so code written for
+the original BERT release ports with a changed import:
+
+    model_fn(features, labels, mode, params) -> EstimatorSpec
+    input_fn(params) -> tf.data.Dataset of (features, labels) or features; params["batch_size"]
+        is set from the Estimator's train/eval/predict_batch_size (the TPUEstimator convention).
+        `input_fn()` with no arguments works too.
+
+Training runs in `tf.compat.v1.train.MonitoredTrainingSession`: it restores the latest checkpoint
+in `model_dir` (so running the same command again continues where it stopped), saves
+`model_dir/model.ckpt-N` every `save_checkpoints_steps` and at the end, writes TensorBoard
+summaries (every summary in the graph, e.g. the learning rate and gradient norm that
+`bert_tf.optimization` records, plus "loss", "global_step/sec" and "examples_per_sec") and logs
+a progress line with loss, speed and ETA.
+
+Checkpoints are crash safe: TF writes a new checkpoint's files before atomically renaming the
+`checkpoint` state file, so a SIGKILL leaves the state file pointing at the previous, whole
+checkpoint. TF rewrites a checkpoint's `.index` in place, though, so this module never re-saves
+the step the state file already points at (the stock hook does so right after every restore).
+
+A non-finite loss stops training with a `BertTfError` naming the step, and weights that are not
+finite are never written to a checkpoint (see `_StopOnNonFiniteLossHook`).
+"""
+
+import collections
+import dataclasses
+import datetime
+import inspect
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import errors
+
+
+class ModeKeys:
+    """The mode a model_fn is built for (the same strings as `tf.estimator.ModeKeys`)."""
+
+    TRAIN = "train"
+    EVAL = "eval"
+    PREDICT = "infer"
+
+
+_SPEC_FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
+                "training_hooks", "evaluation_hooks", "prediction_hooks", "scaffold",
+                "examples_per_step")
+
+
+class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
+    """What a model_fn returns.
+
+    Fields as in `tf.estimator.EstimatorSpec`, plus `examples_per_step`: the number of examples one
+    global step consumes (an int), for the examples/sec summary. Leave it None to use the static
+    batch dimension of the features; set it when one step is more than one batch (gradient
+    accumulation). `eval_metric_ops` maps a name to a `(value, update_op)` pair from
+    `tf.compat.v1.metrics`; `export_outputs` maps a signature name to a tensor or dict of tensors.
+    """
+
+    def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None,
+                export_outputs=None, training_hooks=None, evaluation_hooks=None,
+                prediction_hooks=None, scaffold=None, examples_per_step=None):
+        return super().__new__(cls, mode, predictions, loss, train_op, eval_metric_ops,
+                               export_outputs, training_hooks, evaluation_hooks, prediction_hooks,
+                               scaffold, examples_per_step)
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """How an Estimator runs; `model_dir` may be given here or to the Estimator."""
+
+    model_dir: str = None
+    save_checkpoints_steps: int = 1000  # None: save only at the start and the end of train().
+    keep_checkpoint_max: int = 5
+    log_step_count_steps: int = 100
+    save_summary_steps: int = 100  # None or 0: no graph summaries.
+    tf_random_seed: int = None  # Graph-level seed; set it for repeatable runs.
+    session_config: tf.compat.v1.ConfigProto = None  # Default: allow_soft_placement.
+    train_distribute: object = None  # A tf.distribute strategy; not supported yet.
+
+    @property
+    def is_chief(self):
+        """Whether this process writes checkpoints and summaries (TF_CONFIG's chief/worker 0)."""
+        tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+        task = tf_config.get("task", {})
+        if task.get("type") in (None, "chief", "master"):
+            return True
+        has_chief = bool({"chief", "master"} & set(tf_config.get("cluster", {})))
+        return task.get("type") == "worker" and task.get("index", 0) == 0 and not has_chief
+
+
+ServingInputReceiver = collections.namedtuple("ServingInputReceiver",
+                                              ["features", "receiver_tensors"])
+ServingInputReceiver.__doc__ = """What a serving_input_receiver_fn returns: the features fed to
+the model_fn and the placeholders (a dict name -> tensor) that become the signature's inputs."""
+
+
+def build_raw_serving_input_receiver_fn(feature_specs, default_batch_size=None):
+    """Returns a serving_input_receiver_fn that feeds each feature from its own placeholder.
+
+    Args:
+      feature_specs: dict name -> anything with `.dtype` and `.shape` (a `tf.TensorSpec`, a
+        tensor), e.g. {"input_ids": tf.TensorSpec([None, 128], tf.int32)}.
+      default_batch_size: fills the leading dimension when it is None in a spec.
+    """
+
+    def serving_input_receiver_fn():
+        placeholders = {}
+        for name, spec in feature_specs.items():
+            shape = tf.TensorShape(spec.shape)
+            if shape.rank and shape[0] is None and default_batch_size is not None:
+                shape = tf.TensorShape([default_batch_size]).concatenate(shape[1:])
+            placeholders[name] = tf.compat.v1.placeholder(tf.as_dtype(spec.dtype), shape, name)
+        return ServingInputReceiver(placeholders, placeholders)
+
+    return serving_input_receiver_fn
+
+
+class Estimator:
+    """Trains, evaluates, predicts with and exports a model_fn (see the module docstring)."""
+
+    def __init__(self, model_fn, model_dir=None, config=None, params=None, train_batch_size=None,
+                 eval_batch_size=None, predict_batch_size=None):
+        self.config = config or RunConfig()
+        self.model_dir = model_dir or self.config.model_dir
+        if not self.model_dir:
+            raise errors.BertTfError("Estimator: no model_dir given; pass model_dir (the output "
+                                     "directory for checkpoints and summaries).")
+        self.model_fn = model_fn
+        self.params = dict(params or {})
+        self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
+                             ModeKeys.PREDICT: predict_batch_size}
+        self._session_config = (self.config.session_config or
+                                tf.compat.v1.ConfigProto(allow_soft_placement=True))
+
+    def latest_checkpoint(self):
+        """Path prefix of the newest whole checkpoint in model_dir, or None."""
+        return tf.train.latest_checkpoint(self.model_dir)
+
+    # ----------------------------------------------------------------------------------- train
+
+    def train(self, input_fn, max_steps, hooks=None, saving_listeners=None):
+        """Trains until global_step reaches `max_steps` or input_fn runs out; returns self."""
+        if self.config.train_distribute is not None:
+            raise NotImplementedError("RunConfig.train_distribute is not supported by "
+                                      "bert_tf.estimator yet; train without a strategy.")
+        start_step = self._checkpoint_step()
+        if start_step >= max_steps:
+            logging.info("Checkpoint in %s is at step %d >= max_steps=%d; nothing to train.",
+                         self.model_dir, start_step, max_steps)
+            return self
+        logging.info("Training %s from step %d to %d.", self.model_dir, start_step, max_steps)
+        is_chief = self.config.is_chief
+        with tf.Graph().as_default():
+            self._set_seed()
+            tf.compat.v1.train.get_or_create_global_step()
+            features, labels, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.TRAIN)
+            spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
+            if spec.loss is None or spec.train_op is None:
+                raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
+                                 "in TRAIN mode.")
+            tf.compat.v1.summary.scalar("loss", spec.loss)
+            scaffold = self._scaffold(spec, keep_checkpoint_max=self.config.keep_checkpoint_max)
+            examples_per_step = spec.examples_per_step or _static_batch_size(features)
+            # Order matters: the loss check must run before the checkpoint saver in the same step.
+            all_hooks = [*input_hooks, _StopOnNonFiniteLossHook(spec.loss, self.model_dir),
+                         tf.compat.v1.train.StopAtStepHook(last_step=max_steps),
+                         *(hooks or []), *(spec.training_hooks or [])]
+            if is_chief:
+                all_hooks += self._chief_training_hooks(spec.loss, scaffold, max_steps,
+                                                        examples_per_step, saving_listeners)
+            with tf.compat.v1.train.MonitoredTrainingSession(
+                    is_chief=is_chief, checkpoint_dir=self.model_dir, scaffold=scaffold,
+                    hooks=all_hooks, save_checkpoint_secs=None, save_checkpoint_steps=None,
+                    save_summaries_steps=None, save_summaries_secs=None,
+                    log_step_count_steps=None, config=self._session_config) as sess:
+                while not sess.should_stop():
+                    sess.run(spec.train_op)
+        logging.info("Finished training; latest checkpoint: %s", self.latest_checkpoint())
+        return self
+
+    def _chief_training_hooks(self, loss, scaffold, max_steps, examples_per_step,
+                              saving_listeners):
+        """Progress log, summaries and checkpoints: written by the chief only."""
+        save_steps = self.config.save_checkpoints_steps or max_steps
+        chief_hooks = []
+        if self.config.log_step_count_steps:
+            chief_hooks.append(_ProgressHook(loss, max_steps, examples_per_step,
+                                             self.config.log_step_count_steps, self.model_dir))
+        if self.config.save_summary_steps:
+            chief_hooks.append(tf.compat.v1.train.SummarySaverHook(
+                save_steps=self.config.save_summary_steps, output_dir=self.model_dir,
+                scaffold=scaffold))
+        listeners = [_RefuseNonFiniteWeightsListener(), *(saving_listeners or [])]
+        chief_hooks.append(_CheckpointSaverHook(self.model_dir, save_steps=save_steps,
+                                                scaffold=scaffold, listeners=listeners))
+        return chief_hooks
+
+    # -------------------------------------------------------------------------------- evaluate
+
+    def evaluate(self, input_fn, steps=None, name=None, checkpoint_path=None, hooks=None):
+        """Evaluates a checkpoint until input_fn runs out or after `steps` batches.
+
+        Returns:
+          dict: each eval_metric_ops value, "loss" (mean over batches) and "global_step". The
+          scalars are also written as summaries to model_dir/eval (or model_dir/eval_<name>).
+        """
+        checkpoint_path = self._require_checkpoint(checkpoint_path, "evaluate")
+        with tf.Graph().as_default():
+            self._set_seed()
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            features, labels, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.EVAL)
+            spec = self._call_model_fn(features, labels, ModeKeys.EVAL)
+            metric_ops = dict(spec.eval_metric_ops or {})
+            if spec.loss is not None and "loss" not in metric_ops:
+                metric_ops["loss"] = tf.compat.v1.metrics.mean(spec.loss)
+            update_ops = {key: update for key, (_, update) in metric_ops.items()}
+            final_ops = {key: value for key, (value, _) in metric_ops.items()}
+            final_ops["global_step"] = global_step
+            final_hook = tf.compat.v1.train.FinalOpsHook(final_ops)
+            session_creator = tf.compat.v1.train.ChiefSessionCreator(
+                scaffold=self._scaffold(spec), checkpoint_filename_with_path=checkpoint_path,
+                config=self._session_config)
+            all_hooks = [*input_hooks, *(hooks or []), *(spec.evaluation_hooks or []), final_hook]
+            num_batches = 0
+            with tf.compat.v1.train.MonitoredSession(session_creator, hooks=all_hooks) as sess:
+                while not sess.should_stop() and (steps is None or num_batches < steps):
+                    sess.run(update_ops)
+                    num_batches += 1
+            results = final_hook.final_ops_values
+            eval_dir = os.path.join(self.model_dir, "eval_" + name if name else "eval")
+            _write_scalar_summaries(eval_dir, results, int(results["global_step"]))
+        logging.info("Evaluation of %s over %d batches: %s", checkpoint_path, num_batches,
+                     ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
+        return results
+
+    # --------------------------------------------------------------------------------- predict
+
+    def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
+                yield_single_examples=True):
+        """Yields predictions: one per example (a dict, or an array if predictions is a tensor).
+
+        Uses the latest checkpoint in model_dir; with none, variables keep their initializers
+        (so a model_fn that calls tf.compat.v1.train.init_from_checkpoint predicts with those
+        weights, as extract_features does). With yield_single_examples=False, yields batches.
+        """
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if checkpoint_path is None:
+            logging.warning("No checkpoint in %s; predicting with initialized variables.",
+                            self.model_dir)
+        graph = tf.Graph()
+        with graph.as_default():
+            self._set_seed()
+            tf.compat.v1.train.get_or_create_global_step()
+            features, _, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.PREDICT)
+            spec = self._call_model_fn(features, None, ModeKeys.PREDICT)
+            predictions = spec.predictions
+            if isinstance(predictions, dict) and predict_keys is not None:
+                predictions = {key: predictions[key] for key in predict_keys}
+            session_creator = tf.compat.v1.train.ChiefSessionCreator(
+                scaffold=self._scaffold(spec), checkpoint_filename_with_path=checkpoint_path,
+                config=self._session_config)
+            sess = tf.compat.v1.train.MonitoredSession(
+                session_creator, hooks=[*input_hooks, *(hooks or []),
+                                        *(spec.prediction_hooks or [])])
+        # The graph is the default only while it runs, never while the caller holds a result, so
+        # the caller's own TF code (eager or another graph) runs unaffected between yields.
+        try:
+            while True:
+                with graph.as_default():
+                    if sess.should_stop():
+                        break
+                    try:
+                        batch = sess.run(predictions)
+                    except tf.errors.OutOfRangeError:
+                        break
+                if not yield_single_examples:
+                    yield batch
+                    continue
+                yield from _split_batch(batch)
+        finally:
+            with graph.as_default():
+                sess.close()
+
+    # ---------------------------------------------------------------------------------- export
+
+    def export_saved_model(self, export_dir_base, serving_input_receiver_fn,
+                           checkpoint_path=None):
+        """Writes a SavedModel of the PREDICT graph to export_dir_base/<timestamp>; returns it.
+
+        The signature "serving_default" has the receiver tensors as inputs and the predictions
+        (or the model_fn's export_outputs) as outputs; `tf.saved_model.load(path)
+        .signatures["serving_default"](**inputs)` runs it in TF2. The model is written to a
+        temporary directory and renamed, so the final name never holds a partial export.
+        """
+        checkpoint_path = self._require_checkpoint(checkpoint_path, "export")
+        tf.io.gfile.makedirs(export_dir_base)
+        timestamp = int(time.time())
+        while tf.io.gfile.exists(os.path.join(export_dir_base, str(timestamp))):
+            timestamp += 1
+        export_dir = os.path.join(export_dir_base, str(timestamp))
+        temp_dir = os.path.join(export_dir_base, f"temp-{timestamp}")
+        with tf.Graph().as_default():
+            tf.compat.v1.train.get_or_create_global_step()
+            receiver = serving_input_receiver_fn()
+            receiver_tensors = receiver.receiver_tensors
+            if not isinstance(receiver_tensors, dict):
+                receiver_tensors = {"input": receiver_tensors}
+            spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT)
+            outputs_by_name = dict(spec.export_outputs or {})
+            outputs_by_name.setdefault("serving_default", spec.predictions)
+            signatures = {
+                name: tf.compat.v1.saved_model.predict_signature_def(
+                    receiver_tensors, outputs if isinstance(outputs, dict) else {"output": outputs})
+                for name, outputs in outputs_by_name.items()}
+            with tf.compat.v1.Session(config=self._session_config) as sess:
+                tf.compat.v1.train.Saver(sharded=True).restore(sess, checkpoint_path)
+                builder = tf.compat.v1.saved_model.Builder(temp_dir)
+                builder.add_meta_graph_and_variables(
+                    sess, [tf.saved_model.SERVING], signature_def_map=signatures,
+                    main_op=tf.compat.v1.tables_initializer(), strip_default_attrs=True)
+                builder.save()
+        tf.io.gfile.rename(temp_dir, export_dir)
+        logging.info("Exported %s to %s", checkpoint_path, export_dir)
+        return export_dir
+
+    # --------------------------------------------------------------------------------- helpers
+
+    def _call_model_fn(self, features, labels, mode):
+        """Builds the model for `mode`; the one place a distribution strategy would hook in."""
+        names = inspect.signature(self.model_fn).parameters
+        kwargs = {"mode": mode}
+        if "params" in names:
+            kwargs["params"] = self._params_for(mode)
+        if "config" in names:
+            kwargs["config"] = self.config
+        spec = self.model_fn(features, labels, **kwargs)
+        if not isinstance(spec, EstimatorSpec):
+            raise TypeError(f"model_fn must return a bert_tf.estimator.EstimatorSpec, got "
+                            f"{type(spec).__name__}.")
+        return spec
+
+    def _params_for(self, mode):
+        params = dict(self.params)
+        if self._batch_sizes[mode] is not None:
+            params["batch_size"] = self._batch_sizes[mode]
+        return params
+
+    def _get_features_and_labels(self, input_fn, mode):
+        """Calls input_fn; returns (features, labels or None, hooks that start its iterator)."""
+        names = inspect.signature(input_fn).parameters
+        candidates = {"params": self._params_for(mode), "mode": mode, "config": self.config}
+        kwargs = {key: value for key, value in candidates.items() if key in names}
+        if kwargs or not names:
+            result = input_fn(**kwargs)
+        else:  # One argument under another name, e.g. `lambda p: ...`: it gets the params.
+            result = input_fn(candidates["params"])
+        hooks = []
+        if isinstance(result, tf.data.Dataset):
+            iterator = tf.compat.v1.data.make_initializable_iterator(result)
+            hooks.append(_RunAfterSessionCreatedHook(iterator.initializer))
+            result = iterator.get_next()
+        if isinstance(result, (tuple, list)) and len(result) == 2:
+            return result[0], result[1], hooks
+        return result, None, hooks
+
+    def _scaffold(self, spec, keep_checkpoint_max=5):
+        """The model_fn's Scaffold, or a default one; both save with our Saver."""
+        if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
+            # Scaffold.finalize takes its saver from this collection when it has none of its own.
+            tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, tf.compat.v1.train.Saver(
+                sharded=True, max_to_keep=keep_checkpoint_max, save_relative_paths=True))
+        return spec.scaffold or tf.compat.v1.train.Scaffold()
+
+    def _set_seed(self):
+        if self.config.tf_random_seed is not None:
+            tf.compat.v1.set_random_seed(self.config.tf_random_seed)
+
+    def _checkpoint_step(self):
+        checkpoint = self.latest_checkpoint()
+        if checkpoint is None:
+            return 0
+        if "global_step" not in dict(tf.train.list_variables(checkpoint)):
+            raise errors.BertTfError(f"model_dir '{self.model_dir}' holds checkpoint "
+                                     f"'{checkpoint}' without a global_step, so training cannot "
+                                     "resume from it; use a new output directory and pass this "
+                                     "checkpoint as --init_checkpoint.")
+        return int(tf.train.load_variable(checkpoint, "global_step"))
+
+    def _require_checkpoint(self, checkpoint_path, action):
+        checkpoint_path = checkpoint_path or self.latest_checkpoint()
+        if checkpoint_path is None:
+            raise errors.BertTfError(f"Cannot {action}: no checkpoint in model_dir "
+                                     f"'{self.model_dir}'; train first or point --output_dir at "
+                                     "a directory with model.ckpt-* files.")
+        return checkpoint_path
+
+
+# ------------------------------------------------------------------------------------------ hooks
+
+
+class _RunAfterSessionCreatedHook(tf.compat.v1.train.SessionRunHook):
+    """Runs an op (a dataset iterator's initializer) once the session exists."""
+
+    def __init__(self, op):
+        self._op = op
+
+    def after_create_session(self, session, coord):
+        session.run(self._op)
+
+
+class _StopOnNonFiniteLossHook(tf.compat.v1.train.SessionRunHook):
+    """Raises BertTfError when the loss is NaN or Inf, before that step can be checkpointed.
+
+    By the time a step's loss is seen, its update has already been applied, so the weights in
+    the session may be poisoned. This hook comes before the checkpoint saver in the hook list
+    (its after_run raises first, so that step is not saved) and the exception skips the
+    save-on-close, so the last checkpoint on disk is the last good one. (Like
+    tf.compat.v1.train.NanTensorHook, but it also catches Inf and names the step.)
+    """
+
+    def __init__(self, loss, model_dir):
+        self._loss = loss
+        self._model_dir = model_dir
+
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._loss)
+
+    def after_run(self, run_context, run_values):
+        if np.all(np.isfinite(run_values.results)):
+            return
+        step = run_context.session.run(self._global_step)
+        raise errors.BertTfError(
+            f"Training diverged: the loss became {run_values.results} at step {step}, which was "
+            f"not saved, so '{self._model_dir}' still holds the last good checkpoint "
+            f"({tf.train.latest_checkpoint(self._model_dir)}); lower --learning_rate (and for "
+            "fp16 use loss scaling) and run again to resume from it.")
+
+
+class _RefuseNonFiniteWeightsListener(tf.compat.v1.train.CheckpointSaverListener):
+    """Raises BertTfError instead of saving trainable weights that hold NaN or Inf.
+
+    Catches what the loss check cannot: an update from non-finite gradients after a finite loss.
+    Only trainable variables are checked (gradient accumulators or loss-scale state may hold
+    Inf transiently by design).
+    """
+
+    def begin(self):
+        self._weights_finite = tf.reduce_all([
+            tf.reduce_all(tf.math.is_finite(v)) for v in tf.compat.v1.trainable_variables()
+            if v.dtype.base_dtype.is_floating] or [True])
+
+    def before_save(self, session, global_step_value):
+        if not session.run(self._weights_finite):
+            raise errors.BertTfError(
+                f"Training diverged: the weights hold NaN or Inf at step {global_step_value}, so "
+                "they were not saved; lower --learning_rate (and for fp16 use loss scaling) and "
+                "run again to resume from the last good checkpoint.")
+
+
+class _CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
+    """CheckpointSaverHook that never rewrites the checkpoint the state file points at.
+
+    The stock hook saves right after the session starts, i.e. re-saves model.ckpt-N after
+    restoring it. TF truncates and rewrites a checkpoint's .index in place, so a kill during that
+    save would break the only checkpoint `checkpoint` names. The weights at step N are the ones
+    just restored, so that save is skipped.
+    """
+
+    def _save(self, session, step):
+        latest = tf.train.latest_checkpoint(self._checkpoint_dir)
+        if latest and os.path.basename(latest) == f"{os.path.basename(self._save_path)}-{step}":
+            return False
+        return super()._save(session, step)
+
+
+class _ProgressHook(tf.compat.v1.train.StepCounterHook):
+    """StepCounterHook that also records "examples_per_sec" and logs loss, speed and ETA.
+
+    Every `every_n_steps` global steps it writes the "global_step/sec" and "examples_per_sec"
+    summaries and logs e.g. `step 120/1000 loss=3.21 steps/sec=4.1 examples/sec=131 ETA 0:03:34`.
+    Rates are over the last interval; examples/sec = steps/sec * examples_per_step.
+    """
+
+    def __init__(self, loss, max_steps, examples_per_step, every_n_steps, output_dir):
+        super().__init__(every_n_steps=every_n_steps, output_dir=output_dir)
+        self._loss = loss
+        self._max_steps = max_steps
+        self._examples_per_step = examples_per_step
+        self._last_loss = None
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs([self._global_step_tensor, self._loss])
+
+    def after_run(self, run_context, run_values):
+        stale_global_step, self._last_loss = run_values.results
+        # The step read races with the update, so two runs can read the same value; that is not
+        # the "global step has not been increased" the parent warns about, so silence it.
+        self._last_global_step = None
+        super().after_run(run_context, run_values._replace(results=stale_global_step))
+
+    def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
+        steps_per_sec = elapsed_steps / elapsed_time
+        examples_per_sec = (None if self._examples_per_step is None
+                            else steps_per_sec * self._examples_per_step)
+        if self._summary_writer is not None:
+            values = [tf.compat.v1.Summary.Value(tag=self._summary_tag,
+                                                 simple_value=steps_per_sec)]
+            if examples_per_sec is not None:
+                values.append(tf.compat.v1.Summary.Value(tag="examples_per_sec",
+                                                         simple_value=examples_per_sec))
+            self._summary_writer.add_summary(tf.compat.v1.Summary(value=values), global_step)
+        logging.info("%s", progress_line(global_step, self._max_steps, self._last_loss,
+                                         steps_per_sec, examples_per_sec))
+
+
+def progress_line(step, max_steps, loss, steps_per_sec, examples_per_sec=None):
+    """`step 120/1000 loss=3.21 steps/sec=4.1 examples/sec=131 ETA 0:03:34` (ETA at this rate)."""
+    eta_secs = max(max_steps - step, 0) / steps_per_sec if steps_per_sec > 0 else 0
+    speed = f"steps/sec={steps_per_sec:.3g}"
+    if examples_per_sec is not None:
+        speed += f" examples/sec={examples_per_sec:.0f}"
+    return (f"step {step}/{max_steps} loss={loss:.4g} {speed} "
+            f"ETA {datetime.timedelta(seconds=round(eta_secs))}")
+
+
+# ---------------------------------------------------------------------------------- small helpers
+
+
+def _static_batch_size(features):
+    """The static leading dimension of the first feature that has one, else None."""
+    for tensor in tf.nest.flatten(features):
+        if tensor.shape.rank and tensor.shape[0] is not None:
+            return int(tensor.shape[0])
+    return None
+
+
+def _split_batch(batch):
+    """Yields the examples of a batch: a dict of arrays with one leading dim, or one array."""
+    if not isinstance(batch, dict):
+        yield from batch
+        return
+    sizes = {key: len(value) for key, value in batch.items()}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"predictions have different batch sizes {sizes}; use "
+                         "yield_single_examples=False.")
+    for i in range(next(iter(sizes.values()))):
+        yield {key: value[i] for key, value in batch.items()}
+
+
+def _write_scalar_summaries(directory, values, step):
+    """Writes each scalar in `values` as a TensorBoard summary at `step` under `directory`."""
+    writer = tf.compat.v1.summary.FileWriter(directory)
+    summary = tf.compat.v1.Summary(value=[
+        tf.compat.v1.Summary.Value(tag=key, simple_value=float(value))
+        for key, value in sorted(values.items()) if np.ndim(value) == 0])
+    writer.add_summary(summary, step)
+    writer.close()

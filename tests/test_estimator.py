@@ -1,0 +1,338 @@
+"""Tests for bert_tf.estimator with a tiny linear-regression model_fn (no BERT needed).
+
+Plain gradient descent on y = w*x + b with the same full batch every step has a closed form to
+check against: `_numpy_gradient_descent` replays it in numpy.
+"""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import errors
+from bert_tf import estimator as est
+
+X = np.array([[-1.0], [-0.5], [0.0], [0.5], [1.0], [1.5], [2.0], [3.0]], np.float32)
+Y = 2.0 * X + 1.0
+LEARNING_RATE = 0.05
+INIT_W, INIT_B = 5.0, -3.0
+
+
+def linear_model_fn(features, labels, mode, params):
+    """pred = x @ w + b; MSE loss; GD. Optional params: init_checkpoint, poison_step, ballast."""
+    w = tf.compat.v1.get_variable("w", [1, 1], initializer=tf.compat.v1.zeros_initializer())
+    b = tf.compat.v1.get_variable("b", [1], initializer=tf.compat.v1.zeros_initializer())
+    if params.get("ballast"):  # Unused weights that make each checkpoint save take a while.
+        tf.compat.v1.get_variable("ballast", [params["ballast"]], trainable=False)
+    if params.get("init_checkpoint"):
+        tf.compat.v1.train.init_from_checkpoint(params["init_checkpoint"], {"w": "w", "b": "b"})
+    pred = tf.matmul(features["x"], w) + b
+    if mode == est.ModeKeys.PREDICT:
+        return est.EstimatorSpec(mode, predictions={"y": pred[:, 0], "x": features["x"][:, 0]})
+    loss = tf.reduce_mean(tf.square(pred - labels))
+    if mode == est.ModeKeys.EVAL:
+        mae = tf.compat.v1.metrics.mean_absolute_error(labels, pred)
+        return est.EstimatorSpec(mode, loss=loss, eval_metric_ops={"mae": mae})
+    global_step = tf.compat.v1.train.get_global_step()
+    tf.compat.v1.summary.scalar("learning_rate", LEARNING_RATE)  # As bert_tf.optimization does.
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(LEARNING_RATE).minimize(
+        loss, global_step=global_step)
+    if params.get("poison_step"):  # A weight that turns NaN without the loss noticing.
+        aux = tf.compat.v1.get_variable("aux", [], initializer=tf.compat.v1.zeros_initializer())
+        poisoned = tf.where(global_step >= params["poison_step"], np.nan, aux)
+        train_op = tf.group(train_op, tf.compat.v1.assign(aux, poisoned))
+    return est.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def make_input_fn(x, y=None, repeat=True):
+    def input_fn(params):
+        features = {"x": x}
+        data = tf.data.Dataset.from_tensor_slices((features, y) if y is not None else features)
+        if repeat:
+            data = data.repeat()
+        return data.batch(params["batch_size"], drop_remainder=repeat)
+
+    return input_fn
+
+
+def make_estimator(model_dir, params=None, batch_size=8, **config):
+    config.setdefault("save_checkpoints_steps", 5)
+    config.setdefault("log_step_count_steps", 2)
+    config.setdefault("save_summary_steps", 2)
+    return est.Estimator(linear_model_fn, model_dir, config=est.RunConfig(**config),
+                         params=params, train_batch_size=batch_size, eval_batch_size=4,
+                         predict_batch_size=4)
+
+
+def write_init_checkpoint(directory):
+    """A 'pre-trained' checkpoint with w=INIT_W, b=INIT_B, as init_from_checkpoint reads it."""
+    with tf.Graph().as_default():
+        tf.compat.v1.get_variable("w", initializer=np.full([1, 1], INIT_W, np.float32))
+        tf.compat.v1.get_variable("b", initializer=np.full([1], INIT_B, np.float32))
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            return tf.compat.v1.train.Saver().save(sess, os.path.join(directory, "pretrained"))
+
+
+def numpy_gradient_descent(steps, w=INIT_W, b=INIT_B):
+    for _ in range(steps):
+        residual = (w * X + b - Y)[:, 0]
+        w, b = w - LEARNING_RATE * 2 * np.mean(residual * X[:, 0]), b - LEARNING_RATE * 2 * np.mean(
+            residual)
+    return w, b
+
+
+def checkpoint_weights(checkpoint):
+    return (float(tf.train.load_variable(checkpoint, "w")[0, 0]),
+            float(tf.train.load_variable(checkpoint, "b")[0]))
+
+
+def read_scalar_events(directory):
+    """{tag: {step: value}} from every events file directly in `directory`."""
+    scalars = {}
+    for path in glob.glob(os.path.join(directory, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars
+
+
+def checkpoint_steps(model_dir):
+    return sorted(int(p.rsplit("-", 1)[1].split(".")[0])
+                  for p in glob.glob(os.path.join(model_dir, "model.ckpt-*.index")))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A model trained to step 10 from the init checkpoint (shared by the read-only tests)."""
+    root = tmp_path_factory.mktemp("trained")
+    init = write_init_checkpoint(str(root))
+    model_dir = str(root / "model")
+    estimator = make_estimator(model_dir, params={"init_checkpoint": init})
+    estimator.train(make_input_fn(X, Y), max_steps=10)
+    return estimator, init
+
+
+def test_train_writes_checkpoints_and_summaries(trained):
+    estimator, _ = trained
+    model_dir = estimator.model_dir
+    assert checkpoint_steps(model_dir) == [0, 5, 10]
+    assert estimator.latest_checkpoint() == os.path.join(model_dir, "model.ckpt-10")
+    # The weights started from the init checkpoint and followed plain gradient descent.
+    np.testing.assert_allclose(checkpoint_weights(estimator.latest_checkpoint()),
+                               numpy_gradient_descent(10), rtol=1e-5)
+    scalars = read_scalar_events(model_dir)
+    for tag in ("loss", "learning_rate", "global_step/sec", "examples_per_sec"):
+        assert tag in scalars, f"{tag} missing from {sorted(scalars)}"
+    # Loss summaries every 2 steps, falling as training goes.
+    loss_steps = sorted(scalars["loss"])
+    assert len(loss_steps) >= 4
+    assert scalars["loss"][loss_steps[-1]] < scalars["loss"][loss_steps[0]]
+    # examples/sec = steps/sec * batch size 8 (written together).
+    for step, examples_per_sec in scalars["examples_per_sec"].items():
+        assert examples_per_sec == pytest.approx(8 * scalars["global_step/sec"][step], rel=1e-4)
+
+
+def test_progress_line_format():
+    line = est.progress_line(120, 1000, 3.2104, 4.1, 131.2)
+    assert line == "step 120/1000 loss=3.21 steps/sec=4.1 examples/sec=131 ETA 0:03:35"
+    assert est.progress_line(10, 10, 0.5, 2.0) == "step 10/10 loss=0.5 steps/sec=2 ETA 0:00:00"
+
+
+def test_resume_continues_without_reinitialising(tmp_path):
+    init = write_init_checkpoint(str(tmp_path))
+    model_dir = str(tmp_path / "model")
+    params = {"init_checkpoint": init}
+    make_estimator(model_dir, params=params).train(make_input_fn(X, Y), max_steps=10)
+    index_file = os.path.join(model_dir, "model.ckpt-10.index")
+    before = os.stat(index_file)
+
+    # The same command again with a larger max_steps continues from step 10.
+    make_estimator(model_dir, params=params).train(make_input_fn(X, Y), max_steps=13)
+    assert checkpoint_steps(model_dir) == [0, 5, 10, 13]
+    np.testing.assert_allclose(checkpoint_weights(os.path.join(model_dir, "model.ckpt-13")),
+                               numpy_gradient_descent(13), rtol=1e-5)
+    # The checkpoint it restored from was not rewritten (a kill then could have broken it).
+    after = os.stat(index_file)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+    # Already at max_steps: returns at once and writes nothing.
+    files = sorted(os.listdir(model_dir))
+    make_estimator(model_dir, params=params).train(make_input_fn(X, Y), max_steps=13)
+    assert sorted(os.listdir(model_dir)) == files
+
+
+class KillSelfDuringSave(tf.compat.v1.train.CheckpointSaverListener):
+    """SIGKILLs this process while TF writes the checkpoint of `step` (its _temp dir exists)."""
+
+    def __init__(self, model_dir, step):
+        self._temp_dir = os.path.join(model_dir, f"model.ckpt-{step}_temp")
+        self._step = step
+
+    def before_save(self, session, global_step_value):
+        if global_step_value == self._step:
+            threading.Thread(target=self._kill_once_writing, daemon=True).start()
+
+    def _kill_once_writing(self):
+        while not os.path.exists(self._temp_dir):
+            time.sleep(0.0002)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def train_in_child(model_dir, kill_at_step):
+    """Trains 'forever', saving every 2 steps, and is killed while saving `kill_at_step`."""
+    estimator = make_estimator(model_dir, params={"ballast": 2_000_000},
+                               save_checkpoints_steps=2, keep_checkpoint_max=3)
+    estimator.train(make_input_fn(X, Y), max_steps=1_000_000,
+                    saving_listeners=[KillSelfDuringSave(model_dir, kill_at_step)])
+
+
+def test_sigkill_during_save_then_restart_ends_at_max_steps(tmp_path):
+    model_dir = str(tmp_path / "model")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(__file__)), os.path.dirname(__file__)]),
+        TF_CPP_MIN_LOG_LEVEL="2")
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys, test_estimator as t; t.train_in_child(sys.argv[1], 8)",
+         model_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+    assert os.path.isdir(os.path.join(model_dir, "model.ckpt-8_temp"))  # It died mid-save.
+    # The state file still names the previous checkpoint, and all of it is readable.
+    latest = tf.train.latest_checkpoint(model_dir)
+    assert latest == os.path.join(model_dir, "model.ckpt-6")
+    reader = tf.train.load_checkpoint(latest)
+    for name in reader.get_variable_to_shape_map():
+        reader.get_tensor(name)
+
+    estimator = make_estimator(model_dir, params={"ballast": 2_000_000},
+                               save_checkpoints_steps=2, keep_checkpoint_max=3)
+    estimator.train(make_input_fn(X, Y), max_steps=11)
+    assert estimator.latest_checkpoint() == os.path.join(model_dir, "model.ckpt-11")
+    assert checkpoint_steps(model_dir) == [8, 10, 11]
+    # Zero-initialised weights trained 11 steps in all: the restart picked up at step 6.
+    np.testing.assert_allclose(checkpoint_weights(estimator.latest_checkpoint()),
+                               numpy_gradient_descent(11, 0.0, 0.0), rtol=1e-4)
+
+
+def test_evaluate_returns_metrics_and_writes_summaries(trained):
+    estimator, _ = trained
+    w, b = checkpoint_weights(estimator.latest_checkpoint())
+    error = (w * X + b - Y)[:, 0]
+
+    results = estimator.evaluate(make_input_fn(X, Y, repeat=False))  # 2 batches of 4
+    assert results["global_step"] == 10
+    assert results["mae"] == pytest.approx(np.mean(np.abs(error)), rel=1e-5)
+    assert results["loss"] == pytest.approx(np.mean(error**2), rel=1e-5)  # mean of batch means
+    scalars = read_scalar_events(os.path.join(estimator.model_dir, "eval"))
+    assert scalars["mae"][10] == pytest.approx(results["mae"])
+    assert scalars["loss"][10] == pytest.approx(results["loss"])
+
+    named = estimator.evaluate(make_input_fn(X, Y, repeat=False), steps=1, name="dev")
+    assert named["loss"] == pytest.approx(np.mean(error[:4] ** 2), rel=1e-5)
+    dev_scalars = read_scalar_events(os.path.join(estimator.model_dir, "eval_dev"))
+    assert dev_scalars["loss"][10] == pytest.approx(named["loss"])
+
+
+def test_evaluate_without_checkpoint_names_model_dir(tmp_path):
+    with pytest.raises(errors.BertTfError, match="no checkpoint in model_dir.*empty"):
+        make_estimator(str(tmp_path / "empty")).evaluate(make_input_fn(X, Y, repeat=False))
+
+
+def test_predict_yields_each_example(trained):
+    estimator, init = trained
+    w, b = checkpoint_weights(estimator.latest_checkpoint())
+    x = X[:6]
+    predictions = list(estimator.predict(make_input_fn(x, repeat=False)))
+    assert len(predictions) == 6 and set(predictions[0]) == {"x", "y"}
+    np.testing.assert_allclose([p["y"] for p in predictions], w * x[:, 0] + b, rtol=1e-5)
+    only_y = list(estimator.predict(make_input_fn(x, repeat=False), predict_keys=["y"]))
+    assert set(only_y[0]) == {"y"}
+    batches = list(estimator.predict(make_input_fn(x, repeat=False),
+                                     yield_single_examples=False))
+    assert [len(batch["y"]) for batch in batches] == [4, 2]
+
+    # No checkpoint in model_dir: the model_fn's init_from_checkpoint weights are used.
+    fresh = make_estimator(os.path.join(os.path.dirname(init), "fresh"),
+                           params={"init_checkpoint": init})
+    fresh_y = [p["y"] for p in fresh.predict(make_input_fn(x, repeat=False))]
+    np.testing.assert_allclose(fresh_y, INIT_W * x[:, 0] + INIT_B, rtol=1e-6)
+
+
+def test_export_saved_model_matches_predict(trained, tmp_path):
+    estimator, _ = trained
+    receiver_fn = est.build_raw_serving_input_receiver_fn(
+        {"x": tf.TensorSpec([None, 1], tf.float32)})
+    export_path = estimator.export_saved_model(str(tmp_path / "export"), receiver_fn)
+    assert os.path.basename(export_path).isdigit()
+    assert os.listdir(tmp_path / "export") == [os.path.basename(export_path)]  # No temp dir.
+
+    serve = tf.saved_model.load(export_path).signatures["serving_default"]
+    served = serve(x=tf.constant(X))
+    predicted = [p["y"] for p in estimator.predict(make_input_fn(X, repeat=False))]
+    np.testing.assert_allclose(served["y"].numpy(), predicted, rtol=1e-6)
+    np.testing.assert_allclose(served["x"].numpy(), X[:, 0])
+
+
+def test_nan_loss_stops_without_saving_that_step(tmp_path):
+    model_dir = str(tmp_path / "model")
+    x = np.tile(X, (4, 1))
+    x[24] = np.nan  # In batch 7 of 4 rows.
+    estimator = make_estimator(model_dir, batch_size=4, save_checkpoints_steps=7)
+    with pytest.raises(errors.BertTfError, match=r"loss became nan at step 7.*learning_rate"):
+        estimator.train(make_input_fn(x, np.tile(Y, (4, 1))), max_steps=20)
+    # Step 7 was due for a checkpoint, but its weights are NaN: only step 0 is on disk.
+    assert checkpoint_steps(model_dir) == [0]
+    assert np.isfinite(checkpoint_weights(estimator.latest_checkpoint())).all()
+
+
+def test_nan_weights_with_finite_loss_are_not_saved(tmp_path):
+    model_dir = str(tmp_path / "model")
+    estimator = make_estimator(model_dir, params={"poison_step": 2})
+    with pytest.raises(errors.BertTfError, match="weights hold NaN or Inf at step 5"):
+        estimator.train(make_input_fn(X, Y), max_steps=20)
+    assert checkpoint_steps(model_dir) == [0]
+
+
+def test_tf_random_seed_makes_training_repeatable(tmp_path):
+    def random_init_model_fn(features, labels, mode, params):
+        # Random initial weights and dropout: repeatable only through the graph seed.
+        w = tf.compat.v1.get_variable("w", [1, 1])
+        pred = tf.matmul(tf.nn.dropout(features["x"], rate=0.5), w)
+        loss = tf.reduce_mean(tf.square(pred - labels))
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=tf.compat.v1.train.get_global_step())
+        return est.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    def train(name, seed):
+        estimator = est.Estimator(random_init_model_fn, str(tmp_path / name),
+                                  config=est.RunConfig(tf_random_seed=seed),
+                                  params={"batch_size": 4})
+        estimator.train(make_input_fn(X, Y), max_steps=5)
+        return tf.train.load_variable(estimator.latest_checkpoint(), "w")
+
+    np.testing.assert_array_equal(train("a", 7), train("b", 7))
+    assert not np.array_equal(train("a2", 7 + 1), train("b2", 7))
+
+
+def test_model_dir_with_foreign_checkpoint_is_refused(tmp_path):
+    init = write_init_checkpoint(str(tmp_path))  # Writes the `checkpoint` state file too.
+    with pytest.raises(errors.BertTfError, match="without a global_step.*--init_checkpoint"):
+        make_estimator(str(tmp_path)).train(make_input_fn(X, Y), max_steps=2)
+    assert tf.train.latest_checkpoint(str(tmp_path)) == init
+
+
+def test_input_fn_without_params_and_distribute_seam(tmp_path):
+    estimator = make_estimator(str(tmp_path / "model"))
+    estimator.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).repeat().batch(8),
+                    max_steps=2)
+    assert checkpoint_steps(estimator.model_dir) == [0, 2]
+    with pytest.raises(NotImplementedError, match="train_distribute"):
+        make_estimator(str(tmp_path / "other"), train_distribute=object()).train(
+            make_input_fn(X, Y), max_steps=2)
