@@ -1,0 +1,530 @@
+"""SQuAD v1.1 / v2.0 input: JSON -> examples -> windowed features -> TFRecords.
+
+The semantics are those of the original Google BERT `run_squad.py`:
+
+- `read_squad_examples` splits each context on whitespace into "doc tokens" and maps every
+  character to the doc token it belongs to, so that an answer's character offset becomes a
+  doc-token span.
+- `convert_examples_to_features` WordPiece-tokenizes question and doc tokens and cuts the
+  document into windows of `max_seq_length` tokens (`[CLS] question [SEP] doc-window [SEP]`)
+  that start `doc_stride` tokens apart. A doc token seen in several windows is scored in the
+  one where it has the most context on both sides (`token_is_max_context`).
+- `FeatureWriter` writes features as `tf.train.Example`s with the original keys (SPEC §6).
+
+Mapping predicted spans back to the original text is in `bert_tf.tasks.squad_postprocess`.
+"""
+
+import collections
+import json
+import os
+
+from absl import logging
+
+from bert_tf import errors, tokenization
+
+# First `unique_id` given to a feature, as in the original (ids are unique within one run).
+FIRST_UNIQUE_ID = 1000000000
+
+
+class SquadExample:
+    """One question on one context.
+
+    Attributes:
+      qas_id: the question id from the JSON.
+      question_text: the question (str).
+      doc_tokens: the context split on whitespace (list of str).
+      orig_answer_text: the answer text for training ("" for impossible questions; None when
+        not training).
+      start_position, end_position: the answer's first and last doc-token index, inclusive
+        (-1 for impossible questions; None when not training).
+      is_impossible: True for a v2.0 question without an answer (only read when training).
+    """
+
+    def __init__(self, qas_id, question_text, doc_tokens, orig_answer_text=None,
+                 start_position=None, end_position=None, is_impossible=False):
+        self.qas_id = qas_id
+        self.question_text = question_text
+        self.doc_tokens = doc_tokens
+        self.orig_answer_text = orig_answer_text
+        self.start_position = start_position
+        self.end_position = end_position
+        self.is_impossible = is_impossible
+
+    def __repr__(self):
+        s = f"qas_id: {self.qas_id}, question_text: {self.question_text}, "
+        s += f"doc_tokens: [{' '.join(self.doc_tokens)}]"
+        if self.start_position is not None:
+            s += f", start_position: {self.start_position}, end_position: {self.end_position}"
+        if self.is_impossible:
+            s += ", is_impossible: True"
+        return s
+
+
+class InputFeatures:
+    """One window of one example, as the model sees it.
+
+    Attributes:
+      unique_id: int id of this feature (links model outputs back to it).
+      example_index: index of the example in the list given to `convert_examples_to_features`.
+      doc_span_index: index of this window among the example's windows.
+      tokens: the window's word pieces, `[CLS] query [SEP] doc-window [SEP]` (unpadded).
+      token_to_orig_map: {index in `tokens`: doc-token index} for the doc-window tokens.
+      token_is_max_context: {index in `tokens`: bool}, True where this window is the one in
+        which that doc token has the most context.
+      input_ids, input_mask, segment_ids: int lists of length `max_seq_length` (zero-padded).
+      start_position, end_position: answer span in `tokens` for training (0, 0 = [CLS] when the
+        answer is not inside this window or the question is impossible); None otherwise.
+      is_impossible: the example's `is_impossible`.
+    """
+
+    def __init__(self, unique_id, example_index, doc_span_index, tokens, token_to_orig_map,
+                 token_is_max_context, input_ids, input_mask, segment_ids, start_position=None,
+                 end_position=None, is_impossible=None):
+        self.unique_id = unique_id
+        self.example_index = example_index
+        self.doc_span_index = doc_span_index
+        self.tokens = tokens
+        self.token_to_orig_map = token_to_orig_map
+        self.token_is_max_context = token_is_max_context
+        self.input_ids = input_ids
+        self.input_mask = input_mask
+        self.segment_ids = segment_ids
+        self.start_position = start_position
+        self.end_position = end_position
+        self.is_impossible = is_impossible
+
+
+# A window of the WordPiece-tokenized document: `length` tokens from index `start`.
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+
+
+def load_squad_dataset(input_file, flag=None):
+    """Reads a SQuAD-format JSON file and checks its structure.
+
+    Args:
+      input_file: path of a JSON file `{"data": [{"paragraphs": [{"context": str,
+        "qas": [{"id": ..., "question": str, ...}]}]}]}`.
+      flag: the command-line flag that named the file, for error messages.
+
+    Returns:
+      The list under "data" (the articles).
+
+    Raises:
+      errors.BertTfError: the file is missing, is not JSON or does not have that structure.
+    """
+    errors.require_file(input_file, flag=flag, what="SQuAD JSON file")
+    source = f"--{flag} {input_file}" if flag else f"SQuAD file {input_file}"
+    expected = ('expected SQuAD JSON: {"data": [{"paragraphs": [{"context": ..., '
+                '"qas": [{"id": ..., "question": ..., "answers": [...]}]}]}]}')
+    try:
+        with open(input_file, encoding="utf-8") as reader:
+            dataset_json = json.load(reader)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise errors.BertTfError(f"{source} is not valid UTF-8 JSON ({e}); {expected}.") from e
+    if not isinstance(dataset_json, dict) or not isinstance(dataset_json.get("data"), list):
+        raise errors.BertTfError(f"{source} has no \"data\" list of articles; {expected}.")
+    for article_index, article in enumerate(dataset_json["data"]):
+        where = f"data[{article_index}]"
+        if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
+            raise errors.BertTfError(
+                f"{source}: {where} has no \"paragraphs\" list; {expected}.")
+        for paragraph_index, paragraph in enumerate(article["paragraphs"]):
+            where = f"data[{article_index}].paragraphs[{paragraph_index}]"
+            if (not isinstance(paragraph, dict) or not isinstance(paragraph.get("context"), str)
+                    or not isinstance(paragraph.get("qas"), list)):
+                raise errors.BertTfError(
+                    f"{source}: {where} needs a \"context\" string and a \"qas\" list; "
+                    f"{expected}.")
+            for qa_index, qa in enumerate(paragraph["qas"]):
+                if (not isinstance(qa, dict) or "id" not in qa
+                        or not isinstance(qa.get("question"), str)):
+                    raise errors.BertTfError(
+                        f"{source}: {where}.qas[{qa_index}] needs an \"id\" and a \"question\" "
+                        f"string; {expected}.")
+    return dataset_json["data"]
+
+
+def _is_whitespace(c):
+    # The original's whitespace set; U+202F (narrow no-break space) occurs in SQuAD contexts.
+    return c in (" ", "\t", "\r", "\n") or ord(c) == 0x202F
+
+
+def split_context(paragraph_text):
+    """Splits a context on whitespace, keeping a map from characters to words.
+
+    Args:
+      paragraph_text: the context (str).
+
+    Returns:
+      (doc_tokens, char_to_word_offset): the words (list of str), and for every character of
+      `paragraph_text` the index of the word it belongs to (a whitespace character belongs to
+      the word before it; leading whitespace maps to -1).
+    """
+    doc_tokens = []
+    char_to_word_offset = []
+    prev_is_whitespace = True
+    for c in paragraph_text:
+        if _is_whitespace(c):
+            prev_is_whitespace = True
+        else:
+            if prev_is_whitespace:
+                doc_tokens.append(c)
+            else:
+                doc_tokens[-1] += c
+            prev_is_whitespace = False
+        char_to_word_offset.append(len(doc_tokens) - 1)
+    return doc_tokens, char_to_word_offset
+
+
+def read_squad_examples(input_file, is_training, version_2_with_negative=False, flag=None):
+    """Reads a SQuAD JSON file into a list of `SquadExample`.
+
+    For training every question needs exactly one answer (v2.0: or `"is_impossible": true`),
+    and answers whose text cannot be found at their `answer_start` (whitespace-normalised) are
+    skipped with a warning, as in the original.
+
+    Args:
+      input_file: path of the SQuAD JSON file.
+      is_training: whether to read answers (start/end positions).
+      version_2_with_negative: whether questions may be impossible (SQuAD v2.0).
+      flag: the command-line flag that named the file, for error messages.
+
+    Returns:
+      A list of `SquadExample`, in file order.
+
+    Raises:
+      errors.BertTfError: the file is missing or malformed, or a training answer is invalid.
+    """
+    input_data = load_squad_dataset(input_file, flag=flag)
+    source = f"--{flag} {input_file}" if flag else f"SQuAD file {input_file}"
+
+    examples = []
+    for entry in input_data:
+        for paragraph in entry["paragraphs"]:
+            paragraph_text = paragraph["context"]
+            doc_tokens, char_to_word_offset = split_context(paragraph_text)
+
+            for qa in paragraph["qas"]:
+                qas_id = qa["id"]
+                question_text = qa["question"]
+                start_position = None
+                end_position = None
+                orig_answer_text = None
+                is_impossible = False
+                if is_training:
+                    if version_2_with_negative:
+                        is_impossible = bool(qa.get("is_impossible", False))
+                    answers = qa.get("answers", [])
+                    if len(answers) != 1 and not is_impossible:
+                        raise errors.BertTfError(
+                            f"{source}: question {qas_id!r} has {len(answers)} answers; for "
+                            "training each question needs exactly 1 answer"
+                            + (" or \"is_impossible\": true." if version_2_with_negative else
+                               " (pass --version_2_with_negative for SQuAD v2.0 data)."))
+                    if not is_impossible:
+                        answer = answers[0] if isinstance(answers[0], dict) else {}
+                        orig_answer_text = answer.get("text")
+                        answer_offset = answer.get("answer_start")
+                        if (not isinstance(orig_answer_text, str) or not orig_answer_text
+                                or not isinstance(answer_offset, int) or answer_offset < 0
+                                or answer_offset + len(orig_answer_text)
+                                > len(char_to_word_offset)):
+                            raise errors.BertTfError(
+                                f"{source}: question {qas_id!r} needs an answer with a "
+                                "non-empty \"text\" and an \"answer_start\" character offset "
+                                "inside its context.")
+                        answer_length = len(orig_answer_text)
+                        start_position = char_to_word_offset[answer_offset]
+                        end_position = char_to_word_offset[answer_offset + answer_length - 1]
+                        # Only keep answers whose text can be recovered from the document; a
+                        # mismatch is usually odd Unicode, and the example is skipped.
+                        actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
+                        cleaned_answer_text = " ".join(
+                            tokenization.whitespace_tokenize(orig_answer_text))
+                        if actual_text.find(cleaned_answer_text) == -1:
+                            logging.warning("Could not find answer: '%s' vs. '%s'",
+                                            actual_text, cleaned_answer_text)
+                            continue
+                    else:
+                        start_position = -1
+                        end_position = -1
+                        orig_answer_text = ""
+
+                examples.append(SquadExample(
+                    qas_id=qas_id,
+                    question_text=question_text,
+                    doc_tokens=doc_tokens,
+                    orig_answer_text=orig_answer_text,
+                    start_position=start_position,
+                    end_position=end_position,
+                    is_impossible=is_impossible))
+    return examples
+
+
+def compute_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
+    """Cuts `num_doc_tokens` tokens into windows of at most `max_tokens_for_doc`.
+
+    Windows start `doc_stride` tokens apart (less if a window is shorter); the last one ends at
+    the last token.
+
+    Returns:
+      A list of `DocSpan(start, length)`.
+    """
+    doc_spans = []
+    start_offset = 0
+    while start_offset < num_doc_tokens:
+        length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
+        doc_spans.append(DocSpan(start=start_offset, length=length))
+        if start_offset + length == num_doc_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return doc_spans
+
+
+def check_is_max_context(doc_spans, cur_span_index, position):
+    """Whether window `cur_span_index` is the best one for the token at `position`.
+
+    A token's score in a window is min(tokens left of it, tokens right of it) in that window,
+    plus 0.01 * window length to prefer longer windows; the first window with the highest score
+    wins. E.g. with windows "bought a new bat" and "a new bat and a ball", "bat" has 1 left /
+    0 right context in the first and 2 left / 3 right in the second, so the second wins.
+
+    Args:
+      doc_spans: the `DocSpan`s of the document.
+      cur_span_index: index of the window being built.
+      position: index of the token in the WordPiece-tokenized document.
+
+    Returns:
+      bool.
+    """
+    best_score = None
+    best_span_index = None
+    for span_index, doc_span in enumerate(doc_spans):
+        end = doc_span.start + doc_span.length - 1
+        if position < doc_span.start or position > end:
+            continue
+        num_left_context = position - doc_span.start
+        num_right_context = end - position
+        score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
+        if best_score is None or score > best_score:
+            best_score = score
+            best_span_index = span_index
+    return cur_span_index == best_span_index
+
+
+def improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
+    """Returns the (start, end) sub-span of word pieces that matches the tokenized answer.
+
+    The character-level answer maps to whole doc tokens, e.g. "(1895-1943)." for the answer
+    "1895". Within those word pieces, the shortest span equal to the tokenized answer text is
+    the better training target; if there is none, the span is returned unchanged.
+    """
+    tok_answer_text = " ".join(tokenizer.tokenize(orig_answer_text))
+    for new_start in range(input_start, input_end + 1):
+        for new_end in range(input_end, new_start - 1, -1):
+            text_span = " ".join(doc_tokens[new_start:(new_end + 1)])
+            if text_span == tok_answer_text:
+                return new_start, new_end
+    return input_start, input_end
+
+
+def check_window_flags(max_seq_length, doc_stride, max_query_length):
+    """Raises `errors.BertTfError` unless the windowing flags leave room for document tokens."""
+    if max_query_length < 1:
+        raise errors.BertTfError(
+            f"--max_query_length={max_query_length} must be at least 1.")
+    if max_seq_length <= max_query_length + 3:
+        raise errors.BertTfError(
+            f"--max_seq_length={max_seq_length} must be greater than --max_query_length="
+            f"{max_query_length} + 3 ([CLS] and two [SEP]) to leave room for the document; "
+            "raise --max_seq_length or lower --max_query_length.")
+    if doc_stride < 1:
+        raise errors.BertTfError(f"--doc_stride={doc_stride} must be at least 1.")
+
+
+def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                 max_query_length, is_training, output_fn=None):
+    """Converts `SquadExample`s into windowed `InputFeatures`.
+
+    Each window is `[CLS] query [SEP] doc-window [SEP]` zero-padded to `max_seq_length`, the
+    query cut to `max_query_length` word pieces, and windows starting `doc_stride` word pieces
+    apart. Feature unique ids count up from `FIRST_UNIQUE_ID`.
+
+    Args:
+      examples: list of `SquadExample`.
+      tokenizer: a `tokenization.FullTokenizer`.
+      max_seq_length: tokens per window, specials included.
+      doc_stride: distance in word pieces between the starts of consecutive windows.
+      max_query_length: most question word pieces kept.
+      is_training: whether to compute start/end positions (examples must carry answers).
+      output_fn: called with each `InputFeatures` as it is made; None to collect them.
+
+    Returns:
+      The list of `InputFeatures` when `output_fn` is None, else None.
+    """
+    check_window_flags(max_seq_length, doc_stride, max_query_length)
+    collected = [] if output_fn is None else None
+    unique_id = FIRST_UNIQUE_ID
+
+    for example_index, example in enumerate(examples):
+        query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
+
+        tok_to_orig_index = []
+        orig_to_tok_index = []
+        all_doc_tokens = []
+        for i, token in enumerate(example.doc_tokens):
+            orig_to_tok_index.append(len(all_doc_tokens))
+            for sub_token in tokenizer.tokenize(token):
+                tok_to_orig_index.append(i)
+                all_doc_tokens.append(sub_token)
+
+        tok_start_position = None
+        tok_end_position = None
+        if is_training and example.is_impossible:
+            tok_start_position = -1
+            tok_end_position = -1
+        if is_training and not example.is_impossible:
+            tok_start_position = orig_to_tok_index[example.start_position]
+            if example.end_position < len(example.doc_tokens) - 1:
+                tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+            else:
+                tok_end_position = len(all_doc_tokens) - 1
+            tok_start_position, tok_end_position = improve_answer_span(
+                all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
+                example.orig_answer_text)
+
+        # The -3 accounts for [CLS], [SEP] and [SEP].
+        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+        doc_spans = compute_doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+
+        for doc_span_index, doc_span in enumerate(doc_spans):
+            tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
+            segment_ids = [0] * len(tokens)
+            token_to_orig_map = {}
+            token_is_max_context = {}
+            for i in range(doc_span.length):
+                split_token_index = doc_span.start + i
+                token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
+                token_is_max_context[len(tokens)] = check_is_max_context(
+                    doc_spans, doc_span_index, split_token_index)
+                tokens.append(all_doc_tokens[split_token_index])
+                segment_ids.append(1)
+            tokens.append("[SEP]")
+            segment_ids.append(1)
+
+            input_ids = tokenizer.convert_tokens_to_ids(tokens)
+            # 1 for real tokens, 0 for padding: only real tokens are attended to.
+            input_mask = [1] * len(input_ids)
+            padding = max_seq_length - len(input_ids)
+            input_ids += [0] * padding
+            input_mask += [0] * padding
+            segment_ids += [0] * padding
+
+            start_position = None
+            end_position = None
+            if is_training and not example.is_impossible:
+                # A window without the whole answer is trained to point at [CLS].
+                doc_start = doc_span.start
+                doc_end = doc_span.start + doc_span.length - 1
+                if tok_start_position >= doc_start and tok_end_position <= doc_end:
+                    doc_offset = len(query_tokens) + 2
+                    start_position = tok_start_position - doc_start + doc_offset
+                    end_position = tok_end_position - doc_start + doc_offset
+                else:
+                    start_position = 0
+                    end_position = 0
+            if is_training and example.is_impossible:
+                start_position = 0
+                end_position = 0
+
+            if example_index < 20:
+                logging.log_first_n(
+                    logging.INFO, "*** Example *** unique_id: %s example_index: %s "
+                    "doc_span_index: %s tokens: %s start_position: %s end_position: %s", 20,
+                    unique_id, example_index, doc_span_index,
+                    " ".join(tokenization.printable_text(x) for x in tokens),
+                    start_position, end_position)
+
+            feature = InputFeatures(
+                unique_id=unique_id,
+                example_index=example_index,
+                doc_span_index=doc_span_index,
+                tokens=tokens,
+                token_to_orig_map=token_to_orig_map,
+                token_is_max_context=token_is_max_context,
+                input_ids=input_ids,
+                input_mask=input_mask,
+                segment_ids=segment_ids,
+                start_position=start_position,
+                end_position=end_position,
+                is_impossible=example.is_impossible)
+            if output_fn is None:
+                collected.append(feature)
+            else:
+                output_fn(feature)
+            unique_id += 1
+    return collected
+
+
+def create_int_feature(values):
+    """Returns a `tf.train.Feature` holding the ints `values` as an int64 list."""
+    import tensorflow as tf
+
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+class FeatureWriter:
+    """Writes `InputFeatures` to a TFRecord file of `tf.train.Example`s (SPEC §6 keys).
+
+    Keys: `unique_ids` [1], `input_ids`, `input_mask`, `segment_ids` [max_seq_length], and for
+    training `start_positions` [1], `end_positions` [1], `is_impossible` [1]. The records go to
+    a temporary file that `close()` renames to `filename`, so an interrupted run leaves no
+    partial file under that name. Usable as a context manager (an exception discards the file).
+    """
+
+    def __init__(self, filename, is_training):
+        import tensorflow as tf
+
+        self.filename = filename
+        self.is_training = is_training
+        self.num_features = 0
+        self._tmp_filename = f"{filename}.tmp-{os.getpid()}"
+        self._writer = tf.io.TFRecordWriter(self._tmp_filename)
+
+    def process_feature(self, feature):
+        """Serializes one `InputFeatures` and appends it to the file."""
+        import tensorflow as tf
+
+        self.num_features += 1
+        features = collections.OrderedDict()
+        features["unique_ids"] = create_int_feature([feature.unique_id])
+        features["input_ids"] = create_int_feature(feature.input_ids)
+        features["input_mask"] = create_int_feature(feature.input_mask)
+        features["segment_ids"] = create_int_feature(feature.segment_ids)
+        if self.is_training:
+            features["start_positions"] = create_int_feature([feature.start_position])
+            features["end_positions"] = create_int_feature([feature.end_position])
+            features["is_impossible"] = create_int_feature([1 if feature.is_impossible else 0])
+        tf_example = tf.train.Example(features=tf.train.Features(feature=features))
+        self._writer.write(tf_example.SerializeToString())
+
+    def close(self):
+        """Finishes the file and moves it to `filename`."""
+        self._writer.close()
+        os.replace(self._tmp_filename, self.filename)
+
+    def discard(self):
+        """Closes and deletes the unfinished file; `filename` is left untouched."""
+        self._writer.close()
+        if os.path.exists(self._tmp_filename):
+            os.remove(self._tmp_filename)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+        return False

@@ -1,0 +1,42 @@
+"""Official SQuAD v1.1 / v2.0 evaluation of a predictions file.
+
+Usage:
+  python scripts/squad_evaluate.py DATA_FILE PRED_FILE [--version_2]
+      [--na_prob_file=null_odds.json] [--na_prob_thresh=1.0]
+
+Prints one JSON line: v1.1 {"exact_match", "f1"}; v2.0 {"exact", "f1", "total", "HasAns_*",
+"NoAns_*"} and, with --na_prob_file, {"best_exact", "best_exact_thresh", "best_f1",
+"best_f1_thresh"}. Scores are percentages, as in the official scripts.
+"""
+
+import json
+
+from absl import flags
+
+from bert_tf import errors
+from bert_tf.metrics import squad as squad_metrics
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_bool("version_2", False, "Use the SQuAD v2.0 metric (questions may have no answer).")
+flags.DEFINE_string("na_prob_file", None,
+                    "v2.0: JSON {question id: no-answer probability}, e.g. null_odds.json.")
+flags.DEFINE_float("na_prob_thresh", 1.0,
+                   "v2.0: a prediction counts as no answer when its no-answer probability "
+                   "exceeds this.")
+
+
+def main(argv):
+    if len(argv) != 3:
+        raise errors.BertTfError(
+            f"expected 2 arguments DATA_FILE PRED_FILE, got {len(argv) - 1}; usage: "
+            "squad_evaluate.py DATA_FILE PRED_FILE [--version_2] [--na_prob_file F] "
+            "[--na_prob_thresh T].")
+    result = squad_metrics.evaluate_files(
+        argv[1], argv[2], version_2=FLAGS.version_2, na_prob_file=FLAGS.na_prob_file,
+        na_prob_thresh=FLAGS.na_prob_thresh)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    errors.run_main(main)
