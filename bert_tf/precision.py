@@ -50,6 +50,9 @@ def compute_dtype_scope(compute_dtype, name_or_scope=None, default_name=None):
             return float32_variable_storage_getter(*args, **kwargs)
         # Read by builders that have no input tensor to take a dtype from (embeddings).
         getter.compute_dtype = compute_dtype
+    if name_or_scope is None and default_name is None:
+        # Re-enter the current scope: only the getter changes, not the variable names.
+        name_or_scope = tf.compat.v1.get_variable_scope()
     with tf.compat.v1.variable_scope(name_or_scope, default_name=default_name,
                                      custom_getter=getter) as scope:
         yield scope
