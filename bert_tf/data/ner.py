@@ -1,0 +1,355 @@
+"""Named-entity recognition data: CoNLL-2003 files, word-piece label alignment, TFRecords.
+
+Input files are CoNLL-2003 style: one token a line, its tag in the LAST column (other
+columns, such as POS and chunk tags, are ignored; the token is the first column), a blank
+line between sentences, `-DOCSTART-` lines skipped. Tags can be IOB1, IOB2 (BIO) or IOBES;
+they are used as written.
+
+Label alignment: each word is split into word pieces; its label goes on the FIRST piece.
+Continuation pieces, [CLS], [SEP] and padding get label id 0 and `label_mask` 0, so the loss
+and the predictions only look at first pieces. Words that do not fit in
+`max_seq_length - 2` pieces are dropped from the features (counted and logged); when
+predictions are written, such a word gets the tag "O".
+
+TFRecord keys (tf.train.Example, all int64):
+  input_ids, input_mask, segment_ids   [max_seq_length]
+  label_ids                            [max_seq_length]  index into the label list
+  label_mask                           [max_seq_length]  1 on the first piece of each word
+  is_real_example                      [1]               0 for batch-padding examples
+
+The label list is "O" followed by the other tags of the train file, sorted.
+"""
+
+import dataclasses
+import os
+
+from absl import logging
+
+from bert_tf import errors
+from bert_tf.data import classification
+
+# Where `NerProcessor` looks for each split in data_dir, in order (CoNLL-2003 names too).
+TRAIN_FILES = ("train.txt", "eng.train")
+DEV_FILES = ("dev.txt", "valid.txt", "eng.testa")
+TEST_FILES = ("test.txt", "eng.testb")
+OUTSIDE_TAG = "O"
+_DOCSTART = "-DOCSTART-"
+
+
+@dataclasses.dataclass
+class NerExample:
+    """One sentence.
+
+    Attributes:
+      guid: id such as "train-3".
+      words: the tokens of the sentence (CoNLL first column).
+      labels: one tag per word (CoNLL last column).
+      source: the file the sentence came from.
+      line_numbers: the 1-based line of each word in `source`.
+    """
+    guid: str
+    words: list
+    labels: list
+    source: str = ""
+    line_numbers: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class NerInputFeatures:
+    """Features of one sentence; id lists have length max_seq_length.
+
+    Attributes:
+      input_ids, input_mask, segment_ids: as for classification (segment ids all 0).
+      label_ids: label id on the first piece of each word, 0 elsewhere.
+      label_mask: 1 on the first piece of each word, 0 elsewhere.
+      is_real_example: False for batch padding.
+      num_words: words of the sentence that fit (the rest were dropped).
+    """
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    label_ids: list
+    label_mask: list
+    is_real_example: bool = True
+    num_words: int = 0
+
+
+def read_conll(path, set_type="train", require_labels=True):
+    """Reads a CoNLL-2003 style file into `NerExample`s.
+
+    Args:
+      path: the file.
+      set_type: prefix of the guids ("train", "dev", "test").
+      require_labels: when False, a line with only a token is allowed and tagged "O"
+        (unlabelled text to predict).
+
+    Raises:
+      BertTfError: missing file, or a line with a token but no tag (when required).
+    """
+    errors.require_file(path, flag="data_dir", what="CoNLL file")
+    examples = []
+    words, labels, line_numbers = [], [], []
+
+    def end_sentence():
+        if words:
+            examples.append(NerExample(guid=f"{set_type}-{len(examples)}", words=list(words),
+                                       labels=list(labels), source=path,
+                                       line_numbers=list(line_numbers)))
+        words.clear()
+        labels.clear()
+        line_numbers.clear()
+
+    with open(path, encoding="utf-8-sig") as f:
+        for line_number, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields or fields[0] == _DOCSTART:
+                end_sentence()
+                continue
+            if len(fields) < 2:
+                if require_labels:
+                    raise errors.BertTfError(
+                        f"{path}:{line_number}: expected a token and its tag, found only "
+                        f"'{fields[0]}'; write 'token tag' (the tag in the last column).")
+                fields.append(OUTSIDE_TAG)
+            words.append(fields[0])
+            labels.append(fields[-1])
+            line_numbers.append(line_number)
+    end_sentence()
+    return examples
+
+
+def _find_file(data_dir, candidates, split):
+    for name in candidates:
+        path = os.path.join(data_dir, name)
+        if os.path.isfile(path):
+            return path
+    raise errors.BertTfError(
+        f"--data_dir: no {split} file in '{data_dir}'; add one named "
+        f"{' or '.join(candidates)}.")
+
+
+def check_labels(examples, label_list):
+    """Raises `BertTfError` naming file:line for the first tag not in `label_list`."""
+    allowed = set(label_list)
+    for example in examples:
+        for index, label in enumerate(example.labels):
+            if label not in allowed:
+                line = example.line_numbers[index] if example.line_numbers else "?"
+                raise errors.BertTfError(
+                    f"{example.source}:{line}: tag '{label}' is not in the label list "
+                    f"({', '.join(label_list)}), which comes from the train file; fix the "
+                    "tag or add it to the train data.")
+
+
+class NerProcessor:
+    """Reads the train / dev / test CoNLL files of a data_dir (names: see TRAIN_FILES etc.)."""
+
+    def __init__(self, data_dir=None, labels=None):
+        """Constructs the processor.
+
+        Args:
+          data_dir: where the train file is, so `get_labels()` works without
+            `get_train_examples()` first.
+          labels: the label list, to override the one collected from the train file.
+        """
+        self._data_dir = data_dir
+        self._labels = list(labels) if labels else None
+
+    def get_train_examples(self, data_dir):
+        self._data_dir = data_dir
+        examples = read_conll(_find_file(data_dir, TRAIN_FILES, "train"), "train")
+        check_labels(examples, self.get_labels())
+        return examples
+
+    def get_dev_examples(self, data_dir):
+        self._data_dir = self._data_dir or data_dir
+        examples = read_conll(_find_file(data_dir, DEV_FILES, "dev"), "dev")
+        check_labels(examples, self.get_labels())
+        return examples
+
+    def get_test_examples(self, data_dir):
+        self._data_dir = self._data_dir or data_dir
+        examples = read_conll(_find_file(data_dir, TEST_FILES, "test"), "test",
+                              require_labels=False)
+        check_labels(examples, self.get_labels())
+        return examples
+
+    def get_labels(self):
+        """"O" then the train file's other tags, sorted."""
+        if self._labels is None:
+            if self._data_dir is None:
+                raise errors.BertTfError("NER: the label list is unknown; pass --data_dir with "
+                                         "the train file.")
+            train = read_conll(_find_file(self._data_dir, TRAIN_FILES, "train"), "train")
+            tags = {label for example in train for label in example.labels}
+            self._labels = [OUTSIDE_TAG] + sorted(tags - {OUTSIDE_TAG})
+        return list(self._labels)
+
+
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
+    """Converts one `NerExample` into `NerInputFeatures` (label on each word's first piece).
+
+    A word the tokenizer turns into nothing (e.g. only control characters) becomes "[UNK]",
+    so every word keeps a position and a prediction.
+
+    Args:
+      ex_index: the example's position (the first few are logged).
+      example: a `NerExample` or `classification.PaddingInputExample`.
+      label_list: the tags; "O" should be among them.
+      max_seq_length: length of the id lists, [CLS] and [SEP] included.
+      tokenizer: a `tokenization.FullTokenizer`.
+    """
+    if max_seq_length < 3:
+        raise errors.BertTfError(f"--max_seq_length={max_seq_length} leaves no room for a word "
+                                 "after [CLS] and [SEP]; use a larger max_seq_length.")
+    zeros = [0] * max_seq_length
+    if isinstance(example, classification.PaddingInputExample):
+        return NerInputFeatures(input_ids=list(zeros), input_mask=list(zeros),
+                                segment_ids=list(zeros), label_ids=list(zeros),
+                                label_mask=list(zeros), is_real_example=False, num_words=0)
+    label_map = {label: i for i, label in enumerate(label_list)}
+    check_labels([example], label_list)
+
+    tokens = ["[CLS]"]
+    label_ids = [0]
+    label_mask = [0]
+    num_words = 0
+    for word, label in zip(example.words, example.labels, strict=True):
+        pieces = tokenizer.tokenize(word) or ["[UNK]"]
+        # Leave room for the final [SEP].
+        if len(tokens) + len(pieces) > max_seq_length - 1:
+            break
+        tokens.extend(pieces)
+        label_ids.extend([label_map[label]] + [0] * (len(pieces) - 1))
+        label_mask.extend([1] + [0] * (len(pieces) - 1))
+        num_words += 1
+    tokens.append("[SEP]")
+    label_ids.append(0)
+    label_mask.append(0)
+
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    input_mask = [1] * len(input_ids)
+    padding = [0] * (max_seq_length - len(input_ids))
+    if ex_index < 5:
+        logging.info("*** Example ***")
+        logging.info("guid: %s", example.guid)
+        logging.info("tokens: %s", " ".join(tokens))
+        logging.info("label_ids: %s", " ".join(str(x) for x in label_ids))
+    return NerInputFeatures(input_ids=input_ids + padding, input_mask=input_mask + padding,
+                            segment_ids=list(zeros), label_ids=label_ids + padding,
+                            label_mask=label_mask + padding, is_real_example=True,
+                            num_words=num_words)
+
+
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
+    """Converts examples to `NerInputFeatures`, logging how many sentences were cut short."""
+    features = [convert_single_example(i, example, label_list, max_seq_length, tokenizer)
+                for i, example in enumerate(examples)]
+    _log_truncation(examples, features, max_seq_length)
+    return features
+
+
+def _log_truncation(examples, features, max_seq_length):
+    truncated = [(e, f) for e, f in zip(examples, features, strict=True)
+                 if f.is_real_example and f.num_words < len(e.words)]
+    if truncated:
+        dropped = sum(len(e.words) - f.num_words for e, f in truncated)
+        logging.warning("%d of %d sentences did not fit in max_seq_length=%d word pieces; "
+                        "%d words were dropped (they are predicted as 'O').",
+                        len(truncated), len(examples), max_seq_length, dropped)
+    return len(truncated)
+
+
+def feature_to_tf_example(feature):
+    """One `NerInputFeatures` as a `tf.train.Example` (keys: see the module docstring)."""
+    import tensorflow as tf
+
+    from bert_tf.data import tfrecords
+
+    features = {
+        "input_ids": tfrecords.create_int_feature(feature.input_ids),
+        "input_mask": tfrecords.create_int_feature(feature.input_mask),
+        "segment_ids": tfrecords.create_int_feature(feature.segment_ids),
+        "label_ids": tfrecords.create_int_feature(feature.label_ids),
+        "label_mask": tfrecords.create_int_feature(feature.label_mask),
+        "is_real_example": tfrecords.create_int_feature([int(feature.is_real_example)]),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=features))
+
+
+def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                            output_file):
+    """Writes the examples' features to the TFRecord file `output_file` (whole or not at all).
+
+    Returns:
+      The number of sentences that were cut short to fit max_seq_length.
+    """
+    features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer)
+    classification.write_tf_examples((feature_to_tf_example(f) for f in features), output_file)
+    return sum(1 for e, f in zip(examples, features, strict=True)
+               if f.is_real_example and f.num_words < len(e.words))
+
+
+def cached_file_based_convert_examples_to_features(examples, label_list, max_seq_length,
+                                                   tokenizer, output_file):
+    """`file_based_convert_examples_to_features`, reusing `output_file` while still valid.
+
+    Same sidecar policy as `classification.cached_file_based_convert_examples_to_features`.
+
+    Returns:
+      True if the existing file was reused, False if it was (re)built.
+    """
+    key = classification.feature_cache_key("ner", examples, label_list, max_seq_length,
+                                           tokenizer)
+    return classification.cached_tfrecord_file(
+        output_file, key,
+        lambda: file_based_convert_examples_to_features(examples, label_list, max_seq_length,
+                                                        tokenizer, output_file))
+
+
+def word_predictions(token_label_ids, label_mask, label_list):
+    """Per-word tags from per-piece predictions: the prediction at each word's first piece.
+
+    Args:
+      token_label_ids: predicted label ids, one per position [max_seq_length].
+      label_mask: the example's `label_mask` (1 on first pieces).
+      label_list: the tags.
+
+    Returns:
+      A list of tags, one per word that fit in the sequence.
+    """
+    return [label_list[int(label_id)]
+            for label_id, is_first in zip(token_label_ids, label_mask, strict=True) if is_first]
+
+
+def complete_predictions(example, predicted_tags):
+    """`predicted_tags` extended with "O" for the words that were dropped by truncation."""
+    if len(predicted_tags) > len(example.words):
+        raise errors.BertTfError(
+            f"NER predictions: {len(predicted_tags)} tags for the {len(example.words)} words of "
+            f"{example.guid}; the predictions do not belong to these examples.")
+    return list(predicted_tags) + [OUTSIDE_TAG] * (len(example.words) - len(predicted_tags))
+
+
+def write_conll_predictions(output_file, examples, predicted_tags):
+    """Writes "token gold predicted" a line, a blank line after each sentence (conlleval input).
+
+    Args:
+      output_file: where to write (whole or not at all: a temporary file renamed).
+      examples: the `NerExample`s predicted.
+      predicted_tags: per example, the predicted tag of each word (missing trailing words,
+        dropped by truncation, are written as "O").
+    """
+    if len(examples) != len(predicted_tags):
+        raise errors.BertTfError(
+            f"NER predictions: {len(predicted_tags)} predicted sentences for {len(examples)} "
+            "examples; predict every example.")
+    from bert_tf import fileio
+
+    lines = []
+    for example, tags in zip(examples, predicted_tags, strict=True):
+        tags = complete_predictions(example, tags)
+        for word, gold, predicted in zip(example.words, example.labels, tags, strict=True):
+            lines.append(f"{word} {gold} {predicted}\n")
+        lines.append("\n")
+    fileio.atomic_write_text(output_file, "".join(lines))
