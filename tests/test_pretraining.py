@@ -1,0 +1,189 @@
+"""End-to-end tests of MLM + NSP pre-training (bert_tf.tasks.pretraining, run_pretraining.py)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import modeling
+from bert_tf.errors import BertTfError
+from bert_tf.tasks import pretraining
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
+TINY = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64, type_vocab_size=2, max_position_embeddings=64,
+            hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            initializer_range=0.02)
+
+
+def _int_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def write_records(path, num, seq=16, preds=4, seed=0):
+    """Writes `num` pre-training examples with the SPEC §6 keys, built by hand."""
+    rng = np.random.RandomState(seed)
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(num):
+            length = rng.randint(8, seq + 1)
+            ids = [2] + list(rng.randint(5, TINY["vocab_size"], size=length - 2)) + [3]
+            positions = sorted(rng.choice(np.arange(1, length - 1), size=preds, replace=False))
+            masked_ids = [ids[p] for p in positions]
+            for p in positions:
+                ids[p] = 4  # [MASK]
+            pad = seq - length
+            feature = {
+                "input_ids": _int_feature(ids + [0] * pad),
+                "input_mask": _int_feature([1] * length + [0] * pad),
+                "segment_ids": _int_feature([0] * (length // 2) + [1] * (length - length // 2)
+                                            + [0] * pad),
+                "masked_lm_positions": _int_feature(positions),
+                "masked_lm_ids": _int_feature(masked_ids),
+                "masked_lm_weights": tf.train.Feature(
+                    float_list=tf.train.FloatList(value=[1.0] * preds)),
+                "next_sentence_labels": _int_feature([rng.randint(2)]),
+            }
+            writer.write(tf.train.Example(
+                features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
+def _options(tmp_path, **overrides):
+    config = tmp_path / "bert_config.json"
+    if not config.exists():
+        config.write_text(json.dumps(TINY))
+    values = dict(
+        bert_config_file=str(config), input_file=str(tmp_path / "train.tfrecord"),
+        eval_input_file=None, output_dir=str(tmp_path / "out"), init_checkpoint=None,
+        max_seq_length=16, max_predictions_per_seq=4, do_train=True, do_eval=True,
+        train_batch_size=8, eval_batch_size=8, learning_rate=3e-3, num_train_steps=60,
+        num_warmup_steps=5, save_checkpoints_steps=30, iterations_per_loop=1000,
+        max_eval_steps=10, optimizer="adamw", num_accumulation_steps=1, keep_checkpoint_max=3,
+        log_every_n_steps=20, save_summary_steps=20, random_seed=1, precision="fp32",
+        use_tpu=False)
+    values.update(overrides)
+    return types.SimpleNamespace(**values)
+
+
+def test_overfits_a_handful_of_instances_and_writes_eval_results(tmp_path):
+    write_records(str(tmp_path / "train.tfrecord"), num=8)
+    opts = _options(tmp_path, num_train_steps=1, do_train=True)
+    first = pretraining.run_pretraining(opts)  # one step: the loss at the start
+    opts.num_train_steps = 150
+    last = pretraining.run_pretraining(opts)  # resumes from step 1 to 150
+    assert last["global_step"] == 150
+    assert last["masked_lm_loss"] < 0.5 * first["masked_lm_loss"], (first, last)
+    assert last["masked_lm_accuracy"] > 0.9
+    text = (tmp_path / "out" / "eval_results.txt").read_text()
+    keys = [line.split(" = ")[0] for line in text.splitlines()]
+    assert keys == sorted(["masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                           "next_sentence_loss", "global_step", "loss"])
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("model.ckpt-150")
+
+
+def test_masked_lm_loss_matches_numpy():
+    rng = np.random.RandomState(0)
+    config = modeling.BertConfig(**TINY)
+    seq_out = rng.randn(2, 5, 32).astype(np.float32)
+    table = rng.randn(64, 32).astype(np.float32) * 0.1
+    positions = np.array([[1, 3], [0, 4]], np.int32)
+    ids = np.array([[7, 9], [11, 0]], np.int32)
+    weights = np.array([[1.0, 1.0], [1.0, 0.0]], np.float32)
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        loss, per_example, _ = pretraining.masked_lm_output(
+            config, tf.constant(seq_out), tf.constant(table), tf.constant(positions),
+            tf.constant(ids), tf.constant(weights))
+        sess.run(tf.compat.v1.global_variables_initializer())
+        names = sorted(v.name for v in tf.compat.v1.global_variables())
+        values = {v.name: sess.run(v) for v in tf.compat.v1.global_variables()}
+        loss, per_example = sess.run([loss, per_example])
+    assert names == ["cls/predictions/output_bias:0",
+                     "cls/predictions/transform/LayerNorm/beta:0",
+                     "cls/predictions/transform/LayerNorm/gamma:0",
+                     "cls/predictions/transform/dense/bias:0",
+                     "cls/predictions/transform/dense/kernel:0"]
+    # Reference: gather, dense + exact gelu, layer norm, tied decoder, log-softmax, weighted mean.
+    from numpy_bert import gelu, layer_norm
+    x = seq_out[np.arange(2)[:, None], positions].reshape(-1, 32).astype(np.float64)
+    x = gelu(x @ values["cls/predictions/transform/dense/kernel:0"]
+             + values["cls/predictions/transform/dense/bias:0"])
+    x = layer_norm(x, values["cls/predictions/transform/LayerNorm/gamma:0"],
+                   values["cls/predictions/transform/LayerNorm/beta:0"])
+    logits = x @ table.T + values["cls/predictions/output_bias:0"]
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    ref = -log_probs[np.arange(4), ids.reshape(-1)]
+    np.testing.assert_allclose(per_example, ref, rtol=1e-4)
+    np.testing.assert_allclose(loss, (ref * weights.reshape(-1)).sum() / (3 + 1e-5), rtol=1e-4)
+
+
+def test_records_of_another_length_are_a_clear_error(tmp_path):
+    write_records(str(tmp_path / "train.tfrecord"), num=2, seq=16, preds=4)
+    with pytest.raises(BertTfError, match=r"input_ids of length 16 but --max_seq_length=32"):
+        pretraining.run_pretraining(_options(tmp_path, max_seq_length=32))
+    with pytest.raises(BertTfError, match=r"masked_lm_positions of length 4 but "
+                                          r"--max_predictions_per_seq=5"):
+        pretraining.run_pretraining(_options(tmp_path, max_predictions_per_seq=5))
+    with pytest.raises(BertTfError, match=r"--input_file: '.*nothing\*' matches no file"):
+        pretraining.run_pretraining(_options(tmp_path, input_file=str(tmp_path / "nothing*")))
+    with pytest.raises(BertTfError, match=r"not divisible by --num_accumulation_steps=3"):
+        pretraining.run_pretraining(_options(tmp_path, num_accumulation_steps=3))
+
+
+def _script(args, **kwargs):
+    return subprocess.Popen([sys.executable, SCRIPT, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def test_script_killed_with_sigkill_resumes_to_num_train_steps(tmp_path):
+    write_records(str(tmp_path / "train.tfrecord"), num=64)
+    (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
+    out = tmp_path / "out"
+    args = [f"--bert_config_file={tmp_path / 'bert_config.json'}",
+            f"--input_file={tmp_path / 'train.tfrecord'}", f"--output_dir={out}",
+            "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train",
+            "--train_batch_size=8", "--num_train_steps=100000", "--num_warmup_steps=10",
+            "--save_checkpoints_steps=20", "--log_every_n_steps=10", "--learning_rate=1e-3"]
+    def checkpoint_step():
+        latest = tf.train.latest_checkpoint(str(out))
+        return int(latest.rsplit("-", 1)[1]) if latest else -1
+
+    proc = _script(args)
+    deadline = time.time() + 180
+    while time.time() < deadline and checkpoint_step() < 20:  # step 0 is saved at the start
+        time.sleep(0.2)
+    assert checkpoint_step() >= 20, "no checkpoint after training steps before the deadline"
+    time.sleep(1.0)  # let it get into the next interval, possibly mid-save
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = checkpoint_step()
+    assert killed_at >= 20
+
+    target = killed_at + 30
+    resumed = _script([a if not a.startswith("--num_train_steps") else
+                       f"--num_train_steps={target}" for a in args])
+    log, _ = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, log[-3000:]
+    assert f"from step {killed_at}" in log
+    final = tf.train.latest_checkpoint(str(out))
+    assert final.endswith(f"model.ckpt-{target}")
+    assert int(tf.train.load_variable(final, "global_step")) == target
+
+
+def test_script_bad_config_is_one_line_error(tmp_path):
+    write_records(str(tmp_path / "train.tfrecord"), num=2)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**TINY, "num_attention_heads": 3}))
+    proc = _script([f"--bert_config_file={bad}", f"--input_file={tmp_path / 'train.tfrecord'}",
+                    f"--output_dir={tmp_path / 'out'}", "--do_train"])
+    log, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in log
+    assert "error: " in log and "not a multiple of num_attention_heads (3)" in log
