@@ -1,0 +1,65 @@
+"""Extracts per-token BERT activations to JSON lines (the flags of Google's extract_features.py).
+
+    python scripts/extract_features.py --input_file=input.txt --output_file=output.jsonl \
+      --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+      --init_checkpoint=$BERT_DIR/bert_model.ckpt --layers=-1,-2,-3,-4 \
+      --max_seq_length=128 --batch_size=8
+"""
+
+import tensorflow as tf
+from absl import flags
+
+from bert_tf import errors
+from bert_tf import extract_features as extraction
+from bert_tf import flags as bert_flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None,
+                    "Text file, one example a line: 'text' or 'text_a ||| text_b'.")
+flags.DEFINE_string("output_file", None, "JSON lines file to write, one object per input line.")
+flags.DEFINE_string("layers", "-1,-2,-3,-4",
+                    "Comma-separated encoder layer indexes to output (-1 is the last layer).")
+flags.DEFINE_string("bert_config_file", None,
+                    "The config json file corresponding to the pre-trained BERT model.")
+flags.DEFINE_integer("max_seq_length", 128,
+                     "Maximum total input length in WordPiece tokens after tokenization; longer "
+                     "sequences are truncated.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Checkpoint prefix of the pre-trained BERT model, e.g. .../bert_model.ckpt.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text: True for uncased models, False for "
+                  "cased ones.")
+flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_string("padding", "longest",
+                    "'longest': pad each batch to its longest example (faster); "
+                    "'max_seq_length': pad every batch to --max_seq_length.")
+flags.DEFINE_bool("use_one_hot_embeddings", False,
+                  "Look embeddings up with a one-hot matmul instead of a gather (as on TPUs).")
+flags.DEFINE_bool("output_attentions", False,
+                  "Also write each example's self-attention probabilities [heads, tokens, tokens] "
+                  "for the --layers, under the key 'attentions'.")
+bert_flags.define_tpu_flags()
+
+
+def main(_):
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
+    bert_flags.check_no_tpu(FLAGS)
+    extraction.run_extract_features(
+        input_file=FLAGS.input_file,
+        output_file=FLAGS.output_file,
+        vocab_file=FLAGS.vocab_file,
+        bert_config_file=FLAGS.bert_config_file,
+        init_checkpoint=FLAGS.init_checkpoint,
+        layers=FLAGS.layers,
+        do_lower_case=FLAGS.do_lower_case,
+        max_seq_length=FLAGS.max_seq_length,
+        batch_size=FLAGS.batch_size,
+        padding=FLAGS.padding,
+        use_one_hot_embeddings=FLAGS.use_one_hot_embeddings,
+        output_attentions=FLAGS.output_attentions)
+
+
+if __name__ == "__main__":
+    errors.run_main(main)
