@@ -31,8 +31,12 @@ flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to k
 flags.DEFINE_integer("log_every_n_steps", 100, "Steps between progress lines.")
 flags.DEFINE_integer("save_summary_steps", 100, "Steps between TensorBoard summaries.")
 flags.DEFINE_integer("random_seed", None, "Graph-level random seed for repeatable runs.")
+flags.DEFINE_bool("report_majority_baseline", False,
+                  "After eval, also log the masked-LM accuracy of always predicting the most "
+                  "frequent masked token of the training data.")
 bert_flags.define_precision_flags()
 bert_flags.define_tpu_flags()
+bert_flags.define_distribution_flags()
 
 FLAGS = flags.FLAGS
 
