@@ -18,6 +18,15 @@ Contract of the two directions:
   does). So hf -> tf -> hf gives back every converted tensor bit for bit, under
   the normalised names.
 
+Encoder variants (modeling's config keys) convert too: relative position types
+map `encoder.layer.{i}.attention.self.distance_embedding.weight` <->
+`.../attention/self/distance_embedding` (their unused absolute position table
+is kept when present, not required); `layer_norm_type: "pre"` maps the final
+`bert/encoder/LayerNorm/*` to `encoder.LayerNorm.*`, a key of our own since HF
+BertModel has no pre-LN form (transformers reports it as unexpected).
+`position_embedding_type`, `layer_norm_eps` and `layer_norm_type` are carried
+between config.json and bert_config.json.
+
 Only numpy, safetensors' numpy API and TensorFlow are used (no PyTorch).
 """
 
@@ -83,7 +92,7 @@ class WeightName:
       google: TF variable name.
       shape: Google-layout shape implied by the config.
       transpose: True for dense kernels (HF [out, in] vs Google [in, out]).
-      group: "encoder" (required), "pooler" or "heads" (optional).
+      group: "encoder" (required), "pooler", "heads" or "unused" (optional).
       aliases: other HF keys accepted on input for this weight.
     """
 
@@ -125,22 +134,33 @@ def weight_names(config):
         names.append(WeightName(hf + ".bias", google + "/beta", [hidden], group=group,
                                 aliases=[hf + ".beta"]))
 
+    relative = getattr(config, "position_embedding_type", "absolute") != "absolute"
     for table, rows in (("word", config.vocab_size),
                         ("position", config.max_position_embeddings),
                         ("token_type", config.type_vocab_size)):
+        # HF keeps a position table that relative position types never read.
+        group = "unused" if relative and table == "position" else "encoder"
         names.append(WeightName(f"embeddings.{table}_embeddings.weight",
-                                f"bert/embeddings/{table}_embeddings", [rows, hidden]))
+                                f"bert/embeddings/{table}_embeddings", [rows, hidden],
+                                group=group))
     layer_norm("embeddings.LayerNorm", "bert/embeddings/LayerNorm")
     for i in range(config.num_hidden_layers):
         hf, google = f"encoder.layer.{i}", f"bert/encoder/layer_{i}"
         for part in ("query", "key", "value"):
             dense(f"{hf}.attention.self.{part}", f"{google}/attention/self/{part}",
                   hidden, hidden)
+        if relative:
+            names.append(WeightName(
+                f"{hf}.attention.self.distance_embedding.weight",
+                f"{google}/attention/self/distance_embedding",
+                [2 * config.max_position_embeddings - 1, hidden // config.num_attention_heads]))
         dense(f"{hf}.attention.output.dense", f"{google}/attention/output/dense", hidden, hidden)
         layer_norm(f"{hf}.attention.output.LayerNorm", f"{google}/attention/output/LayerNorm")
         dense(f"{hf}.intermediate.dense", f"{google}/intermediate/dense", hidden, inter)
         dense(f"{hf}.output.dense", f"{google}/output/dense", inter, hidden)
         layer_norm(f"{hf}.output.LayerNorm", f"{google}/output/LayerNorm")
+    if getattr(config, "layer_norm_type", "post") == "pre":
+        layer_norm("encoder.LayerNorm", "bert/encoder/LayerNorm")
     dense("pooler.dense", "bert/pooler/dense", hidden, hidden, group="pooler")
     dense("cls.predictions.transform.dense", "cls/predictions/transform/dense", hidden, hidden,
           group="heads")
@@ -161,7 +181,8 @@ def weight_names(config):
 def hf_config_to_bert_config(hf_config, source=HF_CONFIG_NAME):
     """Maps a HF `config.json` dict to a validated `modeling.BertConfig`.
 
-    Keeps `layer_norm_eps` beside the Google keys; HF bookkeeping keys are dropped.
+    Keeps `layer_norm_eps`, `position_embedding_type` (and our `layer_norm_type`)
+    beside the Google keys; HF bookkeeping keys are dropped.
 
     Args:
       hf_config: dict read from config.json.
@@ -177,16 +198,12 @@ def hf_config_to_bert_config(hf_config, source=HF_CONFIG_NAME):
     if model_type != "bert":
         raise BertTfError(f"{source}: model_type '{model_type}' is not 'bert'; only BERT "
                           "checkpoints can be converted.")
-    position_type = hf_config.get("position_embedding_type", "absolute")
-    if position_type != "absolute":
-        raise BertTfError(f"{source}: position_embedding_type '{position_type}' is not "
-                          "supported; only 'absolute' position embeddings can be converted.")
     values = {key: hf_config.get(key, default) for key, default in _HF_CONFIG_DEFAULTS.items()}
     act = values["hidden_act"]
     values["hidden_act"] = _HF_TO_GOOGLE_ACTIVATION.get(act, act)
-    if values["layer_norm_eps"] != _LAYER_NORM_EPS:
-        tf1.logging.warning("%s: layer_norm_eps is %g but bert_tf uses %g; outputs will differ "
-                            "slightly.", source, values["layer_norm_eps"], _LAYER_NORM_EPS)
+    # Encoder variants; `validate` rejects values modeling does not implement.
+    values["position_embedding_type"] = hf_config.get("position_embedding_type", "absolute")
+    values["layer_norm_type"] = hf_config.get("layer_norm_type", "post")
     config = modeling.BertConfig.from_dict(values)
     config.validate(source=source)
     return config
@@ -200,15 +217,21 @@ def bert_config_to_hf_config(config, architecture="BertForPreTraining"):
     act = hf_config["hidden_act"]
     hf_config["hidden_act"] = _GOOGLE_TO_HF_ACTIVATION.get(act, act)
     hf_config["layer_norm_eps"] = getattr(config, "layer_norm_eps", _LAYER_NORM_EPS)
-    hf_config["position_embedding_type"] = "absolute"
+    hf_config["position_embedding_type"] = getattr(config, "position_embedding_type", "absolute")
+    if getattr(config, "layer_norm_type", "post") != "post":
+        hf_config["layer_norm_type"] = config.layer_norm_type  # Ours; HF keeps unknown keys.
     hf_config["pad_token_id"] = getattr(config, "pad_token_id", 0)
     return hf_config
 
 
 def _bert_config_json(config):
-    """The Google `bert_config.json` dict: the standard keys plus `layer_norm_eps`."""
+    """The Google `bert_config.json` dict: the standard keys plus `layer_norm_eps` and the
+    encoder-variant keys that differ from their defaults."""
     out = {key: getattr(config, key) for key in _GOOGLE_CONFIG_KEYS}
     out["layer_norm_eps"] = getattr(config, "layer_norm_eps", _LAYER_NORM_EPS)
+    for key, default in (("position_embedding_type", "absolute"), ("layer_norm_type", "post")):
+        if getattr(config, key, default) != default:
+            out[key] = getattr(config, key)
     return out
 
 
@@ -253,6 +276,10 @@ def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknow
                 f"{hf_shape}; use the config.json that came with the weights.")
         value = value.T if weight.transpose else value
         google[weight.google] = np.ascontiguousarray(value, dtype=np.float32)
+    if missing and "distance_embedding" in missing[0]:
+        raise BertTfError(f"{source}: lacks '{missing[0]}', which position_embedding_type "
+                          f"'{config.position_embedding_type}' of the config needs; pass the "
+                          "config.json that came with the weights.")
     if missing:
         raise BertTfError(f"{source}: lacks {len(missing)} BERT weights (e.g. '{missing[0]}'); "
                           "pass a Hugging Face BERT model whose config.json matches its weights.")

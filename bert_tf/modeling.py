@@ -13,6 +13,14 @@ Design note: inside `transformer_model` activations stay 2-D [B*S, H] from the
 first layer to the last (one reshape in, one out), so every dense layer is a
 plain MatMul + BiasAdd that grappler / oneDNN fuse, and only attention reshapes
 to 4-D.
+
+Encoder variants found in other BERT code are config keys, all off by default
+so Google configs and checkpoints behave exactly as before:
+`position_embedding_type` (learned relative positions, Hugging Face
+semantics), `layer_norm_type` (pre-LN blocks), `layer_norm_eps`, more
+`hidden_act` values; `BertModel` also returns attention probabilities and
+takes a `head_mask`, and `transformer_model` can add cross-attention to an
+encoder output.
 """
 
 import collections
@@ -28,7 +36,9 @@ from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
 
-_ACTIVATIONS = ("gelu", "gelu_new", "gelu_tanh", "relu", "tanh", "linear")
+_ACTIVATIONS = ("gelu", "gelu_new", "gelu_tanh", "relu", "silu", "swish", "tanh", "linear")
+POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+LAYER_NORM_TYPES = ("post", "pre")
 
 
 class BertConfig:
@@ -49,7 +59,10 @@ class BertConfig:
                  attention_probs_dropout_prob=0.1,
                  max_position_embeddings=512,
                  type_vocab_size=16,
-                 initializer_range=0.02):
+                 initializer_range=0.02,
+                 layer_norm_eps=1e-12,
+                 position_embedding_type="absolute",
+                 layer_norm_type="post"):
         """Constructs BertConfig.
 
         Args:
@@ -64,6 +77,13 @@ class BertConfig:
           max_position_embeddings: the longest sequence the model accepts.
           type_vocab_size: number of `token_type_ids` values.
           initializer_range: stddev of the truncated normal weight initializer.
+          layer_norm_eps: epsilon added to the variance in every layer norm.
+          position_embedding_type: "absolute" (learned table added to the
+            embeddings), "relative_key" or "relative_key_query" (learned
+            distance vectors inside each self-attention, Hugging Face semantics;
+            no absolute table is added).
+          layer_norm_type: "post" (BERT: LayerNorm(x + sublayer(x))) or "pre"
+            (x + sublayer(LayerNorm(x)), one final layer norm on the encoder output).
         """
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -76,6 +96,9 @@ class BertConfig:
         self.max_position_embeddings = max_position_embeddings
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.position_embedding_type = position_embedding_type
+        self.layer_norm_type = layer_norm_type
 
     @classmethod
     def from_dict(cls, json_object):
@@ -125,6 +148,16 @@ class BertConfig:
         if isinstance(self.hidden_act, str) and self.hidden_act.lower() not in _ACTIVATIONS:
             raise BertTfError(f"{source}: unknown hidden_act '{self.hidden_act}'; use one of "
                               f"{', '.join(_ACTIVATIONS)}.")
+        eps = getattr(self, "layer_norm_eps", 1e-12)
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0.0 < eps < 1.0:
+            raise BertTfError(f"{source}: 'layer_norm_eps' must be a small positive number such "
+                              f"as 1e-12, got {eps!r}.")
+        for key, choices in (("position_embedding_type", POSITION_EMBEDDING_TYPES),
+                             ("layer_norm_type", LAYER_NORM_TYPES)):
+            value = getattr(self, key, choices[0])
+            if value not in choices:
+                raise BertTfError(f"{source}: unknown {key} {value!r}; use one of "
+                                  f"{', '.join(choices)}.")
 
     def to_dict(self):
         """Serializes this instance to a Python dictionary."""
@@ -160,7 +193,8 @@ class BertModel:
                  token_type_ids=None,
                  use_one_hot_embeddings=False,
                  scope=None,
-                 compute_dtype=tf.float32):
+                 compute_dtype=tf.float32,
+                 head_mask=None):
         """Builds the model in the current graph.
 
         Args:
@@ -175,6 +209,9 @@ class BertModel:
           compute_dtype: tf.float32, tf.bfloat16 or tf.float16. Variables stay
             float32; matmuls run in this dtype; layer norm and softmax in float32.
             Outputs are in this dtype.
+          head_mask: optional float array or Tensor [num_hidden_layers, N] or [N]
+            (same for every layer) multiplying each head's attention
+            probabilities after softmax and dropout: 0 removes a head, 1 keeps it.
 
         Raises:
           BertTfError: if the config is inconsistent or the sequence is longer
@@ -192,6 +229,8 @@ class BertModel:
             input_mask = tf.ones(shape=[batch_size, seq_length], dtype=tf.int32)
         if token_type_ids is None:
             token_type_ids = tf.zeros(shape=[batch_size, seq_length], dtype=tf.int32)
+        position_embedding_type = getattr(config, "position_embedding_type", "absolute")
+        layer_norm_eps = getattr(config, "layer_norm_eps", 1e-12)
 
         with precision.compute_dtype_scope(compute_dtype, scope, default_name="bert"):
             with tf1.variable_scope("embeddings"):
@@ -208,15 +247,19 @@ class BertModel:
                     token_type_ids=token_type_ids,
                     token_type_vocab_size=config.type_vocab_size,
                     token_type_embedding_name="token_type_embeddings",
-                    use_position_embeddings=True,
+                    # Relative types encode position inside attention instead.
+                    use_position_embeddings=position_embedding_type == "absolute",
                     position_embedding_name="position_embeddings",
                     initializer_range=config.initializer_range,
                     max_position_embeddings=config.max_position_embeddings,
-                    dropout_prob=config.hidden_dropout_prob)
+                    dropout_prob=config.hidden_dropout_prob,
+                    layer_norm_eps=layer_norm_eps)
 
             with tf1.variable_scope("encoder"):
                 attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
-                self.all_encoder_layers = transformer_model(
+                # The probabilities are graph tensors the encoder builds anyway;
+                # keeping references to them costs nothing unless they are fetched.
+                self.all_encoder_layers, self.all_attention_probs = transformer_model(
                     input_tensor=self.embedding_output,
                     attention_mask=attention_mask,
                     hidden_size=config.hidden_size,
@@ -227,7 +270,13 @@ class BertModel:
                     hidden_dropout_prob=config.hidden_dropout_prob,
                     attention_probs_dropout_prob=config.attention_probs_dropout_prob,
                     initializer_range=config.initializer_range,
-                    do_return_all_layers=True)
+                    do_return_all_layers=True,
+                    layer_norm_eps=layer_norm_eps,
+                    layer_norm_type=getattr(config, "layer_norm_type", "post"),
+                    position_embedding_type=position_embedding_type,
+                    max_position_embeddings=config.max_position_embeddings,
+                    head_mask=head_mask,
+                    do_return_attention_probs=True)
             self.sequence_output = self.all_encoder_layers[-1]
 
             # The pooler takes the hidden state of the first token ([CLS]), which
@@ -248,11 +297,22 @@ class BertModel:
         return self.sequence_output
 
     def get_all_encoder_layers(self):
-        """Every encoder layer's output, a list of num_hidden_layers [B, S, H] Tensors."""
+        """Every encoder layer's output, a list of num_hidden_layers [B, S, H] Tensors.
+
+        With `layer_norm_type` "pre" the last one is after the final layer norm
+        and the others are the un-normalised residual stream."""
         return self.all_encoder_layers
 
+    def get_all_attention_probs(self):
+        """Every layer's self-attention probabilities, a list of num_hidden_layers
+        [B, N, F, T] Tensors (F = T = S) in the compute dtype, after dropout and
+        `head_mask`, as used to weight the values (Hugging Face `attentions`)."""
+        return self.all_attention_probs
+
     def get_embedding_output(self):
-        """Word + position + token-type embeddings after layer norm and dropout, [B, S, H]."""
+        """Word + position + token-type embeddings after layer norm and dropout, [B, S, H].
+
+        For relative `position_embedding_type`s no position embedding is added here."""
         return self.embedding_output
 
     def get_embedding_table(self):
@@ -276,7 +336,8 @@ def get_activation(activation_string):
 
     Args:
       activation_string: "gelu" (exact erf form), "gelu_new" / "gelu_tanh" (tanh
-        approximation), "relu", "tanh", "linear"; None or "" mean linear. A
+        approximation), "relu", "silu" / "swish" (x * sigmoid(x)), "tanh",
+        "linear"; None or "" mean linear. A
         non-string is returned unchanged (assumed to be a function already).
 
     Returns:
@@ -298,6 +359,8 @@ def get_activation(activation_string):
         return gelu
     if act in ("gelu_new", "gelu_tanh"):
         return gelu_tanh
+    if act in ("silu", "swish"):
+        return tf.nn.silu  # x * sigmoid(x)
     if act == "tanh":
         return tf.tanh
     raise ValueError(f"Unsupported activation: {act}; use one of {', '.join(_ACTIVATIONS)}.")
@@ -419,9 +482,9 @@ def layer_norm(input_tensor, name=None, epsilon=1e-12):
         return tf.cast(output, dtype)
 
 
-def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
-    """Layer norm followed by dropout."""
-    return dropout(layer_norm(input_tensor, name), dropout_prob)
+def layer_norm_and_dropout(input_tensor, dropout_prob, name=None, epsilon=1e-12):
+    """Layer norm (variance + `epsilon`) followed by dropout."""
+    return dropout(layer_norm(input_tensor, name, epsilon), dropout_prob)
 
 
 def create_initializer(initializer_range=0.02):
@@ -508,7 +571,8 @@ def embedding_postprocessor(input_tensor,
                             position_embedding_name="position_embeddings",
                             initializer_range=0.02,
                             max_position_embeddings=512,
-                            dropout_prob=0.1):
+                            dropout_prob=0.1,
+                            layer_norm_eps=1e-12):
     """Adds token-type and position embeddings, then layer norm and dropout.
 
     Args:
@@ -522,6 +586,7 @@ def embedding_postprocessor(input_tensor,
       initializer_range: stddev of the initializers.
       max_position_embeddings: rows of the position table; S must not exceed it.
       dropout_prob: dropout after the layer norm.
+      layer_norm_eps: epsilon of the layer norm.
 
     Returns:
       float Tensor [B, S, H].
@@ -542,25 +607,34 @@ def embedding_postprocessor(input_tensor,
         output += tf.gather(token_type_table, token_type_ids)
 
     if use_position_embeddings:
-        if isinstance(seq_length, int) and seq_length > max_position_embeddings:
-            raise BertTfError(
-                f"sequence length {seq_length} is longer than max_position_embeddings "
-                f"({max_position_embeddings}) of the BERT config; use --max_seq_length of at "
-                f"most {max_position_embeddings}.")
+        checks = _check_seq_length(seq_length, max_position_embeddings)
         full_position_embeddings = tf1.get_variable(
             name=position_embedding_name, shape=[max_position_embeddings, width],
             initializer=create_initializer(initializer_range), dtype=input_tensor.dtype)
-        checks = []
-        if not isinstance(seq_length, int):
-            checks.append(tf.debugging.assert_less_equal(
-                seq_length, max_position_embeddings,
-                message="sequence longer than max_position_embeddings of the BERT config"))
         with tf.control_dependencies(checks):
             # Positions are 0..S-1 for every example: slice once and broadcast over B.
             position_embeddings = tf.slice(full_position_embeddings, [0, 0], [seq_length, -1])
         output += tf.expand_dims(position_embeddings, 0)
 
-    return layer_norm_and_dropout(output, dropout_prob)
+    return layer_norm_and_dropout(output, dropout_prob, epsilon=layer_norm_eps)
+
+
+def _check_seq_length(seq_length, max_position_embeddings):
+    """Checks S <= max_position_embeddings: raises now if S is static, else returns assert ops.
+
+    Raises:
+      BertTfError: if S is a Python int larger than `max_position_embeddings`.
+    """
+    if isinstance(seq_length, int):
+        if seq_length > max_position_embeddings:
+            raise BertTfError(
+                f"sequence length {seq_length} is longer than max_position_embeddings "
+                f"({max_position_embeddings}) of the BERT config; use --max_seq_length of at "
+                f"most {max_position_embeddings}.")
+        return []
+    return [tf.debugging.assert_less_equal(
+        seq_length, max_position_embeddings,
+        message="sequence longer than max_position_embeddings of the BERT config")]
 
 
 def create_attention_mask_from_input_mask(from_tensor, to_mask):
@@ -596,13 +670,18 @@ def attention_layer(from_tensor,
                     do_return_2d_tensor=False,
                     batch_size=None,
                     from_seq_length=None,
-                    to_seq_length=None):
+                    to_seq_length=None,
+                    head_mask=None,
+                    position_embedding_type="absolute",
+                    max_position_embeddings=512,
+                    do_return_attention_probs=False):
     """Multi-headed scaled dot-product attention from `from_tensor` to `to_tensor`.
 
     Self-attention when both are the same tensor. Variables `query`, `key`,
-    `value` (kernel [H_from or H_to, N*D], bias [N*D]) in the current scope.
-    Scores are computed in the input dtype; the mask is added and softmax taken
-    in float32.
+    `value` (kernel [H_from or H_to, N*D], bias [N*D]) in the current scope,
+    plus `distance_embedding` [2 * max_position_embeddings - 1, D] for the
+    relative position types. Scores are computed in the input dtype; the mask
+    is added and softmax taken in float32.
 
     Args:
       from_tensor: float Tensor [B, F, H_from], or [B*F, H_from] with
@@ -617,13 +696,30 @@ def attention_layer(from_tensor,
       initializer_range: stddev of the kernel initializers.
       do_return_2d_tensor: return [B*F, N*D] instead of [B, F, N*D].
       batch_size, from_seq_length, to_seq_length: needed for 2-D inputs.
+      head_mask: optional float array or Tensor [N] multiplying each head's
+        probabilities after softmax and dropout (Hugging Face semantics).
+      position_embedding_type: "absolute" (plain attention), or "relative_key" /
+        "relative_key_query": Hugging Face's learned relative positions, scores
+        q_f . k_t + q_f . d(f - t) (+ k_t . d(f - t)), all divided by sqrt(D),
+        where d is a row of `distance_embedding`. F and T must not exceed
+        `max_position_embeddings`.
+      max_position_embeddings: P, sizes the distance table (distances -(P-1)..P-1).
+      do_return_attention_probs: also return the probabilities.
 
     Returns:
-      float Tensor [B, F, N*D], or [B*F, N*D] if `do_return_2d_tensor`.
+      float Tensor [B, F, N*D], or [B*F, N*D] if `do_return_2d_tensor`; with
+      `do_return_attention_probs`, a pair (that Tensor, probabilities [B, N, F, T]
+      in the dtype of the values, after dropout and `head_mask`).
 
     Raises:
-      ValueError: on inconsistent ranks or missing sizes for 2-D inputs.
+      ValueError: on inconsistent ranks or missing sizes for 2-D inputs, an
+        unknown `position_embedding_type` or a `head_mask` that is not [N].
+      BertTfError: if F or T is static and longer than `max_position_embeddings`
+        for a relative position type.
     """
+    if position_embedding_type not in POSITION_EMBEDDING_TYPES:
+        raise ValueError(f"Unknown position_embedding_type {position_embedding_type!r}; use one "
+                         f"of {', '.join(POSITION_EMBEDDING_TYPES)}.")
     from_shape = get_shape_list(from_tensor, expected_rank=[2, 3], name="from_tensor")
     to_shape = get_shape_list(to_tensor, expected_rank=[2, 3], name="to_tensor")
     if len(from_shape) != len(to_shape):
@@ -654,8 +750,16 @@ def attention_layer(from_tensor,
     value_layer = to_heads(value_layer, to_seq_length)
 
     # Scaling the query (B*F*N*D values) is cheaper than scaling the scores (B*N*F*T).
-    query_layer = query_layer * tf.cast(1.0 / math.sqrt(float(size_per_head)), query_layer.dtype)
+    scale = tf.cast(1.0 / math.sqrt(float(size_per_head)), query_layer.dtype)
+    query_layer = query_layer * scale
     attention_scores = tf.matmul(query_layer, key_layer, transpose_b=True)  # [B, N, F, T]
+    if position_embedding_type != "absolute":
+        # Every term is linear in the query or the key, so scaling those equals
+        # Hugging Face's division of the summed scores by sqrt(D).
+        attention_scores += _relative_position_scores(
+            query_layer, key_layer * scale if position_embedding_type == "relative_key_query"
+            else None, from_seq_length, to_seq_length, size_per_head, max_position_embeddings,
+            initializer_range)
     attention_scores = tf.cast(attention_scores, tf.float32)
 
     if attention_mask is not None:
@@ -666,13 +770,56 @@ def attention_layer(from_tensor,
 
     attention_probs = tf.nn.softmax(attention_scores)  # [B, N, F, T], float32
     attention_probs = dropout(attention_probs, attention_probs_dropout_prob)
+    if head_mask is not None:
+        head_mask = tf.cast(head_mask, tf.float32)
+        if head_mask.shape.ndims != 1:
+            raise ValueError(f"attention_layer: head_mask must have shape [num_attention_heads] "
+                             f"= [{num_attention_heads}], got {head_mask.shape}.")
+        attention_probs *= tf.reshape(head_mask, [1, num_attention_heads, 1, 1])
     attention_probs = tf.cast(attention_probs, value_layer.dtype)
 
     context_layer = tf.matmul(attention_probs, value_layer)  # [B, N, F, D]
     context_layer = tf.transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, D]
     if do_return_2d_tensor:
-        return tf.reshape(context_layer, [batch_size * from_seq_length, width])
-    return tf.reshape(context_layer, [batch_size, from_seq_length, width])
+        context_layer = tf.reshape(context_layer, [batch_size * from_seq_length, width])
+    else:
+        context_layer = tf.reshape(context_layer, [batch_size, from_seq_length, width])
+    if do_return_attention_probs:
+        return context_layer, attention_probs
+    return context_layer
+
+
+def _relative_position_scores(query_layer, key_layer, from_seq_length, to_seq_length,
+                              size_per_head, max_position_embeddings, initializer_range):
+    """The learned relative-position attention scores of Hugging Face BERT.
+
+    Creates `distance_embedding` [2P - 1, D] in the current scope; row
+    f - t + P - 1 is the vector d(f - t) for query position f and key position t.
+
+    Args:
+      query_layer: Tensor [B, N, F, D] (already scaled by 1/sqrt(D)).
+      key_layer: Tensor [B, N, T, D] (scaled) for "relative_key_query", else None.
+      from_seq_length, to_seq_length: F and T (ints or scalar Tensors).
+      size_per_head: D.
+      max_position_embeddings: P.
+      initializer_range: stddev of the table initializer.
+
+    Returns:
+      Tensor [B, N, F, T]: q_f . d(f - t), plus k_t . d(f - t) when `key_layer` is given.
+    """
+    distance_table = tf1.get_variable(
+        "distance_embedding", [2 * max_position_embeddings - 1, size_per_head],
+        initializer=create_initializer(initializer_range), dtype=query_layer.dtype)
+    checks = (_check_seq_length(from_seq_length, max_position_embeddings)
+              + _check_seq_length(to_seq_length, max_position_embeddings))
+    with tf.control_dependencies(checks):
+        distance = (tf.expand_dims(tf.range(from_seq_length), 1)
+                    - tf.expand_dims(tf.range(to_seq_length), 0))  # [F, T]
+    distance_vectors = tf.gather(distance_table, distance + max_position_embeddings - 1)
+    scores = tf.einsum("bnfd,ftd->bnft", query_layer, distance_vectors)  # [F, T, D] -> [B,N,F,T]
+    if key_layer is not None:
+        scores += tf.einsum("bntd,ftd->bnft", key_layer, distance_vectors)
+    return scores
 
 
 def transformer_model(input_tensor,
@@ -685,12 +832,28 @@ def transformer_model(input_tensor,
                       hidden_dropout_prob=0.1,
                       attention_probs_dropout_prob=0.1,
                       initializer_range=0.02,
-                      do_return_all_layers=False):
+                      do_return_all_layers=False,
+                      layer_norm_eps=1e-12,
+                      layer_norm_type="post",
+                      position_embedding_type="absolute",
+                      max_position_embeddings=512,
+                      head_mask=None,
+                      encoder_output=None,
+                      encoder_attention_mask=None,
+                      do_return_attention_probs=False):
     """The multi-layer bidirectional Transformer encoder of "Attention is All You Need".
 
     Variables are created under `layer_{i}/...` in the current variable scope,
     in the Google BERT checkpoint layout. Activations stay 2-D [B*S, H] from the
     first layer to the last; only attention reshapes to 4-D.
+
+    Each layer is self-attention (`attention/self`, `attention/output`), then,
+    when `encoder_output` is given, cross-attention to it (`crossattention/self`,
+    `crossattention/output`, as Hugging Face's BertLayer.crossattention), then
+    the feed-forward block (`intermediate`, `output`). Each sub-layer has one
+    LayerNorm (`<sub-layer>/output/LayerNorm`, or `output/LayerNorm` for the
+    feed-forward block) whatever `layer_norm_type`; "pre" adds a final
+    `LayerNorm` in the current scope.
 
     Args:
       input_tensor: float Tensor [B, S, H], or [B*S, H] (then `attention_mask`
@@ -706,17 +869,40 @@ def transformer_model(input_tensor,
       attention_probs_dropout_prob: dropout on attention probabilities.
       initializer_range: stddev of the kernel initializers.
       do_return_all_layers: return every layer's output instead of the last.
+      layer_norm_eps: epsilon of every layer norm.
+      layer_norm_type: "post" (BERT): x = LayerNorm(x + Sublayer(x)); or "pre":
+        x = x + Sublayer(LayerNorm(x)) and one final LayerNorm on the last
+        layer's output (earlier layers' outputs are returned un-normalised).
+      position_embedding_type: "absolute" or "relative_key" /
+        "relative_key_query" for the self-attention (see `attention_layer`;
+        cross-attention always uses plain attention, as Hugging Face does).
+      max_position_embeddings: sizes the relative distance table.
+      head_mask: optional float array or Tensor [num_hidden_layers, N], or [N]
+        for every layer, multiplying attention probabilities per head (layer
+        i's row applies to its self- and cross-attention, as in Hugging Face).
+      encoder_output: optional float Tensor [B, T, H_enc], or [B*T, H_enc] with
+        `encoder_attention_mask` given; adds a cross-attention sub-layer per layer.
+      encoder_attention_mask: optional Tensor [B, S, T], 1 where position i may
+        attend to encoder position j; default all ones.
+      do_return_attention_probs: also return the self-attention probabilities.
 
     Returns:
       Tensor [B, S, H] (the last layer), or a list of num_hidden_layers such
-      Tensors if `do_return_all_layers`; [B*S, H] for a 2-D input.
+      Tensors if `do_return_all_layers`; [B*S, H] for a 2-D input. With
+      `do_return_attention_probs`, a pair (that, list of num_hidden_layers
+      [B, N, S, S] self-attention probabilities).
 
     Raises:
-      ValueError: if H is not a multiple of N, or ranks are wrong.
+      ValueError: if H is not a multiple of N, ranks are wrong, or a variant
+        argument has an unknown value or shape.
     """
     if hidden_size % num_attention_heads != 0:
         raise ValueError(f"The hidden size ({hidden_size}) is not a multiple of the number of "
                          f"attention heads ({num_attention_heads})")
+    if layer_norm_type not in LAYER_NORM_TYPES:
+        raise ValueError(f"Unknown layer_norm_type {layer_norm_type!r}; use one of "
+                         f"{', '.join(LAYER_NORM_TYPES)}.")
+    pre_norm = layer_norm_type == "pre"
     attention_head_size = int(hidden_size / num_attention_heads)
 
     input_shape = get_shape_list(input_tensor, expected_rank=[2, 3], name="input_tensor")
@@ -735,47 +921,126 @@ def transformer_model(input_tensor,
         raise ValueError(f"The width of the input tensor ({input_width}) != hidden size "
                          f"({hidden_size})")
 
+    layer_head_masks = _head_mask_per_layer(head_mask, num_hidden_layers, num_attention_heads)
+    if encoder_output is not None:
+        encoder_shape = get_shape_list(encoder_output, expected_rank=[2, 3],
+                                       name="encoder_output")
+        if len(encoder_shape) == 3:
+            encoder_seq_length = encoder_shape[1]
+        elif encoder_attention_mask is None:
+            raise ValueError("transformer_model: a 2-D encoder_output [batch*enc_seq, width] "
+                             "needs encoder_attention_mask [batch, seq, enc_seq] to know enc_seq.")
+        else:
+            encoder_seq_length = get_shape_list(encoder_attention_mask, expected_rank=3,
+                                                name="encoder_attention_mask")[2]
+        encoder_output = reshape_to_matrix(encoder_output)  # [B*T, H_enc]
+
+    def attention_sublayer(sublayer_input, to_tensor, to_seq_length, mask, layer_head_mask,
+                           position_type):
+        """[B*S, H] -> ([B*S, H], probs [B, N, S, T]); in the current scope, as `self` + `output`.
+
+        Post-LN: LayerNorm(x + Dropout(Dense(Attn(x)))); pre-LN: x + Dropout(Dense(Attn(LN(x)))).
+        """
+        attention_input = sublayer_input
+        if pre_norm:
+            with tf1.variable_scope("output"):
+                attention_input = layer_norm(sublayer_input, "LayerNorm", layer_norm_eps)
+        with tf1.variable_scope("self"):
+            attention_output, probs = attention_layer(
+                from_tensor=attention_input,
+                # Self-attention (no `to_tensor`) attends to its own (normalised) input.
+                to_tensor=attention_input if to_tensor is None else to_tensor,
+                attention_mask=mask,
+                num_attention_heads=num_attention_heads,
+                size_per_head=attention_head_size,
+                attention_probs_dropout_prob=attention_probs_dropout_prob,
+                initializer_range=initializer_range,
+                do_return_2d_tensor=True,
+                batch_size=batch_size,
+                from_seq_length=seq_length,
+                to_seq_length=to_seq_length,
+                head_mask=layer_head_mask,
+                position_embedding_type=position_type,
+                max_position_embeddings=max_position_embeddings,
+                do_return_attention_probs=True)
+        with tf1.variable_scope("output"):
+            attention_output = dense_layer(attention_output, hidden_size, None, init)
+            attention_output = dropout(attention_output, hidden_dropout_prob)
+            if pre_norm:
+                return attention_output + sublayer_input, probs
+            return layer_norm(attention_output + sublayer_input, epsilon=layer_norm_eps), probs
+
     prev_output = reshape_to_matrix(input_tensor)  # [B*S, H], kept 2-D across layers.
     init = create_initializer(initializer_range)
     all_layer_outputs = []
+    all_attention_probs = []
     for layer_idx in range(num_hidden_layers):
         with tf1.variable_scope(f"layer_{layer_idx}"):
             layer_input = prev_output
             with tf1.variable_scope("attention"):
-                with tf1.variable_scope("self"):
-                    attention_output = attention_layer(
-                        from_tensor=layer_input,
-                        to_tensor=layer_input,
-                        attention_mask=attention_mask,
-                        num_attention_heads=num_attention_heads,
-                        size_per_head=attention_head_size,
-                        attention_probs_dropout_prob=attention_probs_dropout_prob,
-                        initializer_range=initializer_range,
-                        do_return_2d_tensor=True,
-                        batch_size=batch_size,
-                        from_seq_length=seq_length,
-                        to_seq_length=seq_length)
-                with tf1.variable_scope("output"):
-                    attention_output = dense_layer(attention_output, hidden_size, None, init)
-                    attention_output = dropout(attention_output, hidden_dropout_prob)
-                    attention_output = layer_norm(attention_output + layer_input)
+                attention_output, probs = attention_sublayer(
+                    layer_input, None, seq_length, attention_mask, layer_head_masks[layer_idx],
+                    position_embedding_type)
+            all_attention_probs.append(probs)
+            if encoder_output is not None:
+                with tf1.variable_scope("crossattention"):
+                    attention_output, _ = attention_sublayer(
+                        attention_output, encoder_output, encoder_seq_length,
+                        encoder_attention_mask, layer_head_masks[layer_idx], "absolute")
 
+            feed_forward_input = attention_output
+            if pre_norm:
+                with tf1.variable_scope("output"):
+                    feed_forward_input = layer_norm(attention_output, "LayerNorm", layer_norm_eps)
             with tf1.variable_scope("intermediate"):
-                intermediate_output = dense_layer(attention_output, intermediate_size,
+                intermediate_output = dense_layer(feed_forward_input, intermediate_size,
                                                   intermediate_act_fn, init)
             with tf1.variable_scope("output"):
                 layer_output = dense_layer(intermediate_output, hidden_size, None, init)
                 layer_output = dropout(layer_output, hidden_dropout_prob)
-                layer_output = layer_norm(layer_output + attention_output)
+                if pre_norm:
+                    layer_output = layer_output + attention_output
+                else:
+                    layer_output = layer_norm(layer_output + attention_output,
+                                              epsilon=layer_norm_eps)
             prev_output = layer_output
             all_layer_outputs.append(layer_output)
+    if pre_norm:
+        # Pre-LN leaves the residual stream un-normalised; one final norm fixes its scale.
+        prev_output = layer_norm(prev_output, "LayerNorm", layer_norm_eps)
+        all_layer_outputs[-1] = prev_output
 
     def restore(tensor):
         return tensor if len(input_shape) == 2 else reshape_from_matrix(tensor, input_shape)
 
     if do_return_all_layers:
-        return [restore(layer_output) for layer_output in all_layer_outputs]
-    return restore(prev_output)
+        outputs = [restore(layer_output) for layer_output in all_layer_outputs]
+    else:
+        outputs = restore(prev_output)
+    if do_return_attention_probs:
+        return outputs, all_attention_probs
+    return outputs
+
+
+def _head_mask_per_layer(head_mask, num_hidden_layers, num_attention_heads):
+    """Splits a head mask [L, N] or [N] into a list of L masks [N] (or Nones).
+
+    Raises:
+      ValueError: if the mask is not rank 1 or 2 or its static sizes do not match.
+    """
+    if head_mask is None:
+        return [None] * num_hidden_layers
+    head_mask = tf.cast(head_mask, tf.float32)
+    shape = head_mask.shape.as_list() if head_mask.shape.ndims is not None else None
+    expected = (f"[num_hidden_layers, num_attention_heads] = [{num_hidden_layers}, "
+                f"{num_attention_heads}] or [{num_attention_heads}]")
+    if shape is None or len(shape) not in (1, 2) or shape[-1] not in (None, num_attention_heads):
+        raise ValueError(f"head_mask must have shape {expected}, got {shape}.")
+    if len(shape) == 1:
+        return [head_mask] * num_hidden_layers
+    if shape[0] not in (None, num_hidden_layers):
+        raise ValueError(f"head_mask must have shape {expected}, got {shape}.")
+    return [head_mask[i] for i in range(num_hidden_layers)]
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):
