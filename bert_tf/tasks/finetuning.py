@@ -1,0 +1,320 @@
+"""What the fine-tuning tasks share: option checks, the Estimator, TFRecord input, export.
+
+`run_classifier` (tasks/classification.py), `run_squad` (tasks/squad.py) and `run_ner`
+(tasks/ner.py) all: check their flags before doing any work, build a tokenizer and an
+Estimator the same way, read cached TFRecords with one pipeline (fixed `max_seq_length` for
+training; for eval and prediction each batch is cut to its longest example), and export the
+same kind of SavedModel.
+
+Export: `<export_dir>/<timestamp>/` holds a SavedModel (tag "serve") with two signatures over
+one graph, both taking `input_ids`, `input_mask`, `segment_ids` of shape [batch, seq] (any
+batch size, any seq up to the model's `max_position_embeddings`) and returning the task's
+outputs:
+  - "serving_default": int32 inputs (`tf.constant([[101, ...]])` in TF2 is int32);
+  - "serving_int64": int64 inputs (what tf.train.Example / TFRecord pipelines produce).
+A signature's inputs are typed, so one signature cannot take both dtypes; numpy arrays and
+Python lists of either integer type work with both.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import errors, fileio, modeling, optimization, tokenization
+from bert_tf import estimator as estimator_lib
+from bert_tf import flags as flag_lib
+from bert_tf.errors import BertTfError
+
+tf1 = tf.compat.v1
+
+# The features the exported signatures take, all [batch, seq].
+SERVING_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+INT64_SIGNATURE_NAME = "serving_int64"
+# Fine-tuning needs these in the vocab ([MASK] is only for pre-training).
+_NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+
+
+# ------------------------------------------------------------------------------ option checks
+
+
+def check_actions(options, actions):
+    """Raises `BertTfError` unless one of the flags `actions` (e.g. "do_train") or
+    --export_dir is set."""
+    if not any(getattr(options, action) for action in actions) and not options.export_dir:
+        listed = ", ".join(f"--{action}" for action in actions)
+        raise BertTfError(f"nothing to do: pass at least one of {listed} or --export_dir.")
+
+
+def load_bert_config(options):
+    """Reads `--bert_config_file` and checks `--max_seq_length` against it."""
+    errors.require_file(options.bert_config_file, flag="bert_config_file",
+                        what="BERT config file")
+    bert_config = modeling.BertConfig.from_json_file(options.bert_config_file)
+    if options.max_seq_length > bert_config.max_position_embeddings:
+        raise BertTfError(
+            f"--max_seq_length={options.max_seq_length} is longer than max_position_embeddings "
+            f"({bert_config.max_position_embeddings}) in {options.bert_config_file}; lower "
+            "--max_seq_length.")
+    return bert_config
+
+
+def check_run_options(options):
+    """Checks the sizes and the batch / accumulation flags every fine-tuning script has."""
+    flag_lib.check_no_tpu(options)
+    sizes = ["train_batch_size", "predict_batch_size", "max_seq_length",
+             "num_accumulation_steps", "learning_rate"]
+    if hasattr(options, "eval_batch_size"):
+        sizes.append("eval_batch_size")
+    flag_lib.check_positive(options, *sizes)
+    if options.do_train and options.train_batch_size % options.num_accumulation_steps:
+        raise BertTfError(
+            f"--train_batch_size={options.train_batch_size} is not divisible by "
+            f"--num_accumulation_steps={options.num_accumulation_steps}; the micro-batch is "
+            "train_batch_size / num_accumulation_steps, pick values where it divides.")
+    if options.num_train_steps is not None and options.num_train_steps < 1:
+        raise BertTfError(f"--num_train_steps must be a positive number, got "
+                          f"{options.num_train_steps}.")
+
+
+def resolve_init_checkpoint(init_checkpoint):
+    """The checkpoint prefix for `--init_checkpoint` (a prefix or a directory), or None.
+
+    Without one the encoder starts from random weights (a warning says so).
+    """
+    if not init_checkpoint:
+        logging.warning("No --init_checkpoint: the model starts from random weights.")
+        return None
+    from bert_tf import extract_features  # Owns the prefix-or-directory resolution.
+
+    return extract_features._resolve_checkpoint(init_checkpoint)
+
+
+def make_tokenizer(options, bert_config):
+    """A `FullTokenizer` for `--vocab_file`, checked against the casing and the config."""
+    errors.require_file(options.vocab_file, flag="vocab_file", what="vocab file")
+    tokenization.validate_case_matches_checkpoint(options.do_lower_case,
+                                                  options.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
+                                           do_lower_case=options.do_lower_case)
+    tokenization.check_vocab_has_special_tokens(tokenizer.vocab, options.vocab_file,
+                                                tokens=_NEEDED_SPECIAL_TOKENS)
+    largest_id = max(tokenizer.vocab.values())
+    if largest_id >= bert_config.vocab_size:
+        raise BertTfError(
+            f"--vocab_file {options.vocab_file} has token id {largest_id} but vocab_size in "
+            f"{options.bert_config_file} is {bert_config.vocab_size}; pass the vocab.txt that "
+            "came with the checkpoint.")
+    return tokenizer
+
+
+def train_steps(num_examples, options):
+    """(num_train_steps, num_warmup_steps) in optimizer updates.
+
+    `--num_train_steps` if given, else num_examples / train_batch_size * num_train_epochs
+    (rounded down, as the original); warmup is `--warmup_proportion` of it.
+    """
+    if options.num_train_steps:
+        steps = options.num_train_steps
+    else:
+        steps = int(num_examples / options.train_batch_size * options.num_train_epochs)
+    if steps < 1:
+        raise BertTfError(
+            f"--num_train_epochs={options.num_train_epochs} over {num_examples} training "
+            f"examples at --train_batch_size={options.train_batch_size} makes no optimizer "
+            "update; train for more epochs, use a smaller batch or pass --num_train_steps.")
+    return steps, int(steps * options.warmup_proportion)
+
+
+def make_estimator(model_fn, options):
+    """An Estimator writing to `--output_dir`; its train batch is the micro-batch."""
+    run_config = estimator_lib.RunConfig(
+        save_checkpoints_steps=options.save_checkpoints_steps,
+        keep_checkpoint_max=options.keep_checkpoint_max,
+        log_step_count_steps=options.log_every_n_steps,
+        save_summary_steps=options.save_summary_steps,
+        tf_random_seed=options.random_seed)
+    return estimator_lib.Estimator(
+        model_fn, options.output_dir, config=run_config,
+        train_batch_size=options.train_batch_size // options.num_accumulation_steps,
+        eval_batch_size=getattr(options, "eval_batch_size", None),
+        predict_batch_size=options.predict_batch_size)
+
+
+# ---------------------------------------------------------------------------------- model_fn
+
+
+def train_spec(loss, input_ids, learning_rate, num_train_steps, num_warmup_steps, optimizer,
+               num_accumulation_steps, compute_dtype):
+    """The TRAIN-mode EstimatorSpec: the optimizer on `loss` (fp16 gets dynamic loss scaling).
+
+    Args:
+      loss: float32 scalar, the mean loss of the micro-batch.
+      input_ids: int Tensor [B, S] of the micro-batch (its static B counts examples/sec).
+      Others: as in `optimization.create_optimizer`.
+    """
+    train_op = optimization.create_optimizer(
+        loss, learning_rate, num_train_steps, num_warmup_steps, optimizer=optimizer,
+        num_accumulation_steps=num_accumulation_steps,
+        loss_scale="dynamic" if compute_dtype == tf.float16 else None)
+    batch = modeling.get_shape_list(input_ids)[0]
+    examples = batch * num_accumulation_steps if isinstance(batch, int) else None
+    return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.TRAIN, loss=loss,
+                                       train_op=train_op, examples_per_step=examples)
+
+
+class ExampleCollector:
+    """Gathers per-example model outputs while `Estimator.evaluate` runs.
+
+    The streaming metrics (loss, accuracy) come from the Estimator; metrics that need every
+    prediction at once (F1, MCC, correlations, conlleval) are computed in numpy on what this
+    collects, in the same pass over the data. A model_fn adds `collector.hook(tensors)` to its
+    EVAL spec's `evaluation_hooks`.
+    """
+
+    def __init__(self):
+        self.batches = []
+
+    def hook(self, tensors):
+        """A SessionRunHook that fetches `tensors` (dict name -> [B, ...]) at every eval step."""
+        return _CollectHook(self, tensors)
+
+    def column(self, key):
+        """The values of `key` for every example, concatenated over batches ([N, ...])."""
+        return np.concatenate([batch[key] for batch in self.batches], axis=0)
+
+    def examples(self):
+        """One dict name -> value per example, in input order."""
+        for batch in self.batches:
+            for i in range(len(next(iter(batch.values())))):
+                yield {key: value[i] for key, value in batch.items()}
+
+
+class _CollectHook(tf1.train.SessionRunHook):
+
+    def __init__(self, collector, tensors):
+        self._collector = collector
+        self._tensors = tensors
+
+    def begin(self):
+        self._collector.batches = []
+
+    def before_run(self, run_context):
+        return tf1.train.SessionRunArgs(self._tensors)
+
+    def after_run(self, run_context, run_values):
+        self._collector.batches.append(run_values.results)
+
+
+# ------------------------------------------------------------------------------------- input
+
+
+def trim_to_longest(features, sequence_keys=SERVING_INPUT_NAMES):
+    """Cuts the [B, max_seq_length] features in `sequence_keys` to the batch's longest example.
+
+    The attention costs O(S^2) and every other layer O(S), so on short texts a batch of
+    length max(sum(input_mask)) is much cheaper than padding to max_seq_length; outputs for
+    the real tokens are the same (padding is masked out of attention).
+    """
+    length = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1))
+    return {key: value[:, :length] if key in sequence_keys else value
+            for key, value in features.items()}
+
+
+def tfrecord_input_fn_builder(input_file, feature_spec, is_training,
+                              sequence_keys=SERVING_INPUT_NAMES, shuffle_buffer=1000):
+    """Returns an input_fn(params) over a TFRecord file, batch params["batch_size"].
+
+    Training shuffles, repeats forever and keeps full batches of fixed max_seq_length.
+    Eval / prediction read each record once, in order, the last batch possibly smaller,
+    each batch trimmed to its longest example (`trim_to_longest`). Int64 features arrive as
+    int32.
+
+    Args:
+      input_file: the TFRecord file.
+      feature_spec: dict name -> `tf.io.FixedLenFeature`.
+      is_training: see above.
+      sequence_keys: the [max_seq_length] features to trim (those also present).
+      shuffle_buffer: records in the shuffle buffer (training).
+    """
+
+    def parse(serialized):
+        features = tf.io.parse_example(serialized, feature_spec)
+        features = {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+                    for key, value in features.items()}
+        if not is_training:
+            features = trim_to_longest(features, sequence_keys)
+        return features
+
+    def input_fn(params):
+        dataset = tf.data.TFRecordDataset(input_file)
+        if is_training:
+            dataset = dataset.shuffle(buffer_size=shuffle_buffer).repeat()
+        # Batch first so one vectorised parse handles the whole batch.
+        dataset = dataset.batch(params["batch_size"], drop_remainder=is_training)
+        dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
+
+
+# ------------------------------------------------------------------------------------ export
+
+
+def export_saved_model(estimator, export_dir_base, extra_files=None):
+    """Exports the latest checkpoint with the signatures of the module docstring.
+
+    Args:
+      estimator: the task's Estimator (its model_dir holds the checkpoint).
+      export_dir_base: the export goes to a new `<timestamp>` directory inside.
+      extra_files: {file name: text} written to `<export>/assets.extra/` (the TF Serving
+        place for files the model does not read), e.g. the label list.
+
+    Returns:
+      The export directory `<export_dir_base>/<timestamp>`.
+    """
+    int64_tensor_names = {}
+
+    def serving_input_receiver_fn():
+        int32_inputs = {}
+        for name in SERVING_INPUT_NAMES:
+            placeholder = tf1.placeholder(tf.int64, [None, None], name=name)
+            int64_tensor_names[name] = placeholder.name
+            # serving_default feeds this tensor directly (any graph tensor can be fed), so it
+            # takes int32; serving_int64 feeds the placeholder above it.
+            int32_inputs[name] = tf.cast(placeholder, tf.int32, name=f"{name}_int32")
+        return estimator_lib.ServingInputReceiver(int32_inputs, int32_inputs)
+
+    export_path = estimator.export_saved_model(export_dir_base, serving_input_receiver_fn)
+    _add_signature_with_inputs(export_path, "serving_default", INT64_SIGNATURE_NAME,
+                               int64_tensor_names, tf.int64)
+    for name, text in (extra_files or {}).items():
+        tf.io.gfile.makedirs(os.path.join(export_path, "assets.extra"))
+        fileio.atomic_write_text(os.path.join(export_path, "assets.extra", name), text)
+    logging.info("Exported SavedModel to %s (signatures serving_default: int32 inputs, %s: "
+                 "int64 inputs)", export_path, INT64_SIGNATURE_NAME)
+    return export_path
+
+
+def _add_signature_with_inputs(export_path, source_name, new_name, tensor_names, dtype):
+    """Adds signature `new_name` to a SavedModel: `source_name` fed at other tensors.
+
+    bert_tf.estimator gives every signature the same inputs, so the second typed entry point
+    is added to the written `saved_model.pb` (replaced atomically).
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    pb_path = os.path.join(export_path, "saved_model.pb")
+    saved_model = saved_model_pb2.SavedModel()
+    with open(pb_path, "rb") as f:
+        saved_model.ParseFromString(f.read())
+    signatures = saved_model.meta_graphs[0].signature_def
+    signatures[new_name].CopyFrom(signatures[source_name])
+    for name, tensor_name in tensor_names.items():
+        signatures[new_name].inputs[name].name = tensor_name
+        signatures[new_name].inputs[name].dtype = dtype.as_datatype_enum
+    temp_path = pb_path + ".tmp"
+    with open(temp_path, "wb") as f:
+        f.write(saved_model.SerializeToString())
+    os.replace(temp_path, pb_path)

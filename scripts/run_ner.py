@@ -1,0 +1,37 @@
+"""BERT fine-tuning for named-entity recognition on CoNLL-2003 style files.
+
+--data_dir holds train.txt, dev.txt and test.txt (also accepted: valid.txt, eng.train,
+eng.testa, eng.testb): one token a line with its tag in the last column, a blank line between
+sentences. Tags (BIO / IOB1 / IOBES) come from the train file. The other flags are those of
+run_classifier.py:
+
+    python scripts/run_ner.py --data_dir=conll2003 --do_train --do_eval --do_predict \
+      --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+      --init_checkpoint=$BERT_DIR/bert_model.ckpt --do_lower_case=False \
+      --max_seq_length=128 --learning_rate=5e-5 --num_train_epochs=3 --output_dir=/tmp/ner
+
+Writes eval_results.txt (entity-level precision / recall / f1 as conlleval), label_list.txt,
+eval_predictions.txt and test_predictions.txt ("token gold predicted" a line).
+"""
+
+from absl import flags
+
+from bert_tf import errors
+from bert_tf import flags as bert_flags
+from bert_tf.tasks import ner
+
+flags.DEFINE_string("data_dir", None,
+                    "Directory with the CoNLL files train.txt, dev.txt and test.txt.")
+bert_flags.define_finetuning_flags(max_seq_length=128)
+bert_flags.define_eval_flags()
+
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    ner.run_ner(FLAGS)
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["data_dir", "vocab_file", "bert_config_file", "output_dir"])
+    errors.run_main(main)

@@ -1,0 +1,144 @@
+"""Shared by the run_classifier / run_squad / run_ner / export tests: a tiny config, option
+namespaces with the scripts' flag defaults, running a script, reading its outputs."""
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+FINETUNE_DATA = os.path.join(DATA, "finetune")
+
+# A 2-layer, 32-wide BERT over the real 30522-token uncased vocab (MiniLM's vocab.txt).
+TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                   intermediate_size=64, max_position_embeddings=128, type_vocab_size=2,
+                   hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                   initializer_range=0.02)
+
+# The flag defaults of bert_tf.flags.define_finetuning_flags / define_eval_flags, with small
+# sizes for tests.
+_COMMON = dict(
+    bert_config_file=None, vocab_file=None, output_dir=None, init_checkpoint=None,
+    do_lower_case=True, max_seq_length=32, do_train=False, do_eval=False, do_predict=False,
+    train_batch_size=8, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3,
+    num_train_epochs=1.0, num_train_steps=None, warmup_proportion=0.1,
+    save_checkpoints_steps=1000, iterations_per_loop=1000, keep_checkpoint_max=2,
+    log_every_n_steps=100, save_summary_steps=0, random_seed=1, export_dir=None,
+    optimizer="adamw", num_accumulation_steps=1, precision="fp32", use_tpu=False)
+_TASK = {
+    "classifier": dict(task_name=None, data_dir=None, text_a_column=None, text_b_column=None,
+                       label_column=None, labels=None, has_header=None, regression=None,
+                       language=None),
+    "squad": dict(train_file=None, predict_file=None, doc_stride=128, max_query_length=64,
+                  n_best_size=20, max_answer_length=30, verbose_logging=False,
+                  version_2_with_negative=False, null_score_diff_threshold=0.0),
+    "ner": dict(data_dir=None),
+}
+
+
+def write_tiny_config(directory, **overrides):
+    """Writes TINY_CONFIG (with overrides) as bert_config.json in `directory`; returns it."""
+    path = os.path.join(str(directory), "bert_config.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({**TINY_CONFIG, **overrides}, f)
+    return path
+
+
+def options(kind, **values):
+    """A flag-values namespace for run_classifier / run_squad / run_ner ("classifier",
+    "squad", "ner"), the scripts' defaults overridden by `values`."""
+    unknown = set(values) - set(_COMMON) - set(_TASK[kind])
+    assert not unknown, f"not a {kind} flag: {unknown}"
+    return types.SimpleNamespace(**{**_COMMON, **_TASK[kind], **values})
+
+
+def run_script(name, *args, timeout=300):
+    """Runs scripts/<name> with `args` in a fresh Python; returns the CompletedProcess."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *args],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_ok(result):
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def assert_clean_error(result, *fragments):
+    """Exit status 2 and one `error: ...` line naming `fragments`, no traceback."""
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(error_lines) == 1, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in error_lines[0], error_lines[0]
+    return error_lines[0]
+
+
+def read_key_values(path):
+    """eval_results.txt as a dict of floats (`key = value` lines)."""
+    results = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            key, value = line.rstrip("\n").split(" = ")
+            results[key] = float(value)
+    return results
+
+
+def only_export(export_dir):
+    """The single timestamped SavedModel directory under `export_dir`."""
+    entries = os.listdir(export_dir)
+    assert len(entries) == 1 and entries[0].isdigit(), entries
+    return os.path.join(export_dir, entries[0])
+
+
+def squad_questions(path):
+    """[(question id, context, gold answer texts)] in file order."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    return [(qa["id"], paragraph["context"], [a["text"] for a in qa.get("answers", [])])
+            for article in data for paragraph in article["paragraphs"]
+            for qa in paragraph["qas"]]
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def check_prediction_files(output_dir, squad_file, n_best_size, max_answer_words,
+                           version_2=False, null_score_diff_threshold=0.0):
+    """Checks predictions.json, nbest_predictions.json (and null_odds.json) against the
+    questions of `squad_file`: every question answered, with text of its own context."""
+    questions = squad_questions(squad_file)
+    predictions = load_json(os.path.join(output_dir, "predictions.json"))
+    nbest = load_json(os.path.join(output_dir, "nbest_predictions.json"))
+    assert list(predictions) == [qid for qid, _, _ in questions]
+    assert list(nbest) == list(predictions)
+    # A context has single spaces here, so an answer mapped back to it is a substring.
+    for qid, context, _ in questions:
+        answer = predictions[qid]
+        assert isinstance(answer, str) and answer in context
+        entries = nbest[qid]
+        assert 1 <= len(entries) <= n_best_size + (1 if version_2 else 0)
+        assert sum(entry["probability"] for entry in entries) == pytest.approx(1.0, abs=1e-5)
+        scores = [entry["start_logit"] + entry["end_logit"] for entry in entries if entry["text"]]
+        assert scores == sorted(scores, reverse=True)
+        for entry in entries:
+            assert set(entry) == {"text", "probability", "start_logit", "end_logit"}
+            assert entry["text"] in context or entry["text"] == "empty"
+            assert len(entry["text"].split()) <= max_answer_words
+    null_odds_path = os.path.join(output_dir, "null_odds.json")
+    if not version_2:
+        assert not os.path.exists(null_odds_path)
+        return predictions
+    null_odds = load_json(null_odds_path)
+    assert list(null_odds) == list(predictions)
+    for qid, answer in predictions.items():
+        # The v2.0 rule: null answer iff null score - best non-null score > threshold.
+        assert (answer == "") == (null_odds[qid] > null_score_diff_threshold)
+        assert "" in [entry["text"] for entry in nbest[qid]]
+    return predictions

@@ -1,0 +1,105 @@
+"""--export_dir of the three fine-tuning tasks: the SavedModel, loaded with tf.saved_model.load
+in TF2 eager mode, returns what the graph-mode model_fn predicts from the same checkpoint, for
+int32 (serving_default) and int64 (serving_int64) inputs, any batch size and sequence length."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from finetune_helpers import DATA, FINETUNE_DATA, only_export, options, write_tiny_config
+
+from bert_tf import estimator as estimator_lib
+from bert_tf import modeling
+from bert_tf.tasks import classification, ner, squad
+
+MAX_SEQ_LENGTH = 24
+
+
+def _train_and_export(kind, directory, vocab_file):
+    """Trains a tiny model for `kind` 3 steps and exports it; returns (model_fn, output_dir,
+    export path)."""
+    config_file = write_tiny_config(directory)
+    common = dict(vocab_file=vocab_file, bert_config_file=config_file,
+                  output_dir=str(directory / "out"), export_dir=str(directory / "export"),
+                  do_train=True, num_train_steps=3, max_seq_length=MAX_SEQ_LENGTH,
+                  train_batch_size=4)
+    bert_config = modeling.BertConfig.from_json_file(config_file)
+    if kind == "classifier":
+        classification.run_classifier(options(
+            "classifier", task_name="tsv", text_a_column="sentence",
+            data_dir=os.path.join(FINETUNE_DATA, "topics"), **common))
+        model_fn = classification.model_fn_builder(bert_config, num_labels=2)
+    elif kind == "squad":
+        squad.run_squad(options(
+            "squad", train_file=os.path.join(DATA, "squad", "windows_v2.json"),
+            version_2_with_negative=True, doc_stride=8, max_query_length=6, **common))
+        model_fn = squad.model_fn_builder(bert_config)
+    else:
+        ner.run_ner(options("ner", data_dir=os.path.join(DATA, "ner"), **common))
+        model_fn = ner.model_fn_builder(bert_config, num_labels=7)
+    return model_fn, common["output_dir"], only_export(common["export_dir"])
+
+
+def _inputs(batch_size, seq_length, seed):
+    """Random int32 input_ids / input_mask / segment_ids [batch_size, seq_length] with padding."""
+    rng = np.random.RandomState(seed)
+    lengths = rng.randint(2, seq_length + 1, size=batch_size)
+    lengths[0] = seq_length
+    positions = np.arange(seq_length)[None, :]
+    input_mask = (positions < lengths[:, None]).astype(np.int32)
+    input_ids = rng.randint(1000, 5000, size=(batch_size, seq_length)).astype(np.int32)
+    segment_ids = ((positions >= lengths[:, None] // 2) & (input_mask == 1)).astype(np.int32)
+    return {"input_ids": input_ids * input_mask, "input_mask": input_mask,
+            "segment_ids": segment_ids}
+
+
+def _graph_predictions(model_fn, model_dir, batches):
+    """Graph-mode predictions of the checkpoint for each batch (one graph, batches of any
+    shape)."""
+    def input_fn(params):
+        dataset = tf.data.Dataset.from_tensors(batches[0])
+        for batch in batches[1:]:
+            dataset = dataset.concatenate(tf.data.Dataset.from_tensors(batch))
+        return dataset
+
+    estimator = estimator_lib.Estimator(model_fn, model_dir)
+    return list(estimator.predict(input_fn, yield_single_examples=False))
+
+
+@pytest.mark.parametrize("kind,output_keys", [
+    ("classifier", {"probabilities"}),
+    ("squad", {"start_logits", "end_logits"}),
+    ("ner", {"tag_ids"}),
+])
+def test_saved_model_matches_graph_predictions(kind, output_keys, tmp_path, minilm_dir):
+    model_fn, model_dir, export_path = _train_and_export(
+        kind, tmp_path, os.path.join(minilm_dir, "vocab.txt"))
+    loaded = tf.saved_model.load(export_path)
+    assert {"serving_default", "serving_int64"} <= set(loaded.signatures)
+    for name, dtype in (("serving_default", tf.int32), ("serving_int64", tf.int64)):
+        specs = loaded.signatures[name].structured_input_signature[1]
+        assert set(specs) == {"input_ids", "input_mask", "segment_ids"}
+        assert all(spec.dtype == dtype and spec.shape.as_list() == [None, None]
+                   for spec in specs.values())
+
+    batches = [_inputs(batch_size, seq_length, seed) for batch_size, seq_length, seed in
+               ((3, MAX_SEQ_LENGTH, 0), (1, 7, 1), (5, 11, 2))]
+    graph_outputs = _graph_predictions(model_fn, model_dir, batches)
+    assert len(graph_outputs) == len(batches)
+    for inputs, expected in zip(batches, graph_outputs, strict=True):
+        batch_size = len(inputs["input_ids"])
+        assert set(expected) == output_keys
+        for name, dtype in (("serving_default", tf.int32), ("serving_int64", tf.int64)):
+            served = loaded.signatures[name](**{key: tf.constant(value, dtype)
+                                                for key, value in inputs.items()})
+            assert set(served) == output_keys
+            for key in output_keys:
+                assert served[key].shape[0] == batch_size
+                np.testing.assert_allclose(served[key].numpy(), expected[key], atol=1e-5,
+                                           err_msg=f"{kind} {name} {key}")
+    # Plain numpy arrays (int64 by default) are converted by either signature.
+    served = loaded.signatures["serving_default"](
+        **{key: np.asarray(value, np.int64) for key, value in inputs.items()})
+    for key in output_keys:
+        np.testing.assert_allclose(served[key].numpy(), expected[key], atol=1e-5)
