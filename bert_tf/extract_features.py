@@ -422,7 +422,7 @@ def run_extract_features(input_file, output_file, vocab_file, bert_config_file, 
                           "lines file to write.")
     _require_path(vocab_file, flag="vocab_file", what="vocab file")
     _require_path(bert_config_file, flag="bert_config_file", what="BERT config file")
-    init_checkpoint = _resolve_checkpoint(init_checkpoint)
+    init_checkpoint = modeling.resolve_checkpoint(init_checkpoint)
     if padding not in PADDING_MODES:
         raise BertTfError(f"--padding: unknown value '{padding}'; use one of "
                           f"{', '.join(PADDING_MODES)}.")
@@ -481,25 +481,3 @@ def _require_path(path, flag, what):
             raise BertTfError(f"--{flag}: {what} '{path}' does not exist; check the path.")
         return path
     return errors.require_file(path, flag=flag, what=what)
-
-
-def _resolve_checkpoint(init_checkpoint):
-    """Returns the checkpoint prefix for `--init_checkpoint` (a prefix, or a directory).
-
-    Raises:
-      BertTfError: if no checkpoint is found there.
-    """
-    if not init_checkpoint:
-        raise BertTfError("--init_checkpoint: no checkpoint given; pass a checkpoint prefix "
-                          "such as '.../bert_model.ckpt'.")
-    if tf.io.gfile.isdir(init_checkpoint):
-        latest = tf.train.latest_checkpoint(init_checkpoint)
-        if latest is None:
-            raise BertTfError(f"--init_checkpoint: directory '{init_checkpoint}' has no "
-                              "checkpoint; pass a prefix such as '.../bert_model.ckpt'.")
-        return latest
-    if not tf.io.gfile.exists(init_checkpoint + ".index"):
-        raise BertTfError(f"--init_checkpoint: checkpoint '{init_checkpoint}' does not exist "
-                          f"('{init_checkpoint}.index' is missing); pass a checkpoint prefix "
-                          "such as '.../bert_model.ckpt', without '.index'.")
-    return init_checkpoint

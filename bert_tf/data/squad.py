@@ -21,6 +21,7 @@ import os
 from absl import logging
 
 from bert_tf import errors, tokenization
+from bert_tf.data import tfrecords
 
 # First `unique_id` given to a feature, as in the original (ids are unique within one run).
 FIRST_UNIQUE_ID = 1000000000
@@ -466,13 +467,6 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
     return collected
 
 
-def create_int_feature(values):
-    """Returns a `tf.train.Feature` holding the ints `values` as an int64 list."""
-    import tensorflow as tf
-
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
 class FeatureWriter:
     """Writes `InputFeatures` to a TFRecord file of `tf.train.Example`s (SPEC §6 keys).
 
@@ -497,14 +491,15 @@ class FeatureWriter:
 
         self.num_features += 1
         features = collections.OrderedDict()
-        features["unique_ids"] = create_int_feature([feature.unique_id])
-        features["input_ids"] = create_int_feature(feature.input_ids)
-        features["input_mask"] = create_int_feature(feature.input_mask)
-        features["segment_ids"] = create_int_feature(feature.segment_ids)
+        features["unique_ids"] = tfrecords.create_int_feature([feature.unique_id])
+        features["input_ids"] = tfrecords.create_int_feature(feature.input_ids)
+        features["input_mask"] = tfrecords.create_int_feature(feature.input_mask)
+        features["segment_ids"] = tfrecords.create_int_feature(feature.segment_ids)
         if self.is_training:
-            features["start_positions"] = create_int_feature([feature.start_position])
-            features["end_positions"] = create_int_feature([feature.end_position])
-            features["is_impossible"] = create_int_feature([1 if feature.is_impossible else 0])
+            features["start_positions"] = tfrecords.create_int_feature([feature.start_position])
+            features["end_positions"] = tfrecords.create_int_feature([feature.end_position])
+            features["is_impossible"] = tfrecords.create_int_feature(
+                [1 if feature.is_impossible else 0])
         tf_example = tf.train.Example(features=tf.train.Features(feature=features))
         self._writer.write(tf_example.SerializeToString())
 

@@ -86,9 +86,7 @@ def resolve_init_checkpoint(init_checkpoint):
     if not init_checkpoint:
         logging.warning("No --init_checkpoint: the model starts from random weights.")
         return None
-    from bert_tf import extract_features  # Owns the prefix-or-directory resolution.
-
-    return extract_features._resolve_checkpoint(init_checkpoint)
+    return modeling.resolve_checkpoint(init_checkpoint)
 
 
 def make_tokenizer(options, bert_config):
