@@ -35,6 +35,16 @@ def require_file(path, flag=None, what="file"):
     return path
 
 
+def short_tf_error(error):
+    """The gist of a TensorFlow error for a one-line message: its first line without TF's
+    internal node names ("{{function_node ...}}") and op suffixes (" [Op:...]")."""
+    import re
+
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", text)
+    return re.sub(r"\s*\[Op:[^\]]*\].*$", "", text).strip() or type(error).__name__
+
+
 def run_main(main):
     """Runs an absl `main(argv)`, turning `BertTfError` into one clean line.
 

@@ -22,9 +22,19 @@ the step the state file already points at (the stock hook does so right after ev
 
 A non-finite loss stops training with a `BertTfError` naming the step, and weights that are not
 finite are never written to a checkpoint (see `_StopOnNonFiniteLossHook`).
+
+Distribution: with `RunConfig(train_distribute=strategy)` (see `bert_tf.distribute`) `train`
+builds the model once per replica through `strategy.extended.call_for_each_replica`, feeds each
+replica its own batch of `train_batch_size / num_replicas` examples (the input_fn is called once
+per worker with that batch size and, if it takes one, an `input_context` to shard by), logs and
+checks the loss averaged over replicas, and runs the replicas' train ops together (the
+optimizer all-reduces the gradients). Only the chief writes checkpoints and summaries; every
+worker restores from the chief's checkpoint in model_dir. evaluate, predict and export run on
+one device.
 """
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import inspect
@@ -36,7 +46,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors
+from bert_tf import distribute, errors
 
 
 class ModeKeys:
@@ -58,7 +68,9 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
     Fields as in `tf.estimator.EstimatorSpec`, plus `examples_per_step`: the number of examples one
     global step consumes (an int), for the examples/sec summary. Leave it None to use the static
     batch dimension of the features; set it when one step is more than one batch (gradient
-    accumulation). `eval_metric_ops` maps a name to a `(value, update_op)` pair from
+    accumulation). Under a distribution strategy the model_fn runs once per replica and this is
+    the count of one replica (the Estimator multiplies it by the replicas). `eval_metric_ops`
+    maps a name to a `(value, update_op)` pair from
     `tf.compat.v1.metrics`; `export_outputs` maps a signature name to a tensor or dict of tensors.
     """
 
@@ -81,7 +93,11 @@ class RunConfig:
     save_summary_steps: int = 100  # None or 0: no graph summaries.
     tf_random_seed: int = None  # Graph-level seed; set it for repeatable runs.
     session_config: tf.compat.v1.ConfigProto = None  # Default: allow_soft_placement.
-    train_distribute: object = None  # A tf.distribute strategy; not supported yet.
+    train_distribute: object = None  # A tf.distribute strategy for train() (bert_tf.distribute).
+    # Multi-worker only: seconds a training step may wait for the other workers before train()
+    # stops with an error (a worker died or hangs). None: distribute.DEFAULT_STEP_TIMEOUT_SECS;
+    # 0: wait forever.
+    step_timeout_secs: float = None
 
     @property
     def is_chief(self):
@@ -146,43 +162,85 @@ class Estimator:
 
     def train(self, input_fn, max_steps, hooks=None, saving_listeners=None):
         """Trains until global_step reaches `max_steps` or input_fn runs out; returns self."""
-        if self.config.train_distribute is not None:
-            raise NotImplementedError("RunConfig.train_distribute is not supported by "
-                                      "bert_tf.estimator yet; train without a strategy.")
+        strategy = self.config.train_distribute
+        if strategy is not None and not isinstance(
+                strategy, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
+            raise TypeError(f"RunConfig.train_distribute must be a tf.distribute strategy, got "
+                            f"{type(strategy).__name__}.")
         start_step = self._checkpoint_step()
         if start_step >= max_steps:
             logging.info("Checkpoint in %s is at step %d >= max_steps=%d; nothing to train.",
                          self.model_dir, start_step, max_steps)
             return self
         logging.info("Training %s from step %d to %d.", self.model_dir, start_step, max_steps)
-        is_chief = self.config.is_chief
-        with tf.Graph().as_default():
+        is_chief = self.config.is_chief if strategy is None else distribute.is_chief(strategy)
+        multi_worker = distribute.is_multi_worker(strategy)
+        with tf.Graph().as_default(), _strategy_scope(strategy):
             self._set_seed()
-            tf.compat.v1.train.get_or_create_global_step()
-            features, labels, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.TRAIN)
-            spec = self._call_model_fn(features, labels, ModeKeys.TRAIN)
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            if multi_worker:
+                distribute.cache_global_step_read(global_step)
+            features, labels, input_hooks = self._get_features_and_labels(
+                input_fn, ModeKeys.TRAIN, strategy)
+            spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, strategy)
             if spec.loss is None or spec.train_op is None:
                 raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
                                  "in TRAIN mode.")
             tf.compat.v1.summary.scalar("loss", spec.loss)
             scaffold = self._scaffold(spec, keep_checkpoint_max=self.config.keep_checkpoint_max)
-            examples_per_step = spec.examples_per_step or _static_batch_size(features)
+            examples_per_step = spec.examples_per_step or _static_batch_size(features, strategy)
             # Order matters: the loss check must run before the checkpoint saver in the same step.
+            # Every worker runs it (it fetches the loss reduced over all workers, so all of them
+            # take part in that all-reduce at every step and stop at the same step).
             all_hooks = [*input_hooks, _StopOnNonFiniteLossHook(spec.loss, self.model_dir),
                          tf.compat.v1.train.StopAtStepHook(last_step=max_steps),
                          *(hooks or []), *(spec.training_hooks or [])]
+            step_timeout = self.config.step_timeout_secs
+            if step_timeout is None:
+                step_timeout = distribute.DEFAULT_STEP_TIMEOUT_SECS
+            startup_timeout = max(step_timeout, distribute.WORKER_STARTUP_TIMEOUT_SECS)
+            first_step_options = step_options = None
+            if multi_worker:
+                all_hooks.insert(0, _WaitForWorkersHook(
+                    distribute.all_workers_barrier(strategy), strategy.num_replicas_in_sync,
+                    distribute.run_options(startup_timeout)))
+                # The first step also optimizes the graph on every worker, which takes a while.
+                first_step_options = distribute.run_options(startup_timeout)
+                step_options = distribute.run_options(step_timeout)
             if is_chief:
                 all_hooks += self._chief_training_hooks(spec.loss, scaffold, max_steps,
                                                         examples_per_step, saving_listeners)
-            with tf.compat.v1.train.MonitoredTrainingSession(
-                    is_chief=is_chief, checkpoint_dir=self.model_dir, scaffold=scaffold,
-                    hooks=all_hooks, save_checkpoint_secs=None, save_checkpoint_steps=None,
-                    save_summaries_steps=None, save_summaries_secs=None,
-                    log_step_count_steps=None, config=self._session_config) as sess:
-                while not sess.should_stop():
-                    sess.run(spec.train_op)
+                _remove_partial_checkpoint_writes(self.model_dir)
+            options = first_step_options
+            try:
+                with self._training_session(strategy, is_chief, scaffold, all_hooks) as sess:
+                    while not sess.should_stop():
+                        sess.run(spec.train_op, options=options)
+                        options = step_options
+            except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+                    tf.errors.CancelledError) as e:
+                if not multi_worker:
+                    raise
+                raise errors.BertTfError(distribute.worker_failure_message(
+                    startup_timeout if options is first_step_options else step_timeout,
+                    self.model_dir, e)) from None
         logging.info("Finished training; latest checkpoint: %s", self.latest_checkpoint())
         return self
+
+    def _training_session(self, strategy, is_chief, scaffold, hooks):
+        """The MonitoredSession of train(): restores model_dir's latest checkpoint, or inits."""
+        if strategy is None:
+            return tf.compat.v1.train.MonitoredTrainingSession(
+                is_chief=is_chief, checkpoint_dir=self.model_dir, scaffold=scaffold, hooks=hooks,
+                save_checkpoint_secs=None, save_checkpoint_steps=None, save_summaries_steps=None,
+                save_summaries_secs=None, log_step_count_steps=None, config=self._session_config)
+        # Under a strategy every worker initializes or restores its own copy of the variables
+        # (only the chief saves them), and a failed all-reduce leaves the collective runtime
+        # aborted until the process restarts, so the session is not "recovered" by recreating it.
+        return tf.compat.v1.train.SingularMonitoredSession(
+            hooks=hooks, scaffold=scaffold, master=distribute.session_target(strategy),
+            config=distribute.session_config(strategy, self._session_config),
+            checkpoint_dir=self.model_dir)
 
     def _chief_training_hooks(self, loss, scaffold, max_steps, examples_per_step,
                               saving_listeners):
@@ -318,21 +376,58 @@ class Estimator:
                 name: tf.compat.v1.saved_model.predict_signature_def(
                     receiver_tensors, outputs if isinstance(outputs, dict) else {"output": outputs})
                 for name, outputs in outputs_by_name.items()}
-            with tf.compat.v1.Session(config=self._session_config) as sess:
-                tf.compat.v1.train.Saver(sharded=True).restore(sess, checkpoint_path)
-                builder = tf.compat.v1.saved_model.Builder(temp_dir)
-                builder.add_meta_graph_and_variables(
-                    sess, [tf.saved_model.SERVING], signature_def_map=signatures,
-                    main_op=tf.compat.v1.tables_initializer(), strip_default_attrs=True)
-                builder.save()
+            try:
+                with tf.compat.v1.Session(config=self._session_config) as sess:
+                    tf.compat.v1.train.Saver(sharded=True).restore(sess, checkpoint_path)
+                    builder = tf.compat.v1.saved_model.Builder(temp_dir)
+                    builder.add_meta_graph_and_variables(
+                        sess, [tf.saved_model.SERVING], signature_def_map=signatures,
+                        main_op=tf.compat.v1.tables_initializer(), strip_default_attrs=True)
+                    builder.save()
+            except BaseException:
+                if tf.io.gfile.exists(temp_dir):  # A failed export leaves nothing behind.
+                    tf.io.gfile.rmtree(temp_dir)
+                raise
         tf.io.gfile.rename(temp_dir, export_dir)
         logging.info("Exported %s to %s", checkpoint_path, export_dir)
         return export_dir
 
     # --------------------------------------------------------------------------------- helpers
 
-    def _call_model_fn(self, features, labels, mode):
-        """Builds the model for `mode`; the one place a distribution strategy would hook in."""
+    def _call_model_fn(self, features, labels, mode, strategy=None):
+        """Builds the model for `mode`, once per replica under `strategy`.
+
+        Under a strategy (TRAIN only) it returns the spec of the first replica with `loss`
+        replaced by the mean of the replicas' losses (the same on every worker: an all-reduce),
+        `train_op` by the group of the replicas' train ops and `examples_per_step` multiplied
+        by the number of replicas.
+        """
+        if strategy is None:
+            return self._call_model_fn_once(features, labels, mode)
+        specs = {}
+
+        def replica_fn(replica_features, replica_labels):
+            spec = self._call_model_fn_once(replica_features, replica_labels, mode)
+            replica_id = tf.get_static_value(
+                tf.distribute.get_replica_context().replica_id_in_sync_group)
+            specs[len(specs) if replica_id is None else int(replica_id)] = spec
+            return spec.loss, spec.train_op
+
+        if distribute.is_tpu(strategy):  # Compiles the step for the TPU (untested: no TPU).
+            losses, train_ops = strategy.run(replica_fn, args=(features, labels))
+        else:
+            losses, train_ops = strategy.extended.call_for_each_replica(
+                replica_fn, args=(features, labels))
+        spec = specs[min(specs)]
+        examples = spec.examples_per_step
+        return spec._replace(
+            loss=strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None),
+            train_op=strategy.group(train_ops),
+            examples_per_step=None if examples is None else
+            examples * strategy.num_replicas_in_sync)
+
+    def _call_model_fn_once(self, features, labels, mode):
+        """Calls the model_fn with the arguments it takes; checks that it returns a spec."""
         names = inspect.signature(self.model_fn).parameters
         kwargs = {"mode": mode}
         if "params" in names:
@@ -351,20 +446,56 @@ class Estimator:
             params["batch_size"] = self._batch_sizes[mode]
         return params
 
-    def _get_features_and_labels(self, input_fn, mode):
-        """Calls input_fn; returns (features, labels or None, hooks that start its iterator)."""
+    def _get_features_and_labels(self, input_fn, mode, strategy=None):
+        """Calls input_fn; returns (features, labels or None, hooks that start its iterator).
+
+        Under a strategy the input_fn is called once per worker with params["batch_size"] set
+        to the per-replica batch and, if it has such a parameter, `input_context` (a
+        `tf.distribute.InputContext`: which input pipeline this is, for sharding); it must
+        return a dataset of per-replica batches. Features and labels are then per-replica
+        values. An input_fn without `input_context` gets every n-th batch of what it returns,
+        n being the number of workers, so that workers do not train on the same batches.
+        """
         names = inspect.signature(input_fn).parameters
-        candidates = {"params": self._params_for(mode), "mode": mode, "config": self.config}
-        kwargs = {key: value for key, value in candidates.items() if key in names}
-        if kwargs or not names:
-            result = input_fn(**kwargs)
-        else:  # One argument under another name, e.g. `lambda p: ...`: it gets the params.
-            result = input_fn(candidates["params"])
+        params = self._params_for(mode)
+        if strategy is not None:
+            params["batch_size"] = distribute.per_replica_batch_size(
+                self._batch_sizes[mode], strategy, flag=f"{mode}_batch_size")
+            logging.info("Global batch %d over %d replicas: %d examples per replica.",
+                         self._batch_sizes[mode], strategy.num_replicas_in_sync,
+                         params["batch_size"])
+        candidates = {"params": params, "mode": mode, "config": self.config}
+
+        def call_input_fn(input_context=None):
+            kwargs = {key: value for key, value in candidates.items() if key in names}
+            if "input_context" in names:
+                kwargs["input_context"] = input_context
+            if kwargs or not names:
+                return input_fn(**kwargs)
+            # One argument under another name, e.g. `lambda p: ...`: it gets the params.
+            return input_fn(candidates["params"])
+
         hooks = []
-        if isinstance(result, tf.data.Dataset):
-            iterator = tf.compat.v1.data.make_initializable_iterator(result)
+        if strategy is not None:
+            def dataset_fn(input_context):
+                dataset = call_input_fn(input_context)
+                if not isinstance(dataset, tf.data.Dataset):
+                    raise TypeError("Under a distribution strategy input_fn must return a "
+                                    f"tf.data.Dataset, got {type(dataset).__name__}.")
+                if "input_context" not in names and input_context.num_input_pipelines > 1:
+                    dataset = dataset.shard(input_context.num_input_pipelines,
+                                            input_context.input_pipeline_id)
+                return dataset
+
+            iterator = strategy.make_input_fn_iterator(dataset_fn)
             hooks.append(_RunAfterSessionCreatedHook(iterator.initializer))
             result = iterator.get_next()
+        else:
+            result = call_input_fn()
+            if isinstance(result, tf.data.Dataset):
+                iterator = tf.compat.v1.data.make_initializable_iterator(result)
+                hooks.append(_RunAfterSessionCreatedHook(iterator.initializer))
+                result = iterator.get_next()
         if isinstance(result, (tuple, list)) and len(result) == 2:
             return result[0], result[1], hooks
         return result, None, hooks
@@ -412,6 +543,32 @@ class _RunAfterSessionCreatedHook(tf.compat.v1.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         session.run(self._op)
+
+
+class _WaitForWorkersHook(tf.compat.v1.train.SessionRunHook):
+    """Waits, once the session exists, until every worker is there (a tiny all-reduce).
+
+    Without it the first step of a worker that started early would count the others' start-up
+    against the step timeout.
+    """
+
+    def __init__(self, barrier, num_replicas, run_options):
+        self._barrier = barrier
+        self._num_replicas = num_replicas
+        self._run_options = run_options
+        self._timeout_secs = run_options.timeout_in_ms // 1000
+
+    def after_create_session(self, session, coord):
+        logging.info("Waiting up to %d s for all %d replicas to join.", self._timeout_secs,
+                     self._num_replicas)
+        try:
+            session.run(self._barrier, options=self._run_options)
+        except tf.errors.DeadlineExceededError:
+            raise errors.BertTfError(
+                f"multi-worker training: not every worker joined within {self._timeout_secs} s; "
+                "start every task listed in TF_CONFIG's cluster with the same command (its own "
+                "task index).") from None
+        logging.info("All %d replicas joined.", self._num_replicas)
 
 
 class _StopOnNonFiniteLossHook(tf.compat.v1.train.SessionRunHook):
@@ -535,8 +692,28 @@ def progress_line(step, max_steps, loss, steps_per_sec, examples_per_sec=None):
 # ---------------------------------------------------------------------------------- small helpers
 
 
-def _static_batch_size(features):
-    """The static leading dimension of the first feature that has one, else None."""
+def _remove_partial_checkpoint_writes(model_dir):
+    """Deletes `model.ckpt-N_temp` directories: what a process killed mid-save left behind.
+
+    TF writes a checkpoint's shards there and only then renames them into place, so these
+    never hold anything a checkpoint needs (and the `checkpoint` state never names them).
+    """
+    for path in tf.io.gfile.glob(os.path.join(model_dir, "*_temp")):
+        if tf.io.gfile.isdir(path):
+            logging.info("Removing %s, left by a save that did not finish.", path)
+            tf.io.gfile.rmtree(path)
+
+
+def _strategy_scope(strategy):
+    return contextlib.nullcontext() if strategy is None else strategy.scope()
+
+
+def _static_batch_size(features, strategy=None):
+    """Examples per step: the static leading dimension of the first feature that has one
+    (times the replicas under a strategy), else None."""
+    if strategy is not None:
+        batch = _static_batch_size(strategy.experimental_local_results(features)[0])
+        return None if batch is None else batch * strategy.num_replicas_in_sync
     for tensor in tf.nest.flatten(features):
         if tensor.shape.rank and tensor.shape[0] is not None:
             return int(tensor.shape[0])

@@ -101,7 +101,9 @@ def define_finetuning_flags(max_seq_length=128):
     define_optimizer_flags()
     define_precision_flags()
     define_tpu_flags()
-    define_distribution_flags()
+    # Fine-tuning fits one host: no multi_worker (its output and cache writes are not
+    # chief-only yet).
+    define_distribution_flags(strategies=("none", "mirrored", "tpu"), shuffle_flag=False)
 
 
 def define_eval_flags():
@@ -157,26 +159,37 @@ def session_config_from_flags(flag_values):
     return make_session_config(use_xla=getattr(flag_values, "use_xla", False))
 
 
-def define_distribution_flags():
-    """`--distribution_strategy`, `--num_gpus`, `--step_timeout_secs`, `--shuffle_train_input`.
+def define_distribution_flags(strategies=None, shuffle_flag=True):
+    """`--distribution_strategy` and `--num_gpus` (+ `--step_timeout_secs` for multi_worker,
+    `--shuffle_train_input` with `shuffle_flag`).
 
     See `bert_tf.distribute` and the README section "Scaling out". The TPU strategy uses the
     original TPU flags (`define_tpu_flags`); `--use_tpu` means `--distribution_strategy=tpu`.
+
+    Args:
+      strategies: the values the script supports (default: all of distribute.STRATEGY_NAMES).
+      shuffle_flag: define `--shuffle_train_input` (scripts whose input pipeline reads it).
     """
     from bert_tf import distribute
 
-    flags.DEFINE_enum("distribution_strategy", "none", list(distribute.STRATEGY_NAMES),
-                      "none: one device. mirrored: this host's GPUs (or CPU devices) in sync. "
-                      "multi_worker: several hosts/processes described by TF_CONFIG. tpu: the "
-                      "TPU of --tpu_name. --train_batch_size stays the global batch.")
+    strategies = list(strategies or distribute.STRATEGY_NAMES)
+    meanings = {"none": "one device", "mirrored": "this host's GPUs (or CPU devices) in sync",
+                "multi_worker": "several hosts/processes described by TF_CONFIG",
+                "tpu": "the TPU of --tpu_name"}
+    flags.DEFINE_enum("distribution_strategy", "none", strategies,
+                      ". ".join(f"{name}: {meanings[name]}" for name in strategies) +
+                      ". --train_batch_size stays the global batch.")
     flags.DEFINE_integer("num_gpus", None,
                          "GPUs per host for mirrored / multi_worker (the first ones); default: "
                          "all. Without GPUs, mirrored uses the CPU.")
-    flags.DEFINE_float("step_timeout_secs", distribute.DEFAULT_STEP_TIMEOUT_SECS,
-                       "multi_worker: seconds a training step may wait for the other workers "
-                       "before this worker stops with an error (a worker died or hangs); must "
-                       "exceed the longest pause, e.g. the chief writing a checkpoint. 0: no "
-                       "limit.")
-    flags.DEFINE_bool("shuffle_train_input", True,
-                      "Shuffle the training records. False reads them in file order (repeatable "
-                      "runs, e.g. to compare a distributed run with a single-process one).")
+    if "multi_worker" in strategies:
+        flags.DEFINE_float("step_timeout_secs", distribute.DEFAULT_STEP_TIMEOUT_SECS,
+                           "multi_worker: seconds a training step may wait for the other "
+                           "workers before this worker stops with an error (a worker died or "
+                           "hangs); must exceed the longest pause, e.g. the chief writing a "
+                           "checkpoint. 0: no limit.")
+    if shuffle_flag:
+        flags.DEFINE_bool("shuffle_train_input", True,
+                          "Shuffle the training records. False reads them in file order "
+                          "(repeatable runs, e.g. to compare a distributed run with a "
+                          "single-process one).")

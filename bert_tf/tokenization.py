@@ -173,10 +173,12 @@ def find_duplicate_tokens(vocab_file):
 
 
 def check_vocab_has_special_tokens(vocab, vocab_file, tokens=REQUIRED_SPECIAL_TOKENS):
-    """Raises `BertTfError` naming `vocab_file` if `vocab` lacks any of `tokens`.
+    """Raises `BertTfError` naming `vocab_file` if `vocab` lacks any of `tokens`, or if the
+    file lists a token twice.
 
     The original `FullTokenizer` accepts any vocab; the scripts call this to stop early when a
-    vocab cannot serve BERT inputs (they need [CLS], [SEP], [MASK] and [UNK]).
+    vocab cannot serve BERT inputs (they need [CLS], [SEP], [MASK] and [UNK], and every id
+    must map back to its token, which a duplicate line breaks).
 
     Args:
       vocab: token -> id dict, as returned by `load_vocab`.
@@ -189,6 +191,14 @@ def check_vocab_has_special_tokens(vocab, vocab_file, tokens=REQUIRED_SPECIAL_TO
             f"vocab file '{vocab_file}' has no {' or '.join(missing)} token; pass the vocab.txt "
             "that came with the checkpoint (a BERT vocab lists [PAD], [UNK], [CLS], [SEP] and "
             "[MASK]).")
+    duplicates = find_duplicate_tokens(vocab_file)
+    if duplicates:
+        token, lines = next(iter(duplicates.items()))
+        raise errors.BertTfError(
+            f"vocab file '{vocab_file}' lists '{token}' on lines "
+            f"{' and '.join(str(line + 1) for line in lines)} ({len(duplicates)} duplicated "
+            "token(s) in all), so some ids have no token; remove the duplicate lines or pass the "
+            "vocab.txt that came with the checkpoint.")
 
 
 def convert_by_vocab(vocab, items):

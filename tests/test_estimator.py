@@ -333,6 +333,6 @@ def test_input_fn_without_params_and_distribute_seam(tmp_path):
     estimator.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).repeat().batch(8),
                     max_steps=2)
     assert checkpoint_steps(estimator.model_dir) == [0, 2]
-    with pytest.raises(NotImplementedError, match="train_distribute"):
+    with pytest.raises(TypeError, match="train_distribute must be a tf.distribute strategy"):
         make_estimator(str(tmp_path / "other"), train_distribute=object()).train(
             make_input_fn(X, Y), max_steps=2)

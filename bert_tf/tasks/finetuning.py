@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio, modeling, optimization, tokenization
+from bert_tf import distribute, errors, fileio, modeling, optimization, tokenization
 from bert_tf import estimator as estimator_lib
 from bert_tf import flags as flag_lib
 from bert_tf.errors import BertTfError
@@ -62,7 +62,6 @@ def load_bert_config(options):
 
 def check_run_options(options):
     """Checks the sizes and the batch / accumulation flags every fine-tuning script has."""
-    flag_lib.check_no_tpu(options)
     sizes = ["train_batch_size", "predict_batch_size", "max_seq_length",
              "num_accumulation_steps", "learning_rate"]
     if hasattr(options, "eval_batch_size"):
@@ -126,13 +125,25 @@ def train_steps(num_examples, options):
 
 
 def make_estimator(model_fn, options):
-    """An Estimator writing to `--output_dir`; its train batch is the micro-batch."""
+    """An Estimator writing to `--output_dir`; its train batch is the micro-batch.
+
+    Training runs under `--distribution_strategy` (see `bert_tf.distribute`): the train batch
+    stays global, each replica computes train_batch_size / replicas of it. Evaluation and
+    prediction run on one device.
+    """
+    strategy = distribute.strategy_from_flags(options) if options.do_train else None
+    if strategy is not None:
+        per_replica = distribute.per_replica_batch_size(
+            options.train_batch_size, strategy,
+            num_accumulation_steps=options.num_accumulation_steps)
+        logging.info("Training on %d replicas, %d examples each per micro-batch.",
+                     strategy.num_replicas_in_sync, per_replica)
     run_config = estimator_lib.RunConfig(
         save_checkpoints_steps=options.save_checkpoints_steps,
         keep_checkpoint_max=options.keep_checkpoint_max,
         log_step_count_steps=options.log_every_n_steps,
         save_summary_steps=options.save_summary_steps,
-        tf_random_seed=options.random_seed)
+        tf_random_seed=options.random_seed, train_distribute=strategy)
     return estimator_lib.Estimator(
         model_fn, options.output_dir, config=run_config,
         train_batch_size=options.train_batch_size // options.num_accumulation_steps,

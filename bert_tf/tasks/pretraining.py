@@ -5,10 +5,11 @@ The heads and their variables follow the Google checkpoint layout
 to the word embeddings, with its own output bias.
 """
 
+import numpy as np
 import tensorflow as tf
 
+from bert_tf import distribute, errors, modeling, optimization, precision
 from bert_tf import estimator as estimator_lib
-from bert_tf import modeling, optimization, precision
 from bert_tf.data import tfrecords
 from bert_tf.errors import BertTfError
 
@@ -55,7 +56,8 @@ def masked_lm_output(bert_config, input_tensor, output_weights, positions, label
                 input_tensor, bert_config.hidden_size,
                 activation=modeling.get_activation(bert_config.hidden_act),
                 kernel_initializer=modeling.create_initializer(bert_config.initializer_range))
-            input_tensor = modeling.layer_norm(input_tensor)
+            input_tensor = modeling.layer_norm(
+                input_tensor, epsilon=getattr(bert_config, "layer_norm_eps", 1e-12))
         output_bias = tf1.get_variable("output_bias", shape=[bert_config.vocab_size],
                                        initializer=tf1.zeros_initializer())
         logits = tf.matmul(input_tensor, output_weights, transpose_b=True)  # [B*P, V]
@@ -217,7 +219,7 @@ def check_pretraining_records(input_files, max_seq_length, max_predictions_per_s
             record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
         except (tf.errors.OpError, RuntimeError) as e:
             raise BertTfError(f"--input_file: '{path}' is not a readable TFRecord file "
-                              f"({str(e).splitlines()[0]}); pass files written by "
+                              f"({errors.short_tf_error(e)}); pass files written by "
                               "create_pretraining_data.py.") from None
         if record is None:
             raise BertTfError(f"--input_file: '{path}' holds no records; regenerate it with "
@@ -238,11 +240,14 @@ def check_pretraining_records(input_files, max_seq_length, max_predictions_per_s
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,
-                     num_cpu_threads=4):
-    """Returns an input_fn(params) reading pre-training TFRecords, batch params["batch_size"].
+                     num_cpu_threads=4, shuffle=True):
+    """Returns an input_fn(params, input_context=None) reading pre-training TFRecords.
 
-    Training repeats and shuffles: files interleaved in parallel, then records.
-    Evaluation reads each record once, in order. Int64 features arrive as int32.
+    Batches of params["batch_size"] (per replica under a distribution strategy). Training
+    repeats and, with `shuffle`, shuffles: files interleaved in parallel, then records.
+    Evaluation reads each record once, in order. Under a multi-worker strategy each worker
+    reads its own files, or its own records when there are fewer files than workers
+    (`distribute.record_dataset`). Int64 features arrive as int32.
     """
     feature_spec = tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
 
@@ -251,17 +256,10 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
         return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
                 for k, v in features.items()}
 
-    def input_fn(params):
+    def input_fn(params, input_context=None):
         batch_size = params["batch_size"]
-        if is_training:
-            d = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
-            d = d.repeat().shuffle(buffer_size=len(input_files))
-            d = d.interleave(tf.data.TFRecordDataset,
-                             cycle_length=min(num_cpu_threads, len(input_files)),
-                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-            d = d.shuffle(buffer_size=1000)
-        else:
-            d = tf.data.TFRecordDataset(input_files)
+        d = distribute.record_dataset(input_files, is_training, input_context=input_context,
+                                      shuffle=shuffle, num_cpu_threads=num_cpu_threads)
         # Batch first so one vectorised parse handles the whole batch.
         d = d.batch(batch_size, drop_remainder=True)
         d = d.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
@@ -269,6 +267,39 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
 
     return input_fn
 
+
+
+def masked_lm_majority_baseline(train_files, eval_files):
+    """The masked-LM accuracy of always predicting the most frequent masked token.
+
+    The token is the most frequent (weighted) `masked_lm_ids` value in
+    `train_files`; the accuracy is measured on `eval_files`. A model that has
+    learnt anything beyond unigram frequency must beat it.
+
+    Returns:
+      (token_id, accuracy).
+    """
+    spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
+            "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
+
+    def weighted_ids(files):
+        for serialized in tf.data.TFRecordDataset(files).batch(1024):
+            parsed = tf.io.parse_example(serialized, spec)
+            ids = tf.sparse.to_dense(parsed["masked_lm_ids"]).numpy().reshape(-1)
+            weights = tf.sparse.to_dense(parsed["masked_lm_weights"]).numpy().reshape(-1)
+            yield ids[weights > 0]
+
+    counts = {}
+    for ids in weighted_ids(train_files):
+        values, freq = np.unique(ids, return_counts=True)
+        for value, n in zip(values.tolist(), freq.tolist(), strict=True):
+            counts[value] = counts.get(value, 0) + n
+    token_id = max(counts, key=counts.get)
+    hits = total = 0
+    for ids in weighted_ids(eval_files):
+        hits += int((ids == token_id).sum())
+        total += ids.size
+    return token_id, hits / max(total, 1)
 
 
 def run_pretraining(options):
@@ -285,7 +316,6 @@ def run_pretraining(options):
 
     if not options.do_train and not options.do_eval:
         raise BertTfError("At least one of --do_train or --do_eval must be True.")
-    flag_lib.check_no_tpu(options)
     flag_lib.check_positive(options, "train_batch_size", "eval_batch_size", "max_seq_length",
                             "max_predictions_per_seq", "num_accumulation_steps")
     bert_config = modeling.BertConfig.from_json_file(options.bert_config_file)
@@ -299,8 +329,6 @@ def run_pretraining(options):
             f"--train_batch_size={options.train_batch_size} is not divisible by "
             f"--num_accumulation_steps={options.num_accumulation_steps}; the micro-batch is "
             "train_batch_size / num_accumulation_steps, pick values where it divides.")
-    fileio.ensure_output_dir(options.output_dir)
-
     input_files = expand_input_files(options.input_file)
     check_pretraining_records(input_files, options.max_seq_length,
                               options.max_predictions_per_seq)
@@ -311,6 +339,13 @@ def run_pretraining(options):
                                   options.max_predictions_per_seq)
     tf1.logging.info("Input files: %d for training, %d for eval", len(input_files),
                      len(eval_files))
+    strategy = distribute.strategy_from_flags(options)
+    micro_batch = options.train_batch_size // options.num_accumulation_steps
+    if options.do_train:
+        per_replica_batch = distribute.per_replica_batch_size(
+            options.train_batch_size, strategy,
+            num_accumulation_steps=options.num_accumulation_steps)
+    fileio.ensure_output_dir(options.output_dir)
 
     model_fn = model_fn_builder(
         bert_config=bert_config, init_checkpoint=options.init_checkpoint,
@@ -323,20 +358,25 @@ def run_pretraining(options):
         keep_checkpoint_max=options.keep_checkpoint_max,
         log_step_count_steps=options.log_every_n_steps,
         save_summary_steps=options.save_summary_steps,
-        tf_random_seed=options.random_seed)
-    micro_batch = options.train_batch_size // options.num_accumulation_steps
+        tf_random_seed=options.random_seed, train_distribute=strategy,
+        step_timeout_secs=getattr(options, "step_timeout_secs", None))
     estimator = estimator_lib.Estimator(
         model_fn, options.output_dir, config=run_config, train_batch_size=micro_batch,
         eval_batch_size=options.eval_batch_size)
 
     if options.do_train:
-        tf1.logging.info("Training: batch %d (%d micro-batches of %d), %d steps",
-                         options.train_batch_size, options.num_accumulation_steps, micro_batch,
-                         options.num_train_steps)
+        tf1.logging.info("Training: batch %d (%d micro-batches of %d), %d steps; %d replicas "
+                         "with %d examples each per micro-batch", options.train_batch_size,
+                         options.num_accumulation_steps, micro_batch, options.num_train_steps,
+                         distribute.num_replicas(strategy), per_replica_batch)
         estimator.train(input_fn_builder(input_files, options.max_seq_length,
-                                         options.max_predictions_per_seq, is_training=True),
+                                         options.max_predictions_per_seq, is_training=True,
+                                         shuffle=getattr(options, "shuffle_train_input", True)),
                         max_steps=options.num_train_steps)
     if not options.do_eval:
+        return None
+    if not distribute.is_chief(strategy):
+        tf1.logging.info("Not the chief: skipping --do_eval (the chief evaluates).")
         return None
     results = estimator.evaluate(
         input_fn_builder(eval_files, options.max_seq_length, options.max_predictions_per_seq,
@@ -348,4 +388,10 @@ def run_pretraining(options):
     tf1.logging.info("***** Eval results (%s) *****", path)
     for key in sorted(results):
         tf1.logging.info("  %s = %s", key, results[key])
+    if getattr(options, "report_majority_baseline", False):
+        token_id, accuracy = masked_lm_majority_baseline(input_files, eval_files)
+        tf1.logging.info("  majority baseline: always predicting token id %d gives "
+                         "masked_lm_accuracy = %.4f (model: %.4f)", token_id, accuracy,
+                         results["masked_lm_accuracy"])
+        results["majority_baseline_accuracy"] = accuracy
     return results

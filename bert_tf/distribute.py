@@ -1,0 +1,422 @@
+"""Distribution strategies: building them from flags, their sessions, input sharding, batches.
+
+bert_tf trains on TensorFlow's own distributed engine (`tf.distribute`, graph mode):
+
+  none          one device (the default).
+  mirrored      `tf.compat.v1.distribute.MirroredStrategy` over this host's GPUs (`--num_gpus`),
+                or its CPU devices when it has none. Synchronous: every replica computes the
+                gradient of its share of the batch, the gradients are summed (all-reduce) and
+                every replica applies the same update.
+  multi_worker  `tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy` over several
+                hosts (or processes) described by the `TF_CONFIG` environment variable, each
+                with its local GPUs (or one CPU). The same synchronous algorithm, with
+                collective all-reduces over gRPC between workers.
+  tpu           `tf.compat.v1.distribute.experimental.TPUStrategy` behind the original TPU
+                flags (`--use_tpu`, `--tpu_name`, ...). Wired but untested: no TPU was
+                available to test on.
+
+`--train_batch_size` is the global batch of one optimizer update; each replica gets
+`train_batch_size / num_replicas` examples (`per_replica_batch_size`). Each worker (input
+pipeline) reads its own share of the input (`shard_input_files`): whole files when there are
+at least as many files as workers, else every n-th record, so no two workers read the same
+records. Only the chief (TF_CONFIG's "chief" task, or worker 0 when there is none) writes
+checkpoints and summaries; `output_dir` must be readable by every worker (a shared file system
+or a bucket), because all workers resume from the chief's checkpoint.
+
+A multi-worker step waits for every worker; if one dies, the others' step stops after
+`step_timeout_secs` (`--step_timeout_secs`) with a message instead of hanging.
+"""
+
+import json
+import os
+import weakref
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.errors import BertTfError, short_tf_error
+
+tf1 = tf.compat.v1
+
+STRATEGY_NAMES = ("none", "mirrored", "multi_worker", "tpu")
+# How long a multi-worker step may wait for the other workers. It must cover the longest pause
+# of any worker, e.g. the chief writing a large checkpoint while the others wait for it.
+DEFAULT_STEP_TIMEOUT_SECS = 300
+# How long workers wait for each other to start (TF start-up, restoring a checkpoint).
+WORKER_STARTUP_TIMEOUT_SECS = 600
+
+# Session targets of the strategies built here that need one (TPU: the TPU's address).
+_SESSION_TARGETS = weakref.WeakKeyDictionary()
+# The in-process gRPC server of this multi-worker task, started once per process (and the
+# TPU addresses whose TPU system this process initialized).
+_SERVERS = {}
+
+
+# ----------------------------------------------------------------------------- construction
+
+
+def strategy_from_flags(flag_values):
+    """The strategy for `--distribution_strategy` / `--use_tpu`, or None for one device.
+
+    Args:
+      flag_values: parsed flags (absl FLAGS or any object with the attributes); missing
+        attributes take their defaults, so older option objects keep working.
+
+    Returns:
+      A `tf.distribute` strategy (built in graph mode) or None.
+    """
+    name = getattr(flag_values, "distribution_strategy", None) or "none"
+    if getattr(flag_values, "use_tpu", False):
+        if name not in ("none", "tpu"):
+            raise BertTfError(f"--use_tpu contradicts --distribution_strategy={name}; pass only "
+                              "one of them (--use_tpu means --distribution_strategy=tpu).")
+        name = "tpu"
+    return make_strategy(
+        name, num_gpus=getattr(flag_values, "num_gpus", None),
+        tpu_name=getattr(flag_values, "tpu_name", None),
+        tpu_zone=getattr(flag_values, "tpu_zone", None),
+        gcp_project=getattr(flag_values, "gcp_project", None),
+        master=getattr(flag_values, "master", None),
+        num_tpu_cores=getattr(flag_values, "num_tpu_cores", None),
+        iterations_per_loop=getattr(flag_values, "iterations_per_loop", 1))
+
+
+def make_strategy(name, num_gpus=None, tpu_name=None, tpu_zone=None, gcp_project=None,
+                  master=None, num_tpu_cores=None, iterations_per_loop=1):
+    """Builds the strategy `name` (one of STRATEGY_NAMES); None for "none".
+
+    The strategy is created in graph mode, so that no eager-mode server or health-check
+    thread is started: bert_tf runs it in `tf.compat.v1` sessions.
+
+    Args:
+      name: "none", "mirrored", "multi_worker" or "tpu".
+      num_gpus: GPUs to use per host (the first ones); None: all. With no GPU, "mirrored"
+        mirrors over the host's CPU devices (one unless logical CPU devices are configured).
+      tpu_name, tpu_zone, gcp_project, master: locate the TPU (the original flags); tpu_name
+        may be a Cloud TPU name or a grpc:// address.
+      num_tpu_cores: checked against the TPU's cores.
+      iterations_per_loop: accepted for the TPU strategy's steps_per_run.
+    """
+    if name not in STRATEGY_NAMES:
+        raise BertTfError(f"--distribution_strategy: unknown value '{name}'; use one of "
+                          f"{', '.join(STRATEGY_NAMES)}.")
+    if num_gpus is not None and num_gpus < 0:
+        raise BertTfError(f"--num_gpus must be 0 or more, got {num_gpus}.")
+    if name == "none":
+        return None
+    if name == "tpu":
+        return _make_tpu_strategy(tpu_name, tpu_zone, gcp_project, master, num_tpu_cores,
+                                  iterations_per_loop)
+    _select_gpus(num_gpus)
+    if name == "mirrored":
+        devices = [d.name for d in tf.config.list_logical_devices("GPU")]
+        if not devices:
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        with tf.Graph().as_default():
+            strategy = tf1.distribute.MirroredStrategy(devices)
+        logging.info("MirroredStrategy over %d devices: %s", len(devices), ", ".join(devices))
+        return strategy
+    cluster, task_type, task_index = parse_tf_config()
+    with tf.Graph().as_default():
+        strategy = tf1.distribute.experimental.MultiWorkerMirroredStrategy()
+    logging.info("MultiWorkerMirroredStrategy: this is %s %d of cluster %s; %d replicas in sync.",
+                 task_type, task_index, cluster, strategy.num_replicas_in_sync)
+    return strategy
+
+
+def parse_tf_config():
+    """Reads the `TF_CONFIG` environment variable of a multi-worker run.
+
+    Returns:
+      (cluster dict, task type, task index).
+
+    Raises:
+      BertTfError: when TF_CONFIG is missing, not JSON, or does not place this task.
+    """
+    example = ('TF_CONFIG=\'{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+               '"task": {"type": "worker", "index": 0}}\'')
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise BertTfError("--distribution_strategy=multi_worker needs the TF_CONFIG environment "
+                          f"variable on every worker, e.g. {example} (index 1 on host2).")
+    try:
+        tf_config = json.loads(raw)
+    except ValueError as e:
+        raise BertTfError(f"TF_CONFIG is not valid JSON ({e}); set it like {example}.") from None
+    cluster = tf_config.get("cluster") if isinstance(tf_config, dict) else None
+    task = tf_config.get("task") if isinstance(tf_config, dict) else None
+    if not isinstance(cluster, dict) or not ({"chief", "worker"} & set(cluster)):
+        raise BertTfError(f"TF_CONFIG has no \"cluster\" with \"worker\" (or \"chief\") "
+                          f"addresses; set it like {example}.")
+    if not isinstance(task, dict) or task.get("type") not in cluster:
+        raise BertTfError(f"TF_CONFIG's \"task\" {task} is not a job of its cluster "
+                          f"{sorted(cluster)}; set it like {example}.")
+    index = task.get("index", 0)
+    if not isinstance(index, int) or not 0 <= index < len(cluster[task["type"]]):
+        raise BertTfError(f"TF_CONFIG's task index {index} is out of range for the "
+                          f"{len(cluster[task['type']])} '{task['type']}' addresses; use 0 to "
+                          f"{len(cluster[task['type']]) - 1}.")
+    return cluster, task["type"], index
+
+
+def _select_gpus(num_gpus):
+    """Makes only the first `num_gpus` GPUs visible (before TF's runtime starts)."""
+    if num_gpus is None:
+        return
+    gpus = tf.config.list_physical_devices("GPU")
+    if num_gpus > len(gpus):
+        raise BertTfError(f"--num_gpus={num_gpus} but this host has {len(gpus)} GPU(s); pass "
+                          f"--num_gpus={len(gpus)} or less.")
+    try:
+        tf.config.set_visible_devices(gpus[:num_gpus], "GPU")
+    except RuntimeError:  # The runtime already started; fine if it sees the same GPUs.
+        if len(tf.config.list_logical_devices("GPU")) != num_gpus:
+            raise BertTfError(f"--num_gpus={num_gpus}: TensorFlow already started with other "
+                              "GPUs; set CUDA_VISIBLE_DEVICES instead.") from None
+
+
+def _make_tpu_strategy(tpu_name, tpu_zone, gcp_project, master, num_tpu_cores,
+                       iterations_per_loop):
+    """TPUStrategy for the original TPU flags. Untested: no TPU was available."""
+    tpu = tpu_name or master
+    if not tpu:
+        raise BertTfError("--use_tpu: no TPU given; pass --tpu_name (a Cloud TPU name or a "
+                          "grpc:// address) or --master.")
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu, zone=tpu_zone, project=gcp_project)
+        target = resolver.master()
+        with tf.Graph().as_default():
+            strategy = tf1.distribute.experimental.TPUStrategy(
+                resolver, steps_per_run=max(int(iterations_per_loop or 1), 1))
+    except (ValueError, ImportError, RuntimeError, tf.errors.OpError) as e:
+        raise BertTfError(f"--tpu_name: cannot reach TPU '{tpu}' ({short_tf_error(e)}); "
+                          "check --tpu_name, --tpu_zone and --gcp_project.") from None
+    if num_tpu_cores and strategy.num_replicas_in_sync != num_tpu_cores:
+        raise BertTfError(f"--num_tpu_cores={num_tpu_cores} but TPU '{tpu}' has "
+                          f"{strategy.num_replicas_in_sync} cores; pass "
+                          f"--num_tpu_cores={strategy.num_replicas_in_sync}.")
+    _SESSION_TARGETS[strategy] = target
+    return strategy
+
+
+# ----------------------------------------------------------------------- what a strategy is
+
+
+def num_replicas(strategy):
+    """Replicas that train in sync (1 without a strategy)."""
+    return 1 if strategy is None else strategy.num_replicas_in_sync
+
+
+def is_multi_worker(strategy):
+    """Whether `strategy` spans several workers (processes or hosts)."""
+    return strategy is not None and (strategy.num_replicas_in_sync >
+                                     len(strategy.extended.worker_devices))
+
+
+def is_tpu(strategy):
+    """Whether `strategy` is a TPU strategy."""
+    return isinstance(strategy, tf1.distribute.experimental.TPUStrategy)
+
+
+def is_chief(strategy):
+    """Whether this process writes checkpoints and summaries under `strategy`."""
+    return strategy is None or strategy.extended.should_checkpoint
+
+
+def per_replica_batch_size(global_batch_size, strategy, flag="train_batch_size",
+                           num_accumulation_steps=1):
+    """Examples each replica computes per run: global batch / accumulation steps / replicas.
+
+    Args:
+      global_batch_size: examples per optimizer update over all replicas (`--{flag}`).
+      strategy: a strategy or None.
+      flag: the flag that set the global batch, named in the error.
+      num_accumulation_steps: micro-batches per update (`--num_accumulation_steps`).
+
+    Raises:
+      BertTfError: when the batch does not split evenly.
+    """
+    replicas = num_replicas(strategy)
+    if global_batch_size % (replicas * num_accumulation_steps):
+        split = f"{replicas} replicas"
+        if num_accumulation_steps > 1:
+            split += f" x --num_accumulation_steps={num_accumulation_steps}"
+        raise BertTfError(
+            f"--{flag}={global_batch_size} is not divisible by the {split} of this run; it is "
+            "the global batch, split evenly over replicas (and micro-batches), so pass a "
+            f"multiple of {replicas * num_accumulation_steps}.")
+    return global_batch_size // (replicas * num_accumulation_steps)
+
+
+# ------------------------------------------------------------------------------- sessions
+
+
+def session_target(strategy):
+    """The `master` a session of `strategy` connects to ("" for an in-process session).
+
+    Multi-worker strategies need this process's gRPC server (started here, once per
+    process, on the port TF_CONFIG gives this task); a TPU strategy needs the TPU's address.
+    """
+    if strategy is None:
+        return ""
+    if strategy in _SESSION_TARGETS:
+        target = _SESSION_TARGETS[strategy]
+        if is_tpu(strategy) and target not in _SERVERS:
+            # Graph-mode TPU programs need the TPU system initialized once per process.
+            with tf.Graph().as_default(), tf1.Session(target) as session:
+                session.run(tf1.tpu.initialize_system())
+            _SERVERS[target] = None
+        return target
+    if not is_multi_worker(strategy):
+        return ""
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    key = (resolver.task_type, resolver.task_id)
+    if key not in _SERVERS:
+        _SERVERS[key] = tf.distribute.Server(
+            resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
+            protocol=resolver.rpc_layer or "grpc",
+            config=session_config(strategy, tf1.ConfigProto(allow_soft_placement=True)),
+            start=True)
+        logging.info("Started the gRPC server of %s %d: %s", *key, _SERVERS[key].target)
+    return _SERVERS[key].target
+
+
+def session_config(strategy, config):
+    """`config` updated for `strategy` (collective group leader, device filters, ...)."""
+    if strategy is None:
+        return config
+    config = strategy.update_config_proto(config)
+    # Launch the step's all-reduces (gradients, loss, input end-of-data check) in one fixed
+    # order on every worker: launched in different orders they can wait on each other forever.
+    config.experimental.collective_deterministic_sequential_execution = True
+    return config
+
+
+def run_options(timeout_secs=None):
+    """RunOptions for a multi-worker training step (or the start-up barrier).
+
+    Args:
+      timeout_secs: the run fails with DeadlineExceededError after this long (None or 0: no
+        limit).
+    """
+    return tf1.RunOptions(timeout_in_ms=int((timeout_secs or 0) * 1000))
+
+
+def cache_global_step_read(global_step):
+    """Makes the hooks' reads of `global_step` plain reads of the variable.
+
+    The hooks' standard read (`training_util._get_or_create_global_step_read`) falls back to
+    the variable's initial value, which under a multi-worker strategy is a broadcast from the
+    chief: a collective op. Collectives are matched across workers by step ids drawn, one per
+    run, from a sequence per set of collective ops; the chief's own runs of that read (the
+    checkpoint saver's) would then draw extra step ids from the training step's sequence, and
+    every worker would wait forever in the next step. Call before any hook's begin().
+    """
+    graph = tf1.get_default_graph()
+    # The collection that training_util._get_or_create_global_step_read looks in first.
+    if not graph.get_collection("global_step_read_op_cache"):
+        with graph.name_scope(None), graph.name_scope(global_step.op.name + "/"):
+            graph.add_to_collection("global_step_read_op_cache",
+                                    tf.identity(global_step, name="plain_read"))
+
+
+def all_workers_barrier(strategy):
+    """An op that completes once every replica of every worker runs it (a tiny all-reduce).
+
+    Returns:
+      A scalar float32 tensor: the number of replicas (they each contribute 1).
+    """
+    def replica_fn():
+        def merge_fn(strategy, value):
+            return strategy.extended.reduce_to(tf.distribute.ReduceOp.SUM, value, value)
+        return tf.distribute.get_replica_context().merge_call(merge_fn,
+                                                              args=(tf.constant(1.0),))
+
+    per_replica = strategy.extended.call_for_each_replica(replica_fn)
+    return strategy.experimental_local_results(per_replica)[0]
+
+
+def worker_failure_message(timeout_secs, model_dir, error):
+    """The one-line message when a multi-worker step fails because a peer is gone.
+
+    Args:
+      timeout_secs: the time limit of the step that failed.
+      model_dir: where the chief's checkpoints are.
+      error: the `tf.errors.OpError` the step raised.
+    """
+    if isinstance(error, tf.errors.DeadlineExceededError):
+        cause = f"a step got no answer from the other workers within {timeout_secs:g} s"
+    else:
+        cause = f"a step lost the connection to another worker ({type(error).__name__})"
+    return (f"multi-worker training stopped: {cause}, so a worker died or hangs (if steps are "
+            "just slow, raise --step_timeout_secs); the last checkpoint is "
+            f"{tf.train.latest_checkpoint(model_dir)}; restart every worker with the same "
+            "command to resume from it.")
+
+
+# ---------------------------------------------------------------------------- input sharding
+
+
+def shard_input_files(input_files, input_context=None):
+    """The part of the input this worker (input pipeline) reads.
+
+    By file when there are at least as many files as workers (worker i reads files i, i+n,
+    ...), else by record (every worker reads all files and keeps records i, i+n, ...). Either
+    way no two workers read the same records.
+
+    Args:
+      input_files: list of file paths, in a fixed order (the same on every worker).
+      input_context: a `tf.distribute.InputContext`, or None for one pipeline.
+
+    Returns:
+      (files, num_record_shards, record_shard_index): this worker's files and, when sharding
+      by record, how many record shards there are and which one is this worker's (1, 0
+      otherwise).
+    """
+    if input_context is None or input_context.num_input_pipelines <= 1:
+        return list(input_files), 1, 0
+    count, index = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if len(input_files) >= count:
+        return list(input_files)[index::count], 1, 0
+    return list(input_files), count, index
+
+
+def record_dataset(input_files, is_training, input_context=None, shuffle=True,
+                   num_cpu_threads=4, shuffle_buffer=1000):
+    """A dataset of serialized records: this worker's share of `input_files`.
+
+    Training repeats forever and, with `shuffle`, shuffles records (buffer `shuffle_buffer`);
+    when this worker reads whole files it also shuffles their order and reads several in
+    parallel. Without `shuffle` (or when not training) records come in file order: one
+    pipeline then sees the records of the single-process run in the same order, and n
+    pipelines sharded by record together see each global batch of the single-process run.
+
+    Args:
+      input_files: list of TFRecord paths.
+      is_training: repeat (and maybe shuffle) for training; read once in order otherwise.
+      input_context: `tf.distribute.InputContext` of this pipeline, or None.
+      shuffle: shuffle files and records when training.
+      num_cpu_threads: files read in parallel when shuffling.
+      shuffle_buffer: records in the shuffle buffer.
+
+    Returns:
+      A `tf.data.Dataset` of scalar string tensors.
+    """
+    files, record_shards, record_index = shard_input_files(input_files, input_context)
+    if not is_training:
+        dataset = tf.data.TFRecordDataset(files)
+        return dataset.shard(record_shards, record_index) if record_shards > 1 else dataset
+    if record_shards > 1 or not shuffle:
+        # Files in their given order and repeated before sharding, so that every worker shards
+        # the same stream and the shards keep partitioning it across epochs.
+        dataset = tf.data.TFRecordDataset(files).repeat()
+        if record_shards > 1:
+            dataset = dataset.shard(record_shards, record_index)
+        return dataset.shuffle(buffer_size=shuffle_buffer) if shuffle else dataset
+    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+    dataset = dataset.repeat().shuffle(buffer_size=len(files))
+    dataset = dataset.interleave(tf.data.TFRecordDataset,
+                                 cycle_length=min(num_cpu_threads, len(files)),
+                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    return dataset.shuffle(buffer_size=shuffle_buffer)

@@ -1,0 +1,339 @@
+"""Distributed training: tf.distribute strategies through bert_tf.estimator and run_pretraining.
+
+The slow tests compare weights after a few optimizer updates of a tiny BERT (dropout off, the
+same global batch, inputs in file order, the same --init_checkpoint) with a single-process run:
+  (a) MirroredStrategy over 2 logical CPU devices (configured before TF starts, in a child);
+  (b) MultiWorkerMirroredStrategy: two scripts/run_pretraining.py processes on 127.0.0.1 with
+      TF_CONFIG; only the chief writes to --output_dir;
+  (c) killing one worker stops the other within a bounded time with a one-line message, and
+      running both again resumes from the chief's last checkpoint.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_pretraining import TINY, write_records
+
+from bert_tf import distribute, modeling
+from bert_tf import estimator as estimator_lib
+from bert_tf.errors import BertTfError
+from bert_tf.tasks import pretraining
+
+tf1 = tf.compat.v1
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
+ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+ENV.pop("TF_CONFIG", None)
+GLOBAL_BATCH = 8
+STEPS = 3
+
+
+# ------------------------------------------------------------------------------ fast: helpers
+
+
+def _context(count, index):
+    return tf.distribute.InputContext(num_input_pipelines=count, input_pipeline_id=index,
+                                      num_replicas_in_sync=count)
+
+
+def test_shards_by_file_when_every_worker_gets_one_else_by_record():
+    files = ["a", "b", "c", "d", "e"]
+    assert distribute.shard_input_files(files) == (files, 1, 0)
+    assert distribute.shard_input_files(files, _context(2, 0)) == (["a", "c", "e"], 1, 0)
+    assert distribute.shard_input_files(files, _context(2, 1)) == (["b", "d"], 1, 0)
+    assert distribute.shard_input_files(files[:2], _context(3, 2)) == (files[:2], 3, 2)
+
+
+def _records(dataset, count):
+    with tf.Graph().as_default():
+        next_record = tf1.data.make_one_shot_iterator(dataset()).get_next()
+        with tf1.Session() as sess:
+            return [sess.run(next_record) for _ in range(count)]
+
+
+def test_record_shards_partition_the_single_pipeline_stream(tmp_path):
+    # 2 files, 3 workers: by record. Repeated, so the shards must partition every epoch too.
+    files = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    for i, path in enumerate(files):
+        with tf.io.TFRecordWriter(path) as writer:
+            for j in range(5):
+                writer.write(f"{i}-{j}".encode())
+    single = _records(lambda: distribute.record_dataset(files, True, shuffle=False), 30)
+    shards = [_records(lambda i=i: distribute.record_dataset(files, True, _context(3, i),
+                                                             shuffle=False), 10)
+              for i in range(3)]
+    assert single[:10] == [f"{i}-{j}".encode() for i in range(2) for j in range(5)]
+    for i in range(3):
+        assert shards[i] == single[i::3]
+    # Shuffled, each worker still reads only its own records.
+    shuffled = [set(_records(lambda i=i: distribute.record_dataset(files, True, _context(3, i)),
+                             10)) for i in range(3)]
+    for i in range(3):
+        assert shuffled[i] <= set(single[i::3])
+
+
+def test_per_replica_batch_and_its_error():
+    assert distribute.per_replica_batch_size(32, None) == 32
+    with tf.Graph().as_default():
+        strategy = tf1.distribute.MirroredStrategy(["/cpu:0"])
+    assert distribute.per_replica_batch_size(32, strategy, num_accumulation_steps=4) == 8
+    fake = types.SimpleNamespace(num_replicas_in_sync=3)
+    with pytest.raises(BertTfError, match=r"--train_batch_size=32 is not divisible by the 3 "
+                                          r"replicas.*multiple of 3"):
+        distribute.per_replica_batch_size(32, fake)
+    with pytest.raises(BertTfError, match=r"3 replicas x --num_accumulation_steps=2.*of 6"):
+        distribute.per_replica_batch_size(32, fake, num_accumulation_steps=2)
+
+
+@pytest.mark.parametrize("tf_config, message", [
+    (None, "needs the TF_CONFIG environment variable"),
+    ("{not json", "TF_CONFIG is not valid JSON"),
+    ('{"task": {"type": "worker", "index": 0}}', "no \"cluster\""),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "ps", "index": 0}}', "not a job"),
+    ('{"cluster": {"worker": ["h:1"]}, "task": {"type": "worker", "index": 1}}', "use 0 to 0"),
+])
+def test_bad_tf_config_is_a_clear_error(monkeypatch, tf_config, message):
+    if tf_config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", tf_config)
+    with pytest.raises(BertTfError, match=message):
+        distribute.make_strategy("multi_worker")
+
+
+def test_flag_combinations():
+    flags = types.SimpleNamespace(distribution_strategy="none", use_tpu=False, num_gpus=None)
+    assert distribute.strategy_from_flags(flags) is None
+    with pytest.raises(BertTfError, match="--use_tpu contradicts --distribution_strategy"):
+        distribute.strategy_from_flags(types.SimpleNamespace(distribution_strategy="mirrored",
+                                                             use_tpu=True))
+    with pytest.raises(BertTfError, match="--use_tpu: no TPU given; pass --tpu_name"):
+        distribute.strategy_from_flags(types.SimpleNamespace(use_tpu=True, tpu_name=None))
+    with pytest.raises(BertTfError, match="unknown value 'horovod'"):
+        distribute.make_strategy("horovod")
+    with pytest.raises(BertTfError, match="--num_gpus=4 but this host has 0 GPU"):
+        distribute.make_strategy("mirrored", num_gpus=4)
+
+
+def test_estimator_rejects_a_non_strategy(tmp_path):
+    config = estimator_lib.RunConfig(train_distribute=object())
+    estimator = estimator_lib.Estimator(lambda features, labels, mode: None, str(tmp_path),
+                                        config=config, train_batch_size=2)
+    with pytest.raises(TypeError, match="train_distribute must be a tf.distribute strategy"):
+        estimator.train(lambda params: tf.data.Dataset.range(4), max_steps=1)
+
+
+# ------------------------------------------------------------------- slow: real distribution
+
+
+def _write_init_checkpoint(prefix):
+    """Random initial weights of the TINY pre-training model, as --init_checkpoint reads them."""
+    with tf.Graph().as_default():
+        ints = lambda width: tf.zeros([2, width], tf.int32)  # noqa: E731
+        features = {"input_ids": ints(16), "input_mask": ints(16) + 1, "segment_ids": ints(16),
+                    "masked_lm_positions": ints(4), "masked_lm_ids": ints(4),
+                    "masked_lm_weights": tf.ones([2, 4]), "next_sentence_labels": ints(1)}
+        model_fn = pretraining.model_fn_builder(modeling.BertConfig.from_dict(TINY))
+        model_fn(features, None, estimator_lib.ModeKeys.EVAL, {})
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            return tf1.train.Saver().save(sess, prefix)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A config, 64 records (all masked_lm_weights 1: per-replica and global means agree) and an
+    init checkpoint; the single-process and mirrored runs on them, trained in one child."""
+    root = tmp_path_factory.mktemp("distribute")
+    write_records(str(root / "train.tfrecord"), num=64)
+    (root / "bert_config.json").write_text(json.dumps(TINY))
+    init = _write_init_checkpoint(str(root / "init" / "model.ckpt"))
+    return types.SimpleNamespace(root=root, init=init, config=str(root / "bert_config.json"),
+                                 records=str(root / "train.tfrecord"))
+
+
+def _flags(data, output_dir, steps=STEPS, **extra):
+    values = dict(bert_config_file=data.config, input_file=data.records,
+                  output_dir=str(output_dir), init_checkpoint=data.init, max_seq_length=16,
+                  max_predictions_per_seq=4, do_train=True, train_batch_size=GLOBAL_BATCH,
+                  num_train_steps=steps, num_warmup_steps=1, learning_rate=1e-3,
+                  save_checkpoints_steps=2, log_every_n_steps=1, shuffle_train_input=False)
+    values.update(extra)
+    return [f"--{key}={value}" for key, value in values.items()]
+
+
+_TWO_DEVICE_RUNS = textwrap.dedent("""
+    import runpy, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from absl import flags, logging
+    logging.use_absl_handler()
+    logging.set_verbosity(logging.INFO)
+    runpy.run_path({script!r}, run_name="run_pretraining")  # Defines the script's flags.
+    flags.FLAGS(["run_pretraining.py", *sys.argv[1:]])
+    from bert_tf.tasks import pretraining
+    for strategy, output_dir in (("none", {one!r}), ("mirrored", {two!r})):
+        flags.FLAGS.distribution_strategy = strategy
+        flags.FLAGS.output_dir = output_dir
+        pretraining.run_pretraining(flags.FLAGS)
+""")
+
+
+@pytest.fixture(scope="module")
+def single_and_mirrored(data):
+    """(single-device checkpoint, 2-device MirroredStrategy checkpoint, the child's log)."""
+    one, two = data.root / "one_device", data.root / "mirrored"
+    code = _TWO_DEVICE_RUNS.format(script=SCRIPT, one=str(one), two=str(two))
+    completed = subprocess.run([sys.executable, "-c", code, *_flags(data, one)],
+                               capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=400)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return (tf.train.latest_checkpoint(str(one)), tf.train.latest_checkpoint(str(two)),
+            completed.stderr)
+
+
+def _assert_same_weights(checkpoint, reference, init):
+    names = sorted(name for name, _ in tf.train.list_variables(reference))
+    assert sorted(name for name, _ in tf.train.list_variables(checkpoint)) == names
+    assert int(tf.train.load_variable(checkpoint, "global_step")) == STEPS
+    for name in names:
+        np.testing.assert_allclose(tf.train.load_variable(checkpoint, name),
+                                   tf.train.load_variable(reference, name), atol=1e-5,
+                                   err_msg=name)
+    # The runs trained (else equal weights would prove nothing).
+    moved = max(np.max(np.abs(tf.train.load_variable(reference, name) -
+                              tf.train.load_variable(init, name)))
+                for name, _ in tf.train.list_variables(init))
+    assert moved > 1e-3
+
+
+@pytest.mark.slow
+def test_a_mirrored_two_cpu_devices_equal_one_device(data, single_and_mirrored):
+    one, two, log = single_and_mirrored
+    assert one.endswith(f"model.ckpt-{STEPS}") and two.endswith(f"model.ckpt-{STEPS}")
+    assert "MirroredStrategy over 2 devices" in log
+    assert "Global batch 8 over 2 replicas: 4 examples per replica" in log
+    _assert_same_weights(two, one, data.init)
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start_workers(args, log_dir):
+    """Starts one run_pretraining.py per TF_CONFIG task; returns [(process, log path)]."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    workers = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        log_path = os.path.join(log_dir, f"worker{index}.log")
+        with open(log_path, "w") as log:
+            process = subprocess.Popen([sys.executable, SCRIPT, *args], stdout=log,
+                                       stderr=subprocess.STDOUT, cwd=ROOT,
+                                       env=dict(ENV, TF_CONFIG=tf_config))
+        workers.append((process, log_path))
+    return workers
+
+
+def _kill_all(workers):
+    for process, _ in workers:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _wait(workers, timeout):
+    """Waits for every worker; returns [(exit status, log)]."""
+    try:
+        for process, _ in workers:
+            process.wait(timeout=timeout)
+    finally:
+        _kill_all(workers)
+    return [(process.returncode, open(path).read()) for process, path in workers]
+
+
+@pytest.mark.slow
+def test_b_two_workers_equal_one_process_and_only_the_chief_writes(data, single_and_mirrored,
+                                                                   tmp_path):
+    out = tmp_path / "out"
+    args = _flags(data, out, distribution_strategy="multi_worker", step_timeout_secs=120)
+    (chief_rc, chief_log), (worker_rc, worker_log) = _wait(
+        _start_workers(args, str(tmp_path)), timeout=400)
+    assert chief_rc == 0, chief_log[-3000:]
+    assert worker_rc == 0, worker_log[-3000:]
+    for log in (chief_log, worker_log):
+        assert "Global batch 8 over 2 replicas: 4 examples per replica" in log
+    final = tf.train.latest_checkpoint(str(out))
+    assert final.endswith(f"model.ckpt-{STEPS}")
+    _assert_same_weights(final, single_and_mirrored[0], data.init)
+    # What the chief alone writes: checkpoints (every 2 steps, at the start and the end), one
+    # events file, the graph; the other worker would add an events file or more.
+    files = sorted(os.listdir(out))
+    events = [name for name in files if name.startswith("events.out.tfevents.")]
+    assert len(events) == 1, files
+    expected = {"checkpoint", "graph.pbtxt", *events}
+    for step in (0, 2, 3):
+        expected |= {f"model.ckpt-{step}.{ext}" for ext in ("index", "meta")}
+        expected.add(f"model.ckpt-{step}.data-00000-of-00001")
+    assert set(files) == expected
+    assert "Saving checkpoints" not in worker_log
+
+
+@pytest.mark.slow
+def test_c_a_dead_worker_stops_the_other_then_both_resume(data, tmp_path):
+    out = tmp_path / "out"
+    timeout = 15
+    args = _flags(data, out, steps=100000, distribution_strategy="multi_worker",
+                  step_timeout_secs=timeout, save_checkpoints_steps=5, log_every_n_steps=5)
+    workers = _start_workers(args, str(tmp_path))
+    (chief, chief_log_path), (worker, _) = workers
+    checkpoint_5 = out / "model.ckpt-5.index"
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not checkpoint_5.exists():
+            assert chief.poll() is None and worker.poll() is None, open(chief_log_path).read()
+            time.sleep(0.2)
+        assert checkpoint_5.exists(), open(chief_log_path).read()[-3000:]
+        worker.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        chief.wait(timeout=timeout + 90)
+        stopped_after = time.time() - killed_at
+        print(f"the chief stopped {stopped_after:.1f} s after the other worker was killed")
+    finally:
+        _kill_all(workers)
+    chief_log = open(chief_log_path).read()
+    assert chief.returncode == 2, chief_log[-3000:]
+    assert stopped_after < timeout + 90
+    errors = [line for line in chief_log.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "multi-worker training stopped" in errors[0], chief_log[-3000:]
+    assert "restart every worker with the same command" in errors[0]
+    assert "Traceback" not in chief_log
+    last = tf.train.latest_checkpoint(str(out))
+    last_step = int(last.rsplit("-", 1)[1])
+    assert last_step >= 5
+
+    # The same command on both (with a near end): they resume from the chief's checkpoint.
+    args = _flags(data, out, steps=last_step + 3, distribution_strategy="multi_worker",
+                  step_timeout_secs=120, save_checkpoints_steps=5, log_every_n_steps=5)
+    results = _wait(_start_workers(args, str(tmp_path)), timeout=400)
+    for returncode, log in results:
+        assert returncode == 0, log[-3000:]
+        assert f"from step {last_step} to {last_step + 3}" in log
+    final = tf.train.latest_checkpoint(str(out))
+    assert int(tf.train.load_variable(final, "global_step")) == last_step + 3

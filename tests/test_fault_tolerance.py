@@ -1,0 +1,216 @@
+"""Crashes at bad moments: SIGKILLed training resumes, outputs are whole or absent.
+
+Builds on tests/test_estimator.py (a kill while the Estimator writes a checkpoint, NaN stops)
+and tests/test_pretraining.py (one SIGKILL of run_pretraining.py, then resume). Here the real
+script is killed several times (once while TensorFlow writes a checkpoint, once at a random
+moment), the `checkpoint` state file is checked after every kill, and the result files are
+checked to be written whole (temporary name + rename) even when the process dies mid-write.
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from test_pretraining import TINY, write_records
+
+from bert_tf import estimator as estimator_lib
+from bert_tf import fileio
+from bert_tf.errors import BertTfError
+from bert_tf.tasks import pretraining
+
+tf1 = tf.compat.v1
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
+ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+ENV.pop("TF_CONFIG", None)
+
+
+def assert_checkpoint_state_is_whole(model_dir):
+    """Every checkpoint the `checkpoint` state file names exists and reads back."""
+    state = tf.train.get_checkpoint_state(model_dir)
+    assert state is not None and state.model_checkpoint_path
+    assert state.model_checkpoint_path in state.all_model_checkpoint_paths
+    for prefix in state.all_model_checkpoint_paths:
+        prefix = os.path.join(model_dir, prefix)
+        assert os.path.exists(prefix + ".index"), prefix
+        step = int(prefix.rsplit("-", 1)[1])
+        assert int(tf.train.load_variable(prefix, "global_step")) == step
+        for name, _ in tf.train.list_variables(prefix):
+            assert np.all(np.isfinite(tf.train.load_variable(prefix, name))), (prefix, name)
+    return int(state.model_checkpoint_path.rsplit("-", 1)[1])
+
+
+# Runs scripts/run_pretraining.py as __main__ after arranging a SIGKILL of this process while
+# TensorFlow writes the checkpoint of step KILL_STEP (its `<prefix>-KILL_STEP_temp` directory).
+_KILLED_DURING_SAVE = textwrap.dedent("""
+    import os, runpy, signal, sys, threading, time
+    import tensorflow as tf
+    kill_step, model_dir = int(sys.argv[1]), sys.argv[2]
+    temp_dir = os.path.join(model_dir, f"model.ckpt-{{kill_step}}_temp")
+    original_save = tf.compat.v1.train.Saver.save
+
+    def kill_once_writing():
+        while not os.path.exists(temp_dir):
+            time.sleep(0.0002)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def save(self, sess, save_path, global_step=None, *args, **kwargs):
+        step = sess.run(global_step) if hasattr(global_step, "op") else global_step
+        if step is not None and int(step) == kill_step:
+            threading.Thread(target=kill_once_writing, daemon=True).start()
+        return original_save(self, sess, save_path, global_step, *args, **kwargs)
+
+    tf.compat.v1.train.Saver.save = save
+    sys.argv = [{script!r}, *sys.argv[3:]]
+    runpy.run_path({script!r}, run_name="__main__")
+""")
+
+
+@pytest.mark.slow
+def test_script_killed_during_a_checkpoint_write_and_at_random_resumes(tmp_path):
+    write_records(str(tmp_path / "train.tfrecord"), num=64)
+    (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
+    out = str(tmp_path / "out")
+    total_steps = 24
+    args = [f"--bert_config_file={tmp_path / 'bert_config.json'}",
+            f"--input_file={tmp_path / 'train.tfrecord'}", f"--output_dir={out}",
+            "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train",
+            "--train_batch_size=8", f"--num_train_steps={total_steps}", "--num_warmup_steps=2",
+            "--save_checkpoints_steps=3", "--keep_checkpoint_max=2", "--log_every_n_steps=3",
+            "--learning_rate=1e-3"]
+
+    # 1. Killed while TF writes model.ckpt-6: the state still names the whole model.ckpt-3.
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_DURING_SAVE.format(script=SCRIPT), "6", out, *args],
+        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert os.path.isdir(os.path.join(out, "model.ckpt-6_temp"))  # It did die mid-write.
+    assert assert_checkpoint_state_is_whole(out) == 3
+
+    # 2. Killed at a random moment after it saved once more.
+    rng = random.Random(5)
+    proc = subprocess.Popen([sys.executable, SCRIPT, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=ENV, cwd=ROOT)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and tf.train.latest_checkpoint(out).endswith("-3"):
+            assert proc.poll() is None
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.0))
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    resumed_from = assert_checkpoint_state_is_whole(out)
+    assert 3 < resumed_from < total_steps
+
+    # 3. The same command once more ends at num_train_steps.
+    final = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                           env=ENV, cwd=ROOT, timeout=300)
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert f"from step {resumed_from} to {total_steps}" in final.stderr
+    assert assert_checkpoint_state_is_whole(out) == total_steps
+    assert not [name for name in os.listdir(out) if name.endswith("_temp")]
+
+
+def test_diverging_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
+    write_records(str(tmp_path / "train.tfrecord"), num=16)
+    (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
+    options = types.SimpleNamespace(
+        bert_config_file=str(tmp_path / "bert_config.json"),
+        input_file=str(tmp_path / "train.tfrecord"), eval_input_file=None,
+        output_dir=str(tmp_path / "out"), init_checkpoint=None, max_seq_length=16,
+        max_predictions_per_seq=4, do_train=True, do_eval=False, train_batch_size=8,
+        eval_batch_size=8, learning_rate=1e-3, num_train_steps=2, num_warmup_steps=0,
+        save_checkpoints_steps=2, iterations_per_loop=1, max_eval_steps=1, optimizer="adamw",
+        num_accumulation_steps=1, keep_checkpoint_max=3, log_every_n_steps=1,
+        save_summary_steps=0, random_seed=1, precision="fp32", use_tpu=False)
+    pretraining.run_pretraining(options)
+    # Far too large a learning rate: weights overflow to Inf, then the loss is NaN.
+    options.learning_rate, options.num_train_steps = 1e38, 50
+    with pytest.raises(BertTfError, match=r"Training diverged: .* at step \d+.*lower "
+                                          r"--learning_rate") as error:
+        pretraining.run_pretraining(options)
+    assert "\n" not in str(error.value)
+    assert assert_checkpoint_state_is_whole(options.output_dir) == 2
+
+
+# --------------------------------------------------------------------- outputs: whole or absent
+
+
+_KILLED_BEFORE_RENAME = textwrap.dedent("""
+    import os, signal, sys
+    from bert_tf import fileio
+    def crash(*args):  # The temporary file is complete; the process dies before the rename.
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.replace = crash
+    fileio.write_eval_results(sys.argv[1], {"loss": 9.0, "global_step": 99})
+""")
+
+
+def test_eval_results_survive_a_crash_while_rewriting_them(tmp_path):
+    path = fileio.write_eval_results(str(tmp_path), {"loss": 1.5, "global_step": 10})
+    before = open(path).read()
+    assert before == "global_step = 10\nloss = 1.5\n"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_BEFORE_RENAME, str(tmp_path)],
+                            env=ENV, cwd=ROOT, timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    assert open(path).read() == before  # The final name still holds the whole old file.
+
+
+def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = str(tmp_path / "predictions.json")
+    fileio.atomic_write_text(path, "old\n")
+
+    class DiskFull(OSError):
+        pass
+
+    def fail(_):
+        raise DiskFull("No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    with pytest.raises(DiskFull):
+        fileio.atomic_write_text(path, "new\n" * 1000)
+    assert open(path).read() == "old\n"
+    assert os.listdir(tmp_path) == ["predictions.json"]
+
+
+def _linear_model_fn(features, labels, mode):
+    w = tf1.get_variable("w", [1, 1], initializer=tf1.ones_initializer())
+    predictions = tf.matmul(features["x"], w)
+    if mode == estimator_lib.ModeKeys.PREDICT:
+        return estimator_lib.EstimatorSpec(mode, predictions={"y": predictions})
+    loss = tf.reduce_mean(tf.square(predictions - labels))
+    train_op = tf1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=tf1.train.get_global_step())
+    return estimator_lib.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_failed_export_leaves_no_model_under_a_final_name(tmp_path, monkeypatch):
+    estimator = estimator_lib.Estimator(_linear_model_fn, str(tmp_path / "model"),
+                                        train_batch_size=2)
+    x = np.ones([4, 1], np.float32)
+    estimator.train(lambda params: tf.data.Dataset.from_tensor_slices(({"x": x}, x)).repeat()
+                    .batch(2), max_steps=1)
+    receiver = estimator_lib.build_raw_serving_input_receiver_fn(
+        {"x": tf.TensorSpec([None, 1], tf.float32)})
+    export_base = tmp_path / "export"
+    first = estimator.export_saved_model(str(export_base), receiver)
+
+    def fail(self, *args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(tf1.saved_model.Builder, "save", fail)
+    with pytest.raises(OSError, match="No space left"):
+        estimator.export_saved_model(str(export_base), receiver)
+    # Only the earlier, complete export; the failed one left neither a final nor a temp dir.
+    assert os.listdir(export_base) == [os.path.basename(first)]
+    assert tf.saved_model.contains_saved_model(first)
