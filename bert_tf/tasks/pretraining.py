@@ -8,10 +8,11 @@ to the word embeddings, with its own output bias.
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import distribute, errors, modeling, optimization, precision
+from bert_tf import distribute, errors, modeling, precision
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import tfrecords
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import finetuning
 
 tf1 = tf.compat.v1
 
@@ -142,14 +143,9 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
             modeling.init_from_checkpoint(init_checkpoint)
 
         if mode == estimator_lib.ModeKeys.TRAIN:
-            train_op = optimization.create_optimizer(
-                total_loss, learning_rate, num_train_steps, num_warmup_steps,
-                optimizer=optimizer, num_accumulation_steps=num_accumulation_steps,
-                loss_scale="dynamic" if compute_dtype == tf.float16 else None)
-            batch = modeling.get_shape_list(features["input_ids"])[0]
-            examples = batch * num_accumulation_steps if isinstance(batch, int) else None
-            return estimator_lib.EstimatorSpec(mode=mode, loss=total_loss, train_op=train_op,
-                                               examples_per_step=examples)
+            return finetuning.train_spec(
+                total_loss, features["input_ids"], learning_rate, num_train_steps,
+                num_warmup_steps, optimizer, num_accumulation_steps, compute_dtype)
 
         if mode == estimator_lib.ModeKeys.EVAL:
             metrics = pretraining_metrics(
