@@ -1,0 +1,173 @@
+"""Side-by-side: bert_tf's scripts/benchmark.py against PyTorch + transformers, same work.
+
+For every (mode, precision) cell it alternates a bert_tf run and a PyTorch run
+(benchmarks/pytorch_squad.py, BertForQuestionAnswering) for --rounds rounds,
+each run in a fresh process, swapping which goes first every round so that
+drifting machine load hits both alike. It prints the per-round and median
+sequences/s, the ratio of the medians (bert_tf / PyTorch), the issue's target
+for the cell, and bert_tf's MFU. Run it with the Python that has bert_tf's
+TensorFlow; --torch_python names one that has torch and transformers:
+
+    python -m venv /tmp/torchvenv
+    /tmp/torchvenv/bin/pip install torch==2.13.0 transformers   # CPU wheel, see README
+    .venv/bin/python benchmarks/compare_pytorch.py --torch_python=/tmp/torchvenv/bin/python \
+        --output_json=/tmp/compare.json --output_markdown=/tmp/compare.md
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The issue's required ratios (bert_tf / PyTorch sequences per second), BERT-base SQuAD seq 384.
+TARGETS = {("train", "fp32"): 1.2, ("train", "bf16"): 1.4,
+           ("infer", "fp32"): 1.1, ("infer", "bf16"): 1.2}
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--torch_python", required=True,
+                        help="Python interpreter with torch and transformers installed.")
+    parser.add_argument("--tf_python", default=sys.executable,
+                        help="Python interpreter with bert_tf's TensorFlow (default: this one).")
+    parser.add_argument("--bert_config_file", default=os.path.join(REPO, "configs",
+                                                                   "bert_base.json"))
+    parser.add_argument("--modes", default="train,infer")
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch_size", type=int, default=4)
+    parser.add_argument("--max_seq_length", type=int, default=384)
+    parser.add_argument("--num_warmup_steps", type=int, default=2)
+    parser.add_argument("--num_train_steps", type=int, default=6, help="Timed steps, train runs.")
+    parser.add_argument("--num_infer_steps", type=int, default=10, help="Timed steps, infer runs.")
+    parser.add_argument("--tf_extra_flags", default="",
+                        help="Extra flags for scripts/benchmark.py, e.g. --use_xla.")
+    parser.add_argument("--output_json", default=None)
+    parser.add_argument("--output_markdown", default=None)
+    return parser.parse_args()
+
+
+def run_json(command, env=None):
+    """Runs `command`, which writes JSON to the file named by its last argument; returns it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "result.json")
+        completed = subprocess.run(command + [path], cwd=REPO, env=env, capture_output=True,
+                                   text=True, check=False)
+        if completed.returncode != 0 or not os.path.exists(path):
+            sys.stderr.write(completed.stdout[-3000:] + completed.stderr[-3000:])
+            raise SystemExit(f"failed: {' '.join(command)}")
+        with open(path) as f:
+            return json.load(f)
+
+
+def run_tf(args, mode, precision):
+    steps = args.num_train_steps if mode == "train" else args.num_infer_steps
+    command = [args.tf_python, os.path.join(REPO, "scripts", "benchmark.py"),
+               f"--bert_config_file={args.bert_config_file}", "--task=squad", f"--mode={mode}",
+               f"--precision={precision}", f"--batch_size={args.batch_size}",
+               f"--max_seq_length={args.max_seq_length}",
+               f"--num_warmup_steps={args.num_warmup_steps}", f"--num_steps={steps}"]
+    command += args.tf_extra_flags.split()
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return run_json(command + ["--output_json"], env=env)
+
+
+def run_torch(args, mode, precision):
+    steps = args.num_train_steps if mode == "train" else args.num_infer_steps
+    command = [args.torch_python, os.path.join(REPO, "benchmarks", "pytorch_squad.py"),
+               f"--bert_config_file={args.bert_config_file}", f"--mode={mode}",
+               f"--precision={precision}", f"--batch_size={args.batch_size}",
+               f"--max_seq_length={args.max_seq_length}",
+               f"--num_warmup_steps={args.num_warmup_steps}", f"--num_steps={steps}"]
+    return run_json(command + ["--output_json"])
+
+
+def main():
+    args = parse_args()
+    cells = [(mode, precision) for mode in args.modes.split(",")
+             for precision in args.precisions.split(",")]
+    runs = {cell: {"bert_tf": [], "torch": []} for cell in cells}
+    load_before = os.getloadavg()
+    started = time.time()
+    for round_index in range(args.rounds):
+        for mode, precision in cells:
+            order = ["bert_tf", "torch"] if round_index % 2 == 0 else ["torch", "bert_tf"]
+            for framework in order:
+                runner = run_tf if framework == "bert_tf" else run_torch
+                result = runner(args, mode, precision)
+                result["load_average_1min"] = os.getloadavg()[0]
+                runs[(mode, precision)][framework].append(result)
+                print(f"round {round_index + 1}/{args.rounds} {mode} {precision} {framework}: "
+                      f"{result['sequences_per_second']:.3f} seq/s "
+                      f"(load {result['load_average_1min']:.2f})", flush=True)
+
+    rows = []
+    for mode, precision in cells:
+        ours = runs[(mode, precision)]["bert_tf"]
+        theirs = runs[(mode, precision)]["torch"]
+        ours_rate = statistics.median(r["sequences_per_second"] for r in ours)
+        theirs_rate = statistics.median(r["sequences_per_second"] for r in theirs)
+        target = TARGETS.get((mode, precision))
+        ratio = ours_rate / theirs_rate
+        rows.append({
+            "mode": mode, "precision": precision,
+            "bert_tf_seq_per_s": ours_rate, "torch_seq_per_s": theirs_rate, "ratio": ratio,
+            "target": target, "met": None if target is None else ratio >= target,
+            "bert_tf_runs": [r["sequences_per_second"] for r in ours],
+            "torch_runs": [r["sequences_per_second"] for r in theirs],
+            "bert_tf_mfu": statistics.median(r["mfu"] for r in ours),
+            "bert_tf_achieved_tflops": statistics.median(r["achieved_tflops"] for r in ours),
+            "peak_matmul_tflops": statistics.median(r["peak_matmul_tflops"] for r in ours),
+        })
+    summary = {
+        "bert_config_file": args.bert_config_file, "batch_size": args.batch_size,
+        "max_seq_length": args.max_seq_length, "rounds": args.rounds,
+        "load_average_before": load_before, "load_average_after": os.getloadavg(),
+        "minutes": (time.time() - started) / 60.0,
+        "machine": runs[cells[0]]["bert_tf"][0]["machine"],
+        "torch": runs[cells[0]]["torch"][0]["framework"], "rows": rows, "runs": {
+            f"{mode}_{precision}": value for (mode, precision), value in runs.items()},
+    }
+    markdown = format_markdown(summary)
+    print(markdown)
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump(summary, f, indent=2)
+    if args.output_markdown:
+        with open(args.output_markdown, "w") as f:
+            f.write(markdown + "\n")
+
+
+def format_markdown(summary):
+    lines = [
+        f"BERT config {os.path.basename(summary['bert_config_file'])}, SQuAD head, "
+        f"seq {summary['max_seq_length']}, batch {summary['batch_size']}, "
+        f"{summary['rounds']} alternating rounds; load average (1/5/15 min) "
+        f"{'/'.join(f'{x:.2f}' for x in summary['load_average_before'])} before, "
+        f"{'/'.join(f'{x:.2f}' for x in summary['load_average_after'])} after; "
+        f"{summary['torch']}.",
+        "",
+        "| mode | precision | bert_tf seq/s (median; runs) | PyTorch seq/s (median; runs) "
+        "| ratio | target | met | bert_tf TFLOP/s | peak matmul TFLOP/s | MFU |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["rows"]:
+        ours = ", ".join(f"{x:.2f}" for x in row["bert_tf_runs"])
+        theirs = ", ".join(f"{x:.2f}" for x in row["torch_runs"])
+        target = "" if row["target"] is None else f">= {row['target']:.1f}x"
+        met = "" if row["met"] is None else ("yes" if row["met"] else "no")
+        lines.append(
+            f"| {row['mode']} | {row['precision']} | {row['bert_tf_seq_per_s']:.3f} ({ours}) "
+            f"| {row['torch_seq_per_s']:.3f} ({theirs}) | {row['ratio']:.2f}x | {target} "
+            f"| {met} | {row['bert_tf_achieved_tflops']:.3f} | {row['peak_matmul_tflops']:.3f} "
+            f"| {row['bert_tf_mfu']:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,667 @@
+"""Throughput benchmark of the real BERT training step or inference forward.
+
+`run_benchmark` builds the task's own model_fn (SQuAD, classifier or pre-training:
+the same graph `run_squad.py` / `run_classifier.py` / `run_pretraining.py` train)
+on random features generated inside the graph, so the input pipeline is not what
+is measured, warms it up, then times `num_steps` steps with graph construction
+and warm-up excluded. One step is one optimizer update (forward, backward and
+update of `num_accumulation_steps` micro-batches) in train mode, and one forward
+of one batch in infer mode.
+
+Alongside throughput it reports the model FLOPs of a step counted from the
+config (`count_flops`), the matmul peak of this machine measured in the same
+process at the same precision (`measure_peak_matmul_tflops`) and their ratio,
+the model FLOPs utilisation (MFU).
+"""
+
+import dataclasses
+import json
+import os
+import platform
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import estimator as estimator_lib
+from bert_tf import flags as bert_flags
+from bert_tf import precision
+from bert_tf.errors import BertTfError
+
+tf1 = tf.compat.v1
+
+TASKS = ("squad", "classifier", "pretraining")
+MODES = ("train", "infer")
+
+# Keys every result (and so the JSON) carries; tests check them.
+RESULT_KEYS = ("sequences_per_second", "step_time_median_s", "step_time_p90_s", "flops_per_step",
+               "achieved_tflops", "peak_matmul_tflops", "mfu")
+
+
+@dataclasses.dataclass
+class BenchmarkSpec:
+    """What to benchmark.
+
+    Attributes:
+      bert_config: `modeling.BertConfig`.
+      task: "squad", "classifier" or "pretraining".
+      mode: "train" (forward + backward + optimizer update) or "infer" (forward).
+      batch_size: sequences per micro-batch.
+      max_seq_length: S.
+      precision: "fp32", "bf16" or "fp16" (compute dtype; variables stay fp32).
+      use_xla: XLA auto-clustering of the session (`flags.make_session_config`).
+      num_warmup_steps: untimed steps first (graph optimisation, oneDNN primitive caches).
+      num_steps: timed steps.
+      num_accumulation_steps: micro-batches per optimizer update (train mode).
+      max_predictions_per_seq: masked positions per sequence (pretraining).
+      num_labels: classes of the classifier head.
+      peak_matmul_size: n of the n x n x n matmul that measures the peak.
+      seed: graph-level random seed.
+    """
+
+    bert_config: object
+    task: str = "squad"
+    mode: str = "train"
+    batch_size: int = 4
+    max_seq_length: int = 384
+    precision: str = "fp32"
+    use_xla: bool = False
+    num_warmup_steps: int = 2
+    num_steps: int = 10
+    num_accumulation_steps: int = 1
+    max_predictions_per_seq: int = 20
+    num_labels: int = 2
+    peak_matmul_size: int = 2048
+    seed: int = 12345
+
+    def validate(self):
+        """Raises BertTfError naming the flag of the first bad field."""
+        if self.task not in TASKS:
+            raise BertTfError(f"--task: unknown task '{self.task}'; use one of {', '.join(TASKS)}.")
+        if self.mode not in MODES:
+            raise BertTfError(f"--mode: unknown mode '{self.mode}'; use one of {', '.join(MODES)}.")
+        precision.compute_dtype_from_name(self.precision)
+        for name in ("batch_size", "max_seq_length", "num_steps", "num_accumulation_steps",
+                     "peak_matmul_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise BertTfError(f"--{name} must be a positive integer, got {value!r}.")
+        if self.num_warmup_steps < 0:
+            raise BertTfError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}.")
+        if self.max_seq_length > self.bert_config.max_position_embeddings:
+            raise BertTfError(
+                f"--max_seq_length={self.max_seq_length} is longer than max_position_embeddings "
+                f"({self.bert_config.max_position_embeddings}) of --bert_config_file; use at "
+                f"most {self.bert_config.max_position_embeddings}.")
+        if self.mode == "infer" and self.num_accumulation_steps != 1:
+            raise BertTfError("--num_accumulation_steps applies to --mode=train only; "
+                              "drop it for --mode=infer.")
+        if self.task == "pretraining" and self.max_predictions_per_seq > self.max_seq_length:
+            raise BertTfError(f"--max_predictions_per_seq ({self.max_predictions_per_seq}) must "
+                              f"not exceed --max_seq_length ({self.max_seq_length}).")
+
+    @property
+    def sequences_per_step(self):
+        return self.batch_size * (self.num_accumulation_steps if self.mode == "train" else 1)
+
+
+def count_flops(bert_config, task, mode, batch_size, seq_length, max_predictions_per_seq=20,
+                num_labels=2):
+    """Model FLOPs of one micro-batch, counted from the config (a multiply-add is 2 FLOPs).
+
+    Counts every matmul the step runs: per layer and sequence the Q, K, V and
+    output projections (4 * 2*S*H*H), the two feed-forward matmuls (2 * 2*S*H*I),
+    the attention scores and the probability-weighted sum of values (2 * 2*S*S*H);
+    then the task head. Embedding lookups (gathers), layer norm, softmax and
+    element-wise ops are not counted. Training counts 3x the forward: the backward
+    pass needs two matmuls (input and weight gradients) for each forward one.
+
+    Heads: squad 2*S*H*2 (start/end logits); classifier the pooler 2*H*H plus
+    2*H*num_labels; pretraining the pooler and next-sentence head 2*H*H + 2*H*2,
+    and at the P = max_predictions_per_seq gathered positions the MLM transform
+    2*P*H*H and the tied decoder 2*P*H*V. (SQuAD does not use the pooler, so
+    grappler prunes it.)
+
+    Args:
+      bert_config: `BertConfig` (hidden_size, intermediate_size, num_hidden_layers,
+        vocab_size are used).
+      task: "squad", "classifier" or "pretraining".
+      mode: "train" or "infer".
+      batch_size: B.
+      seq_length: S.
+      max_predictions_per_seq: P (pretraining).
+      num_labels: classifier classes.
+
+    Returns:
+      int, FLOPs of one micro-batch.
+    """
+    hidden = bert_config.hidden_size
+    intermediate = bert_config.intermediate_size
+    seq = seq_length
+    per_layer = (4 * 2 * seq * hidden * hidden
+                 + 2 * 2 * seq * hidden * intermediate
+                 + 2 * 2 * seq * seq * hidden)
+    encoder = bert_config.num_hidden_layers * per_layer
+    if task == "squad":
+        head = 2 * seq * hidden * 2
+    elif task == "classifier":
+        head = 2 * hidden * hidden + 2 * hidden * num_labels
+    elif task == "pretraining":
+        predictions = max_predictions_per_seq
+        head = (2 * hidden * hidden + 2 * hidden * 2
+                + 2 * predictions * hidden * hidden
+                + 2 * predictions * hidden * bert_config.vocab_size)
+    else:
+        raise BertTfError(f"--task: unknown task '{task}'; use one of {', '.join(TASKS)}.")
+    forward = batch_size * (encoder + head)
+    return forward * (3 if mode == "train" else 1)
+
+
+def synthetic_features(spec):
+    """Random features of the task's TFRecord schema, generated in the graph on every run.
+
+    Every token is real (input_mask all ones), as in full seq-384 SQuAD windows. The mask
+    is still made at run time, as data would be: a constant mask would let grappler fold
+    the attention masking away.
+
+    Returns:
+      dict name -> int32 / float32 Tensor with static shapes [B, S], [B] or [B, P].
+    """
+    config = spec.bert_config
+    batch, seq = spec.batch_size, spec.max_seq_length
+
+    def ints(shape, maxval):
+        return tf.random.uniform(shape, 0, maxval, dtype=tf.int32)
+
+    features = {
+        "input_ids": ints([batch, seq], config.vocab_size),
+        "input_mask": tf.random.uniform([batch, seq], 1, 2, dtype=tf.int32),  # All ones.
+        "segment_ids": ints([batch, seq], min(2, config.type_vocab_size)),
+    }
+    if spec.task == "squad":
+        features["start_positions"] = ints([batch], seq)
+        features["end_positions"] = ints([batch], seq)
+        features["unique_ids"] = tf.range(batch, dtype=tf.int32)
+    elif spec.task == "classifier":
+        features["label_ids"] = ints([batch], spec.num_labels)
+        features["is_real_example"] = tf.ones([batch], tf.int32)
+    else:
+        predictions = spec.max_predictions_per_seq
+        features["masked_lm_positions"] = ints([batch, predictions], seq)
+        features["masked_lm_ids"] = ints([batch, predictions], config.vocab_size)
+        features["masked_lm_weights"] = tf.ones([batch, predictions], tf.float32)
+        features["next_sentence_labels"] = ints([batch], 2)
+    return features
+
+
+def _task_model_fn(spec):
+    """The task's real model_fn, as the run_* scripts build it."""
+    common = dict(bert_config=spec.bert_config, init_checkpoint=None, learning_rate=5e-5,
+                  num_train_steps=1000000, num_warmup_steps=100,
+                  num_accumulation_steps=spec.num_accumulation_steps,
+                  compute_dtype=precision.compute_dtype_from_name(spec.precision))
+    if spec.task == "squad":
+        from bert_tf.tasks import squad
+        return squad.model_fn_builder(**common)
+    if spec.task == "pretraining":
+        from bert_tf.tasks import pretraining
+        return pretraining.model_fn_builder(**common)
+    try:
+        from bert_tf.tasks import classification
+    except ImportError:
+        raise BertTfError("--task=classifier: bert_tf.tasks.classification is not available in "
+                          "this build; use --task=squad or --task=pretraining.") from None
+    return classification.model_fn_builder(num_labels=spec.num_labels, **common)
+
+
+def build_step(spec):
+    """Builds the step's graph.
+
+    Returns:
+      (graph, fetch, loss): `fetch` is what one session run executes (the train
+      op in train mode; the predictions, or the loss for pretraining, in infer
+      mode); `loss` a float32 scalar (None for SQuAD / classifier inference).
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(spec.seed)
+        features = synthetic_features(spec)
+        model_fn = _task_model_fn(spec)
+        if spec.mode == "train":
+            mode = estimator_lib.ModeKeys.TRAIN
+        elif spec.task == "pretraining":
+            mode = estimator_lib.ModeKeys.EVAL  # Its forward with losses; no PREDICT head.
+        else:
+            mode = estimator_lib.ModeKeys.PREDICT
+        estimator_spec = model_fn(features, None, mode, {"batch_size": spec.batch_size})
+        loss = estimator_spec.loss
+        if spec.mode == "train":
+            fetch = estimator_spec.train_op
+        elif estimator_spec.predictions is not None:
+            # Fetched as values: grappler prunes ops that only feed a tf.group. They are
+            # small ([B, S] logits), so copying them out costs nothing measurable.
+            fetch = estimator_spec.predictions
+        else:
+            fetch = loss
+    return graph, fetch, loss
+
+
+def initialize(session, graph):
+    """Runs the variable initializers of `graph`."""
+    with graph.as_default():
+        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+
+
+def time_steps(session, fetch, num_warmup_steps, num_steps, runs_per_step=1):
+    """Times `num_steps` steps of `runs_per_step` session runs after untimed warm-up.
+
+    Returns:
+      list of `num_steps` wall-clock step times in seconds.
+    """
+    for _ in range(num_warmup_steps * runs_per_step):
+        session.run(fetch)
+    times = []
+    for _ in range(num_steps):
+        start = time.perf_counter()
+        for _ in range(runs_per_step):
+            session.run(fetch)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def measure_peak_matmul_tflops(compute_dtype, session_config=None, size=2048, num_runs=5):
+    """The matmul throughput this process reaches: the best of `num_runs` n^3 matmuls.
+
+    The operands are fp32 variables cast to `compute_dtype` outside the timed
+    op's input (as the model's custom getter does), and the product is taken in
+    `compute_dtype`, so it runs the same kernels the model's matmuls do.
+
+    Returns:
+      float, TFLOP/s (2*n^3 FLOPs per matmul).
+    """
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(1)
+        init = tf1.random_normal_initializer(stddev=1.0 / np.sqrt(size))
+        a = tf1.get_variable("a", [size, size], initializer=init)
+        b = tf1.get_variable("b", [size, size], initializer=init)
+        # Cast once into variables so the timed run holds the matmul only.
+        a_low = tf1.get_variable("a_low", [size, size], dtype=compute_dtype, trainable=False,
+                                 initializer=tf1.zeros_initializer())
+        b_low = tf1.get_variable("b_low", [size, size], dtype=compute_dtype, trainable=False,
+                                 initializer=tf1.zeros_initializer())
+        cast = tf.group(a_low.assign(tf.cast(a, compute_dtype)),
+                        b_low.assign(tf.cast(b, compute_dtype)))
+        # One element of the product is fetched: grappler would prune a matmul that only
+        # feeds a tf.group, and copying all n^2 values out would add to the time.
+        product = tf.slice(tf.matmul(a_low, b_low), [0, 0], [1, 1])
+        with tf1.Session(graph=graph, config=session_config) as session:
+            session.run(tf1.global_variables_initializer())
+            session.run(cast)
+            times = time_steps(session, product, num_warmup_steps=2, num_steps=num_runs)
+    return 2.0 * size ** 3 / min(times) / 1e12
+
+
+def machine_info():
+    """What the numbers were measured on: CPU model, SIMD flags, cores, TF and oneDNN settings."""
+    info = {"platform": platform.platform(), "python": platform.python_version(),
+            "tensorflow": tf.__version__, "cpu_count": os.cpu_count(),
+            "tf_enable_onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "(default)"),
+            "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", "")}
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpuinfo = f.read()
+    except OSError:
+        cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        if line.startswith("model name") and "cpu_model" not in info:
+            info["cpu_model"] = line.split(":", 1)[1].strip()
+        if line.startswith("flags") and "cpu_flags" not in info:
+            flags = set(line.split(":", 1)[1].split())
+            # The ISA extensions that decide which oneDNN kernels bf16 / fp32 can use.
+            wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni",
+                      "amx_bf16", "amx_tile", "avx512_fp16")
+            info["cpu_flags"] = [flag for flag in wanted if flag in flags]
+    info["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
+    return info
+
+
+# Run in a child process with ONEDNN_VERBOSE=1: one matmul in the dtype given as argv[1].
+_ONEDNN_PROBE = """
+import sys
+import tensorflow as tf
+tf1 = tf.compat.v1
+graph = tf.Graph()
+with graph.as_default():
+    dtype = tf.as_dtype(sys.argv[1])
+    a = tf.cast(tf.random.uniform([512, 512]), dtype)
+    b = tf.cast(tf.random.uniform([512, 512]), dtype)
+    product = tf.matmul(a, b)
+    with tf1.Session() as session:
+        session.run(product)
+"""
+
+
+def onednn_matmul_report(precision_name, timeout=120):
+    """Which oneDNN ISA and kernels a matmul at `precision_name` uses here (ONEDNN_VERBOSE=1).
+
+    Runs one 512^3 matmul in a child process (same environment, so the same
+    TF_ENABLE_ONEDNN_OPTS) with oneDNN's verbose log and parses it.
+
+    Returns:
+      dict: "isa" (what oneDNN detected, e.g. "Intel AVX2" or "Intel AVX-512 with
+      Intel DL Boost and bfloat16 support"), "kernels" (sorted distinct
+      "primitive implementation src_dtype" strings that executed), and
+      "low_precision_on_onednn" (True if a primitive ran with a bf16/f16 source,
+      i.e. the matmul itself took a oneDNN reduced-precision path; False means TF
+      ran it in its own Eigen kernel, which converts to fp32).
+    """
+    import re
+    import subprocess
+    import sys
+
+    dtype = precision.compute_dtype_from_name(precision_name).name
+    env = dict(os.environ, ONEDNN_VERBOSE="1", TF_CPP_MIN_LOG_LEVEL="2")
+    try:
+        completed = subprocess.run([sys.executable, "-c", _ONEDNN_PROBE, dtype], env=env,
+                                   capture_output=True, text=True, timeout=timeout, check=False)
+        output = completed.stdout + completed.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": str(e)}
+    isa, kernels = None, set()
+    for line in output.splitlines():
+        if not line.startswith("onednn_verbose"):
+            continue
+        fields = line.split(",")
+        if "isa:" in line and isa is None:
+            isa = line.split("isa:", 1)[1].strip()
+        elif len(fields) > 8 and fields[2] == "primitive" and fields[3] == "exec":
+            source = re.search(r"src_([a-z0-9]+):", fields[8])
+            kernels.add(f"{fields[5]} {fields[6] or '-'} src_{source.group(1) if source else '?'}")
+    low = any(kernel.endswith(("src_bf16", "src_f16")) for kernel in kernels)
+    return {"isa": isa, "kernels": sorted(kernels), "low_precision_on_onednn": low}
+
+
+def run_benchmark(spec, session_config=None, log=print):
+    """Builds, warms up and times the step; measures the matmul peak; returns a result dict.
+
+    Args:
+      spec: `BenchmarkSpec`.
+      session_config: ConfigProto; default `flags.make_session_config(spec.use_xla)`.
+      log: function taking one string for progress lines (None: silent).
+
+    Returns:
+      dict with RESULT_KEYS (throughput in sequences/s, step times in s, FLOPs,
+      TFLOP/s, MFU), the spec, the per-step times, the last loss and machine info.
+    """
+    spec.validate()
+    log = log or (lambda _: None)
+    if session_config is None:
+        session_config = bert_flags.make_session_config(use_xla=spec.use_xla)
+    compute_dtype = precision.compute_dtype_from_name(spec.precision)
+
+    start = time.perf_counter()
+    graph, fetch, loss = build_step(spec)
+    with tf1.Session(graph=graph, config=session_config) as session:
+        initialize(session, graph)
+        build_seconds = time.perf_counter() - start
+        log(f"built the {spec.task} {spec.mode} step in {build_seconds:.1f} s; warming up "
+            f"{spec.num_warmup_steps} step(s), timing {spec.num_steps}")
+        runs_per_step = spec.num_accumulation_steps if spec.mode == "train" else 1
+        load_before = os.getloadavg()
+        times = time_steps(session, fetch, spec.num_warmup_steps, spec.num_steps, runs_per_step)
+        # Other processes on the cores slow every step: keep the load next to the numbers.
+        load_after = os.getloadavg()
+        last_loss = float(session.run(loss)) if loss is not None and spec.mode == "infer" else None
+        if spec.mode == "train":
+            # One more (untimed) update that also reads the loss, to show it is finite.
+            last_loss = float(session.run([fetch, loss])[1])
+
+    peak = measure_peak_matmul_tflops(compute_dtype, session_config, spec.peak_matmul_size)
+    flops = runs_per_step * count_flops(
+        spec.bert_config, spec.task, spec.mode, spec.batch_size, spec.max_seq_length,
+        spec.max_predictions_per_seq, spec.num_labels)
+    median = float(np.median(times))
+    achieved = flops / median / 1e12
+    config = spec.bert_config
+    result = {
+        "sequences_per_second": spec.sequences_per_step / median,
+        "step_time_median_s": median,
+        "step_time_p90_s": float(np.percentile(times, 90)),
+        "step_time_mean_s": float(np.mean(times)),
+        "flops_per_step": int(flops),
+        "achieved_tflops": achieved,
+        "peak_matmul_tflops": peak,
+        "mfu": achieved / peak,
+        "task": spec.task,
+        "mode": spec.mode,
+        "precision": spec.precision,
+        "use_xla": spec.use_xla,
+        "batch_size": spec.batch_size,
+        "max_seq_length": spec.max_seq_length,
+        "num_accumulation_steps": spec.num_accumulation_steps,
+        "sequences_per_step": spec.sequences_per_step,
+        "num_warmup_steps": spec.num_warmup_steps,
+        "num_steps": spec.num_steps,
+        "model": {"num_hidden_layers": config.num_hidden_layers,
+                  "hidden_size": config.hidden_size,
+                  "num_attention_heads": config.num_attention_heads,
+                  "intermediate_size": config.intermediate_size,
+                  "vocab_size": config.vocab_size},
+        "step_times_s": times,
+        "graph_build_s": build_seconds,
+        "load_average_before": list(load_before),
+        "load_average_after": list(load_after),
+        "loss": last_loss,
+        "machine": machine_info(),
+    }
+    return result
+
+
+TABLE_COLUMNS = (
+    ("task", "task", "{}"), ("mode", "mode", "{}"), ("precision", "prec", "{}"),
+    ("use_xla", "xla", "{}"), ("batch_size", "batch", "{}"), ("max_seq_length", "seq", "{}"),
+    ("sequences_per_second", "seq/s", "{:.3f}"), ("step_time_median_s", "median s", "{:.3f}"),
+    ("step_time_p90_s", "p90 s", "{:.3f}"), ("flops_per_step", "GFLOP/step", None),
+    ("achieved_tflops", "TFLOP/s", "{:.3f}"), ("peak_matmul_tflops", "peak TFLOP/s", "{:.3f}"),
+    ("mfu", "MFU", "{:.2f}"))
+
+
+def format_table(results):
+    """A fixed-width text table, one row per result dict."""
+    header = [title for _, title, _ in TABLE_COLUMNS]
+    rows = []
+    for result in results:
+        row = []
+        for key, _, fmt in TABLE_COLUMNS:
+            value = result[key]
+            row.append(f"{value / 1e9:.1f}" if fmt is None else fmt.format(value))
+        rows.append(row)
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
+             for line in [header] + rows]
+    return "\n".join(lines)
+
+
+def write_json(result, path):
+    """Writes `result` as indented JSON to `path` (whole or not at all)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    temporary = path + ".tmp"
+    with open(temporary, "w") as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+        f.write("\n")
+    os.replace(temporary, path)
+
+
+def check_plotting_available():
+    """Raises BertTfError unless matplotlib can be imported (checked before any run)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BertTfError("--output_plot needs matplotlib; run `pip install matplotlib` or drop "
+                          "--output_plot.") from None
+
+
+def plot_batch_sweep(results, path):
+    """Draws step time and throughput against batch size (one result per batch size) to `path`."""
+    check_plotting_available()
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = sorted(results, key=lambda r: r["batch_size"])
+    batches = [r["batch_size"] for r in results]
+    first = results[0]
+    fig, (ax_time, ax_rate) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_time.plot(batches, [r["step_time_median_s"] for r in results], "o-", label="median")
+    ax_time.plot(batches, [r["step_time_p90_s"] for r in results], "x--", label="p90")
+    ax_time.set_xlabel("batch size")
+    ax_time.set_ylabel("step time (s)")
+    ax_time.legend()
+    ax_rate.plot(batches, [r["sequences_per_second"] for r in results], "o-")
+    ax_rate.set_xlabel("batch size")
+    ax_rate.set_ylabel("sequences / s")
+    fig.suptitle(f"{first['task']} {first['mode']} {first['precision']} "
+                 f"seq {first['max_seq_length']}, {first['model']['num_hidden_layers']} layers "
+                 f"x {first['model']['hidden_size']}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def profile_step(spec, session_config=None, trace_file=None, num_warmup_steps=2):
+    """Runs one traced step and sums the time of each op type.
+
+    Args:
+      spec: `BenchmarkSpec`.
+      session_config: ConfigProto (default from `spec.use_xla`).
+      trace_file: if set, a Chrome trace (chrome://tracing, Perfetto) is written there.
+      num_warmup_steps: untimed steps before the traced one.
+
+    Returns:
+      list of (op_type, dtype, total_ms, count) sorted by total time, where
+      op_type is the kernel that ran after grappler's rewrites (e.g. _FusedMatMul)
+      and dtype its "T" attribute (or "" if it has none).
+    """
+    spec.validate()
+    if session_config is None:
+        session_config = bert_flags.make_session_config(use_xla=spec.use_xla)
+    graph, fetch, _ = build_step(spec)
+    with tf1.Session(graph=graph, config=session_config) as session:
+        initialize(session, graph)
+        time_steps(session, fetch, num_warmup_steps, 0)
+        options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)
+        metadata = tf1.RunMetadata()
+        session.run(fetch, options=options, run_metadata=metadata)
+    if trace_file:
+        from tensorflow.python.client import timeline  # Not exported under tf.compat.v1.
+        with open(trace_file, "w") as f:
+            f.write(timeline.Timeline(metadata.step_stats).generate_chrome_trace_format())
+    totals = {}
+    for device_stats in metadata.step_stats.dev_stats:
+        for node in device_stats.node_stats:
+            # timeline_label reads "name = OpType(inputs)" for kernels.
+            label = node.timeline_label
+            op_type = label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label else "other"
+            dtype = _node_dtype(graph, node.node_name)
+            micros = node.all_end_rel_micros
+            key = (op_type, dtype)
+            total, count = totals.get(key, (0.0, 0))
+            totals[key] = (total + micros / 1000.0, count + 1)
+    rows = [(op, dtype, total, count) for (op, dtype), (total, count) in totals.items()]
+    return sorted(rows, key=lambda row: -row[2])
+
+
+def _node_dtype(graph, node_name):
+    """The "T" attribute of a graph node ("SrcT->DstT" for casts), "" if unknown."""
+    try:
+        attr = graph.get_operation_by_name(node_name).node_def.attr
+    except (KeyError, ValueError):
+        return ""  # Nodes grappler created (fusions keep the original name, others do not).
+    if "SrcT" in attr and "DstT" in attr:
+        return f"{tf.as_dtype(attr['SrcT'].type).name}->{tf.as_dtype(attr['DstT'].type).name}"
+    return tf.as_dtype(attr["T"].type).name if "T" in attr else ""
+
+
+def format_profile(rows, limit=25):
+    """The profile rows as a text table with each op type's share of the summed op time."""
+    total = sum(row[2] for row in rows) or 1.0
+    lines = [f"{'op type':<28} {'dtype':<18} {'ms':>9} {'share':>6} {'count':>6}"]
+    for op_type, dtype, millis, count in rows[:limit]:
+        lines.append(f"{op_type:<28} {dtype:<18} {millis:9.1f} {millis / total:6.1%} {count:6d}")
+    lines.append(f"{'(all ops)':<28} {'':<18} {total:9.1f}")
+    return "\n".join(lines)
+
+
+def _parse_batch_sizes(text):
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) <= 0:
+        raise BertTfError(f"--plot_batch_sizes: '{text}' is not a comma-separated list of "
+                          "positive integers such as 1,2,4,8.")
+    return sizes
+
+
+def run(flag_values, log=print):
+    """The `scripts/benchmark.py` entry point: runs, prints the table, writes JSON / plot / trace.
+
+    Args:
+      flag_values: parsed absl flags of scripts/benchmark.py.
+      log: function taking one string.
+
+    Returns:
+      The result dict of the `--batch_size` run (with "batch_size_sweep" when plotting).
+    """
+    from bert_tf import modeling
+
+    config = modeling.BertConfig.from_json_file(flag_values.bert_config_file)
+    spec = BenchmarkSpec(
+        bert_config=config, task=flag_values.task, mode=flag_values.mode,
+        batch_size=flag_values.batch_size, max_seq_length=flag_values.max_seq_length,
+        precision=flag_values.precision, use_xla=flag_values.use_xla,
+        num_warmup_steps=flag_values.num_warmup_steps, num_steps=flag_values.num_steps,
+        num_accumulation_steps=flag_values.num_accumulation_steps,
+        max_predictions_per_seq=flag_values.max_predictions_per_seq,
+        num_labels=flag_values.num_labels, peak_matmul_size=flag_values.peak_matmul_size)
+    spec.validate()
+    sweep_sizes = []
+    if flag_values.output_plot:
+        check_plotting_available()
+        sweep_sizes = _parse_batch_sizes(flag_values.plot_batch_sizes)
+    session_config = bert_flags.make_session_config(use_xla=spec.use_xla)
+
+    if flag_values.trace_file:
+        rows = profile_step(spec, session_config, trace_file=flag_values.trace_file)
+        log(format_profile(rows))
+        log(f"wrote the Chrome trace of one step to {flag_values.trace_file}")
+
+    result = run_benchmark(spec, session_config, log=log)
+    results = [result]
+    if sweep_sizes:
+        sweep = []
+        for batch_size in sweep_sizes:
+            if batch_size == spec.batch_size:
+                sweep.append(result)
+                continue
+            sweep.append(run_benchmark(dataclasses.replace(spec, batch_size=batch_size),
+                                       session_config, log=log))
+        result = dict(result, batch_size_sweep=[
+            {key: r[key] for key in RESULT_KEYS + ("batch_size",)} for r in sweep])
+        results = sweep
+    log(format_table(results))
+    if flag_values.check_onednn and not result["machine"]["gpus"]:
+        report = onednn_matmul_report(spec.precision)
+        result["machine"]["onednn"] = report
+        log(f"oneDNN ISA: {report.get('isa')}; a {spec.precision} matmul ran "
+            f"{', '.join(report.get('kernels', [])) or 'no oneDNN primitive'} "
+            f"(reduced precision on oneDNN: {report.get('low_precision_on_onednn')})")
+    if flag_values.output_json:
+        write_json(result, flag_values.output_json)
+        log(f"wrote {flag_values.output_json}")
+    if sweep_sizes:
+        plot_batch_sweep(results, flag_values.output_plot)
+        log(f"wrote {flag_values.output_plot}")
+    return result

@@ -1,0 +1,227 @@
+"""scripts/benchmark.py and bert_tf.benchmark: runs, JSON keys, FLOP counting, XLA plumbing.
+
+Speed is not tested (the machine is shared); what the numbers are made of is.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import benchmark, modeling
+from bert_tf import flags as bert_flags
+from bert_tf.errors import BertTfError
+
+tf1 = tf.compat.v1
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _tiny_config(**overrides):
+    values = dict(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+    values.update(overrides)
+    return modeling.BertConfig(**values)
+
+
+def test_count_flops_equals_a_hand_count():
+    # H=4, I=8, 1 layer, S=3, B=2, V=10; one multiply-add = 2 FLOPs.
+    config = _tiny_config(vocab_size=10, hidden_size=4, num_hidden_layers=1,
+                          num_attention_heads=2, intermediate_size=8)
+    q_k_v = 3 * (2 * 3 * 4 * 4)    # [3,4] @ [4,4] three times        = 288
+    scores = 2 * 2 * 3 * 3 * 2     # 2 heads: [3,2] @ [2,3]            = 72
+    context = 2 * 2 * 3 * 2 * 3    # 2 heads: [3,3] @ [3,2]            = 72
+    attention_output = 2 * 3 * 4 * 4  # [3,4] @ [4,4]                  = 96
+    feed_forward = 2 * 3 * 4 * 8 + 2 * 3 * 8 * 4  # [3,4]@[4,8], [3,8]@[8,4] = 384
+    layer = q_k_v + scores + context + attention_output + feed_forward
+    assert layer == 912
+    squad_head = 2 * 3 * 4 * 2     # [3,4] @ [4,2]                     = 48
+    assert benchmark.count_flops(config, "squad", "infer", 2, 3) == 2 * (layer + squad_head)
+    assert 2 * (layer + squad_head) == 1920
+    assert benchmark.count_flops(config, "squad", "train", 2, 3) == 3 * 1920
+    pooler = 2 * 4 * 4             # [CLS] [1,4] @ [4,4]               = 32
+    classifier_head = pooler + 2 * 4 * 3  # 3 labels                   = 56
+    assert benchmark.count_flops(config, "classifier", "infer", 2, 3, num_labels=3) == \
+        2 * (layer + classifier_head)
+    # Pre-training, P = 2 masked positions: transform [2,4]@[4,4], decoder [2,4]@[4,10],
+    # plus the pooler and the next-sentence [1,4]@[4,2].
+    pretraining_head = 2 * 2 * 4 * 4 + 2 * 2 * 4 * 10 + pooler + 2 * 4 * 2  # = 272
+    assert benchmark.count_flops(config, "pretraining", "train", 2, 3,
+                                 max_predictions_per_seq=2) == 3 * 2 * (layer + pretraining_head)
+
+
+def _graph_matmul_flops(graph, fetch):
+    """2*M*N*K summed over the MatMul / BatchMatMul ops the fetch actually runs."""
+    fetches = list(fetch.values()) if isinstance(fetch, dict) else [fetch]
+    names = [f.op.name if isinstance(f, tf.Tensor) else f.name for f in fetches]
+    subgraph = tf1.graph_util.extract_sub_graph(graph.as_graph_def(), names)
+    total = 0
+    for node in subgraph.node:
+        op = graph.get_operation_by_name(node.name)
+        if op.type == "MatMul":
+            a = op.inputs[0].shape.as_list()
+            k = a[0] if op.get_attr("transpose_a") else a[1]
+            m, n = op.outputs[0].shape.as_list()
+            total += 2 * m * n * k
+        elif op.type in ("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
+            x = op.inputs[0].shape.as_list()
+            k = x[-2] if op.get_attr("adj_x") else x[-1]
+            out = op.outputs[0].shape.as_list()
+            total += 2 * int(np.prod(out)) * k
+        else:
+            assert "MatMul" not in op.type and op.type != "Einsum", op.type
+    return total
+
+
+@pytest.mark.parametrize("task,mode", [("squad", "train"), ("squad", "infer"),
+                                       ("classifier", "train"), ("pretraining", "train"),
+                                       ("pretraining", "infer")])
+def test_count_flops_equals_the_matmuls_of_the_built_graph(task, mode):
+    config = _tiny_config()
+    spec = benchmark.BenchmarkSpec(config, task=task, mode=mode, batch_size=3, max_seq_length=12,
+                                   max_predictions_per_seq=4, num_labels=3)
+    graph, fetch, _ = benchmark.build_step(spec)
+    expected = _graph_matmul_flops(graph, fetch)
+    assert benchmark.count_flops(config, task, mode, 3, 12, 4, 3) == expected
+
+
+def _run_script(tmp_path, *flags):
+    env = dict(os.environ, PYTHONPATH=REPO)
+    return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "benchmark.py"), *flags],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _write_tiny_config(tmp_path):
+    path = tmp_path / "bert_config.json"
+    path.write_text(_tiny_config().to_json_string())
+    return str(path)
+
+
+@pytest.mark.slow
+def test_script_writes_json_with_consistent_numbers(tmp_path):
+    config_file = _write_tiny_config(tmp_path)
+    output = tmp_path / "out" / "bench.json"
+    completed = _run_script(tmp_path, f"--bert_config_file={config_file}", "--task=squad",
+                            "--mode=train", "--precision=bf16", "--batch_size=2",
+                            "--max_seq_length=16", "--num_accumulation_steps=2",
+                            "--num_warmup_steps=1", "--num_steps=3", "--peak_matmul_size=128",
+                            f"--output_json={output}")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "seq/s" in completed.stdout and "MFU" in completed.stdout
+    result = json.loads(output.read_text())
+    for key in benchmark.RESULT_KEYS:
+        assert key in result and result[key] > 0, key
+    times = result["step_times_s"]
+    assert len(times) == 3
+    assert result["step_time_median_s"] == pytest.approx(np.median(times))
+    assert result["step_time_p90_s"] == pytest.approx(np.percentile(times, 90))
+    # One step is one update of 2 micro-batches of 2 sequences.
+    assert result["sequences_per_second"] == pytest.approx(4 / result["step_time_median_s"])
+    flops = 2 * benchmark.count_flops(_tiny_config(), "squad", "train", 2, 16)
+    assert result["flops_per_step"] == flops
+    assert result["achieved_tflops"] == pytest.approx(flops / result["step_time_median_s"] / 1e12)
+    assert result["mfu"] == pytest.approx(result["achieved_tflops"] /
+                                          result["peak_matmul_tflops"])
+    assert result["precision"] == "bf16" and np.isfinite(result["loss"])
+    # The oneDNN report says which ISA a bf16 matmul used (ONEDNN_VERBOSE of a child process).
+    machine = result["machine"]
+    assert machine["onednn"]["isa"]
+    if "avx512f" not in machine["cpu_flags"]:
+        # Without AVX-512 oneDNN has no bf16 matmul kernel: TF's Eigen kernel runs it in fp32.
+        assert machine["onednn"]["low_precision_on_onednn"] is False
+
+
+@pytest.mark.parametrize("task,mode,precision", [("classifier", "infer", "fp32"),
+                                                 ("pretraining", "infer", "bf16"),
+                                                 ("pretraining", "train", "fp32")])
+def test_other_tasks_and_modes_run(task, mode, precision):
+    spec = benchmark.BenchmarkSpec(_tiny_config(), task=task, mode=mode, precision=precision,
+                                   batch_size=2, max_seq_length=8, max_predictions_per_seq=2,
+                                   num_warmup_steps=1, num_steps=2, peak_matmul_size=64)
+    result = benchmark.run_benchmark(spec, log=None)
+    assert result["sequences_per_second"] > 0 and len(result["step_times_s"]) == 2
+    assert result["flops_per_step"] == benchmark.count_flops(_tiny_config(), task, mode, 2, 8, 2)
+    if task == "pretraining":
+        # The masked-LM + next-sentence loss of random data is near ln(V) + ln(2).
+        assert 0.5 * np.log(50) < result["loss"] < 2 * np.log(50) + 1
+
+
+def _flag_values(config_file, **overrides):
+    values = dict(bert_config_file=config_file, task="squad", mode="train", batch_size=2,
+                  max_seq_length=8, precision="fp32", use_xla=False, num_warmup_steps=0,
+                  num_steps=1, num_accumulation_steps=1, max_predictions_per_seq=2,
+                  num_labels=2, peak_matmul_size=64, output_json=None, output_plot=None,
+                  plot_batch_sizes="1,2", trace_file=None, check_onednn=False)
+    values.update(overrides)
+    return types.SimpleNamespace(**values)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"bert_config_file": "/nonexistent/bert_config.json"}, "--bert_config_file"),
+    ({"max_seq_length": 64}, "--max_seq_length=64 is longer than max_position_embeddings"),
+    ({"mode": "infer", "num_accumulation_steps": 4}, "--num_accumulation_steps"),
+    ({"batch_size": 0}, "--batch_size must be a positive integer"),
+    ({"precision": "fp8"}, "--precision"),
+])
+def test_bad_flags_raise_one_clear_error(tmp_path, overrides, message):
+    flag_values = _flag_values(_write_tiny_config(tmp_path), **overrides)
+    with pytest.raises(BertTfError, match=message.replace("=", "=").replace("-", r"\-")):
+        benchmark.run(flag_values, log=lambda _: None)
+
+
+def test_script_reports_errors_in_one_line(tmp_path):
+    completed = _run_script(tmp_path, "--bert_config_file=/nonexistent/bert_config.json")
+    assert completed.returncode == 2
+    assert completed.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "--bert_config_file" in completed.stderr.strip().splitlines()[-1]
+
+
+def test_plot_draws_a_batch_sweep_or_says_matplotlib_is_missing(tmp_path):
+    plot = tmp_path / "sweep.png"
+    output = tmp_path / "sweep.json"
+    flag_values = _flag_values(_write_tiny_config(tmp_path), output_plot=str(plot),
+                               output_json=str(output), plot_batch_sizes="1,3")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        with pytest.raises(BertTfError, match="needs matplotlib"):
+            benchmark.run(flag_values, log=lambda _: None)
+        assert not output.exists()  # Checked before running anything.
+        return
+    benchmark.run(flag_values, log=lambda _: None)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    sweep = json.loads(output.read_text())["batch_size_sweep"]
+    assert [row["batch_size"] for row in sweep] == [1, 3]
+
+
+def test_trace_file_and_profile_rows(tmp_path):
+    trace = tmp_path / "trace.json"
+    lines = []
+    flag_values = _flag_values(_write_tiny_config(tmp_path), trace_file=str(trace),
+                               precision="bf16")
+    benchmark.run(flag_values, log=lines.append)
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(event.get("args", {}).get("op") == "MatMul" for event in events)
+    profile = lines[0]
+    # bf16 matmuls show up as such in the per-op-type table.
+    assert any(line.split()[:2] == ["MatMul", "bfloat16"] for line in profile.splitlines())
+
+
+def test_use_xla_compiles_clusters(tmp_path):
+    config = bert_flags.make_session_config(use_xla=True)
+    assert config.graph_options.optimizer_options.global_jit_level == \
+        tf1.OptimizerOptions.ON_1
+    # TF reads TF_XLA_FLAGS once, at the first session of a process: so in a fresh one.
+    completed = _run_script(tmp_path, f"--bert_config_file={_write_tiny_config(tmp_path)}",
+                            "--mode=infer", "--batch_size=2", "--max_seq_length=8",
+                            "--num_warmup_steps=1", "--num_steps=1", "--peak_matmul_size=64",
+                            "--use_xla", "--nocheck_onednn",
+                            f"--trace_file={tmp_path / 'trace.json'}")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    profiled_ops = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}
+    assert "_XlaRun" in profiled_ops
