@@ -102,10 +102,8 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
         is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = modeling.BertModel(
-            config=bert_config, is_training=is_training, input_ids=features["input_ids"],
-            input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
-            use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype)
+        model = finetuning.bert_from_features(bert_config, features, is_training,
+                                              use_one_hot_embeddings, compute_dtype)
         with precision.compute_dtype_scope(compute_dtype):
             logits = classifier_logits(model.get_pooled_output(), num_labels, is_training,
                                        bert_config.initializer_range)

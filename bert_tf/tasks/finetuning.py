@@ -154,6 +154,15 @@ def make_estimator(model_fn, options):
 # ---------------------------------------------------------------------------------- model_fn
 
 
+def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,
+                       compute_dtype=tf.float32):
+    """A `BertModel` over the SPEC §6 features input_ids, input_mask, segment_ids ([B, S] each)."""
+    return modeling.BertModel(
+        config=bert_config, is_training=is_training, input_ids=features["input_ids"],
+        input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
+        use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype)
+
+
 def train_spec(loss, input_ids, learning_rate, num_train_steps, num_warmup_steps, optimizer,
                num_accumulation_steps, compute_dtype):
     """The TRAIN-mode EstimatorSpec: the optimizer on `loss` (fp16 gets dynamic loss scaling).

@@ -125,10 +125,8 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
         is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = modeling.BertModel(
-            config=bert_config, is_training=is_training, input_ids=features["input_ids"],
-            input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
-            use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype)
+        model = finetuning.bert_from_features(bert_config, features, is_training,
+                                              use_one_hot_embeddings, compute_dtype)
 
         with precision.compute_dtype_scope(compute_dtype):
             mlm_loss, mlm_example_loss, mlm_log_probs = masked_lm_output(
