@@ -22,6 +22,7 @@ setuptools.setup(
         # Makefile installs it with --no-deps because it declares sentence-transformers/torch.
         "test": [
             "pytest",
+            "pytest-timeout",
             "tokenizers",
             "safetensors",
             "ruff",

@@ -413,3 +413,19 @@ def test_script_runs_with_the_original_flags(tmp_path, vocab_file):
     assert result.stderr.strip().splitlines() == [
         f"error: --input_file: pattern '{tmp_path}/*.md' matches no files; check the pattern "
         "and the directory."]
+
+
+def test_a_worker_that_cannot_start_is_an_error_not_a_hang(tmp_path, vocab_file):
+    # Worker processes re-import the caller's main module; without an `if __name__` guard
+    # each worker dies at start. multiprocessing.Pool would restart them forever.
+    user_script = tmp_path / "make_data.py"
+    user_script.write_text(
+        "from bert_tf.data import pretraining_data\n"
+        f"config = pretraining_data.PretrainingDataConfig({vocab_file!r})\n"
+        f"pretraining_data.create_pretraining_data({TRAIN_TXT!r}, {str(tmp_path / 'o.tfrecord')!r},"
+        " config, num_workers=2, chunk_size_mb=0.05)\n")
+    result = subprocess.run([sys.executable, str(user_script)], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": REPO}, timeout=240)
+    assert result.returncode != 0
+    assert "a worker process died" in result.stderr
+    assert 'if __name__ == "__main__":' in result.stderr

@@ -413,8 +413,8 @@ def _truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
 
 
 # One ChunkProcessor per worker process, built once by the pool initializer (or the error
-# that building it raised: an initializer that raises makes multiprocessing.Pool restart
-# workers forever, so the error is raised by the first task instead).
+# that building it raised, re-raised by each task so the caller sees the real cause rather
+# than a BrokenProcessPool).
 _worker_processor = None
 
 
@@ -438,12 +438,17 @@ class _ChunkRunner:
     Construction starts the worker processes and submits the first chunks, so they run while
     the caller does other work (such as importing TensorFlow). At most
     `_RESULTS_IN_FLIGHT_PER_WORKER` results per worker are queued, which bounds memory.
+
+    Built on `concurrent.futures.ProcessPoolExecutor` rather than `multiprocessing.Pool`: a
+    worker that dies (killed, out of memory, a main module that cannot be re-imported) breaks
+    the executor with an error instead of hanging, and `close()` never kills a worker in the
+    middle of sending a result (which can leave `Pool.terminate()` waiting forever).
     """
 
     def __init__(self, chunks, config, num_workers):
         self._chunks = chunks
         self._config = config
-        self._pool = None
+        self._executor = None
         self._pending = collections.deque()
         self._next_chunk = 0
         pool_size = min(num_workers, len(chunks))
@@ -451,36 +456,48 @@ class _ChunkRunner:
         # Even one chunk goes to a worker process when several CPUs are allowed: the parent
         # then loads TensorFlow while the chunk is processed.
         if num_workers > 1 and chunks:
+            import concurrent.futures
             import multiprocessing
 
             # "spawn": the parent process loads TensorFlow (to write), which must not be forked.
-            context = multiprocessing.get_context("spawn")
-            self._pool = context.Pool(pool_size, initializer=_init_worker,
-                                      initargs=(config,))
+            self._executor = concurrent.futures.ProcessPoolExecutor(
+                pool_size, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker, initargs=(config,))
             self._submit()
 
     def _submit(self):
         while self._next_chunk < len(self._chunks) and len(self._pending) < self._max_pending:
-            self._pending.append(self._pool.apply_async(
-                _process_in_worker, (self._chunks[self._next_chunk],)))
+            self._pending.append(self._executor.submit(
+                _process_in_worker, self._chunks[self._next_chunk]))
             self._next_chunk += 1
 
     def results(self):
-        if self._pool is None:
+        if self._executor is None:
             processor = ChunkProcessor(self._config)
             for chunk in self._chunks:
                 yield processor.process(chunk)
             return
+        from concurrent.futures.process import BrokenProcessPool
+
         while self._pending:
-            result = self._pending.popleft().get()
+            try:
+                result = self._pending.popleft().result()
+            except BrokenProcessPool as e:
+                raise BertTfError(
+                    "create_pretraining_data: a worker process died before finishing its "
+                    f"chunk ({e}). If it ran out of memory, pass a smaller --chunk_size_mb "
+                    "or fewer --num_workers; if you call create_pretraining_data from your own "
+                    "script, put that call under `if __name__ == \"__main__\":` (workers "
+                    "re-import the main module).") from e
             self._submit()
             yield result
 
     def close(self):
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
+        """Cancels the chunks not started and waits for the running ones (at most one each)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+            self._pending.clear()
 
 
 def _check_config(config, num_workers, chunk_size_mb):
