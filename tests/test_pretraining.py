@@ -155,7 +155,10 @@ def test_script_killed_with_sigkill_resumes_to_num_train_steps(tmp_path):
         latest = tf.train.latest_checkpoint(str(out))
         return int(latest.rsplit("-", 1)[1]) if latest else -1
 
-    proc = _script(args)
+    # Its output goes to a file: nobody reads a pipe while it trains, and a full pipe blocks it.
+    with open(tmp_path / "killed.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, SCRIPT, *args], stdout=log,
+                                stderr=subprocess.STDOUT)
     deadline = time.time() + 180
     while time.time() < deadline and checkpoint_step() < 20:  # step 0 is saved at the start
         time.sleep(0.2)
