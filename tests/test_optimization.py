@@ -34,6 +34,8 @@ def np_clip(grads, clip_norm):
 
 
 def np_adamw_step(w, m, v, g, lr, decay, wd=0.01, b1=0.9, b2=0.999, eps=1e-6):
+    # Betas as float32 numbers (the optimizer holds them in the variables' dtype).
+    b1, b2 = float(np.float32(b1)), float(np.float32(b2))
     m = b1 * m + (1 - b1) * g
     v = b2 * v + (1 - b2) * g * g
     update = m / (np.sqrt(v) + eps)
@@ -471,3 +473,16 @@ def test_mirrored_strategy_matches_one_device():
         for name in one:
             if name != "summaries":
                 np.testing.assert_allclose(two[name], one[name], atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("num_accumulation_steps, fused", [(1, True), (2, False)])
+def test_adamw_uses_the_fused_kernel_when_every_write_applies(num_accumulation_steps, fused):
+    # The one-pass ResourceApplyAdam is what makes the BERT-base update ~2.5x cheaper; the
+    # masked element-wise path is kept for accumulation windows and skipped steps.
+    graph = tf.Graph()
+    with graph.as_default():
+        var = tf1.get_variable("layer/kernel", initializer=tf.ones([3, 4]))
+        optimization.create_optimizer(tf.reduce_sum(tf.square(var)), 0.1, 8, 2,
+                                      num_accumulation_steps=num_accumulation_steps)
+    op_types = {op.type for op in graph.get_operations()}
+    assert ("ResourceApplyAdam" in op_types) == fused
