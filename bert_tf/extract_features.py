@@ -228,7 +228,7 @@ def make_dataset(features, batch_size, padding="longest"):
 
 def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes, batch_size=32,
                           padding="longest", use_one_hot_embeddings=False,
-                          output_attentions=False):
+                          output_attentions=False, session_config=None):
     """Runs BERT over `features` and yields each example's hidden states.
 
     Builds its own graph and session; the default graph is left alone.
@@ -243,6 +243,7 @@ def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes,
         rounding, since padding is masked out of attention.
       use_one_hot_embeddings: look embeddings up with a one-hot matmul instead of a gather.
       output_attentions: also fetch the attention probabilities of those layers.
+      session_config: ConfigProto of the session (`flags.make_session_config`, e.g. XLA).
 
     Yields:
       (feature, outputs) in the order of `features`, where `outputs` is a list with one float32
@@ -277,7 +278,7 @@ def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes,
         init_op = tf1.global_variables_initializer()
     graph.finalize()
 
-    with tf1.Session(graph=graph) as session:
+    with tf1.Session(graph=graph, config=session_config) as session:
         session.run(init_op)
         start = last_log = time.time()
         done = 0
@@ -364,7 +365,8 @@ def _round6(values):
 
 
 def extract_features(bert_config, init_checkpoint, features, layer_indexes, batch_size=32,
-                     padding="longest", use_one_hot_embeddings=False, output_attentions=False):
+                     padding="longest", use_one_hot_embeddings=False, output_attentions=False,
+                     session_config=None):
     """Yields the original's JSON object (see `feature_to_json`) for each feature, in order.
 
     Arguments as `extract_layer_outputs`.
@@ -372,7 +374,7 @@ def extract_features(bert_config, init_checkpoint, features, layer_indexes, batc
     for feature, outputs, *attentions in extract_layer_outputs(
             bert_config, init_checkpoint, features, layer_indexes, batch_size=batch_size,
             padding=padding, use_one_hot_embeddings=use_one_hot_embeddings,
-            output_attentions=output_attentions):
+            output_attentions=output_attentions, session_config=session_config):
         yield feature_to_json(feature, outputs, layer_indexes,
                               attentions[0] if attentions else None)
 
@@ -407,7 +409,7 @@ def write_jsonl(records, output_file):
 def run_extract_features(input_file, output_file, vocab_file, bert_config_file, init_checkpoint,
                          layers="-1,-2,-3,-4", do_lower_case=True, max_seq_length=128,
                          batch_size=32, padding="longest", use_one_hot_embeddings=False,
-                         output_attentions=False):
+                         output_attentions=False, session_config=None):
     """The `extract_features.py` script: checks every input, then writes the JSON lines.
 
     Everything is checked before the model is built, so bad input stops early with one
@@ -453,7 +455,8 @@ def run_extract_features(input_file, output_file, vocab_file, bert_config_file, 
     records = extract_features(bert_config, init_checkpoint, features, layer_indexes,
                                batch_size=batch_size, padding=padding,
                                use_one_hot_embeddings=use_one_hot_embeddings,
-                               output_attentions=output_attentions)
+                               output_attentions=output_attentions,
+                               session_config=session_config)
     count = write_jsonl(records, output_file)
     tf1.logging.info("Wrote %d examples to %s", count, output_file)
     return count

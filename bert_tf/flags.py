@@ -101,6 +101,7 @@ def define_finetuning_flags(max_seq_length=128):
     define_optimizer_flags()
     define_precision_flags()
     define_tpu_flags()
+    define_xla_flags()
     # Fine-tuning fits one host: no multi_worker (its output and cache writes are not
     # chief-only yet).
     define_distribution_flags(strategies=("none", "mirrored", "tpu"), shuffle_flag=False)
@@ -117,6 +118,35 @@ def define_xla_flags():
     flags.DEFINE_bool("use_xla", False,
                       "Compile clusters of the graph with XLA (auto-clustering, global_jit_level "
                       "ON_1). Measured neutral on CPU, hence off by default.")
+    # Validators run when the command line is parsed, before main() lets TF create devices.
+    flags.register_validator("use_xla", _enable_xla_cpu_jit_if_set)
+
+
+def _enable_xla_cpu_jit_if_set(use_xla):
+    if use_xla:
+        enable_xla_cpu_jit()
+    return True
+
+
+def enable_xla_cpu_jit():
+    """Lets sessions with XLA auto-clustering compile clusters on the CPU as well.
+
+    TF's `--tf_xla_cpu_global_jit` flag fixes the CPU device's clustering policy when TF first
+    creates its devices (which listing devices, reading a checkpoint or an eager op may do), so
+    this must run before that; scripts do it while parsing `--use_xla`. TF may have parsed
+    TF_XLA_FLAGS at import already, so the parsed flag is also set directly where TF exposes it.
+    """
+    import os
+
+    xla_flags = os.environ.get("TF_XLA_FLAGS", "")
+    if "--tf_xla_cpu_global_jit" not in xla_flags:
+        os.environ["TF_XLA_FLAGS"] = (xla_flags + " --tf_xla_cpu_global_jit").strip()
+    try:
+        from tensorflow.python import pywrap_tfe
+
+        pywrap_tfe.TF_SetTfXlaCpuGlobalJit(True)
+    except (ImportError, AttributeError):  # another TF build: the environment variable remains
+        pass
 
 
 def make_session_config(use_xla=False, intra_op_parallelism_threads=0,
@@ -124,18 +154,14 @@ def make_session_config(use_xla=False, intra_op_parallelism_threads=0,
     """The session ConfigProto every script runs with.
 
     Args:
-      use_xla: turn on XLA auto-clustering (global_jit_level ON_1). On CPU this
-        also needs `--tf_xla_cpu_global_jit` in TF_XLA_FLAGS, which is added to
-        the environment here; TF reads it once, when the first session of the
-        process is optimized, so build the config before any session runs.
+      use_xla: turn on XLA auto-clustering (global_jit_level ON_1); on CPU see
+        `enable_xla_cpu_jit`, which this calls (in time only before TF creates its devices).
       intra_op_parallelism_threads: threads inside one op (0: one per core).
       inter_op_parallelism_threads: ops run concurrently (0: TF's default).
 
     Returns:
       tf.compat.v1.ConfigProto with allow_soft_placement.
     """
-    import os
-
     import tensorflow as tf
 
     config = tf.compat.v1.ConfigProto(
@@ -145,17 +171,12 @@ def make_session_config(use_xla=False, intra_op_parallelism_threads=0,
     if use_xla:
         config.graph_options.optimizer_options.global_jit_level = (
             tf.compat.v1.OptimizerOptions.ON_1)
-        xla_flags = os.environ.get("TF_XLA_FLAGS", "")
-        if "--tf_xla_cpu_global_jit" not in xla_flags:
-            os.environ["TF_XLA_FLAGS"] = (xla_flags + " --tf_xla_cpu_global_jit").strip()
+        enable_xla_cpu_jit()
     return config
 
 
 def session_config_from_flags(flag_values):
-    """`make_session_config` for the parsed `--use_xla` (False where the script lacks it).
-
-    Call it before the first session of the process: TF reads TF_XLA_FLAGS only once.
-    """
+    """`make_session_config` for the parsed `--use_xla` (False where the script lacks it)."""
     return make_session_config(use_xla=getattr(flag_values, "use_xla", False))
 
 

@@ -6,17 +6,10 @@ Example (BERT-base SQuAD fine-tuning, seq 384, batch 4, bf16):
         --mode=train --precision=bf16 --output_json=/tmp/bench.json
 """
 
-import os
+from absl import flags
 
-# oneDNN's fused kernels (MatMul+BiasAdd+GELU, oneDNN batch matmul, softmax) measured ~15 %
-# faster per BERT-base training step on an AVX2-only CPU, where TF leaves them off by default.
-# TF reads this once, at import, so it is set before bert_tf imports TensorFlow.
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-
-from absl import flags  # noqa: E402
-
-from bert_tf import benchmark, errors  # noqa: E402
-from bert_tf import flags as bert_flags  # noqa: E402
+from bert_tf import benchmark, errors
+from bert_tf import flags as bert_flags
 
 flags.DEFINE_string("bert_config_file", None, "The config json file of the BERT model.")
 flags.DEFINE_enum("task", "squad", list(benchmark.TASKS), "Which task's model_fn to run.")

@@ -6,7 +6,6 @@
       --max_seq_length=128 --batch_size=8
 """
 
-import tensorflow as tf
 from absl import flags
 
 from bert_tf import errors
@@ -41,10 +40,10 @@ flags.DEFINE_bool("output_attentions", False,
                   "Also write each example's self-attention probabilities [heads, tokens, tokens] "
                   "for the --layers, under the key 'attentions'.")
 bert_flags.define_tpu_flags()
+bert_flags.define_xla_flags()
 
 
 def main(_):
-    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.INFO)
     bert_flags.check_no_tpu(FLAGS)
     extraction.run_extract_features(
         input_file=FLAGS.input_file,
@@ -58,7 +57,8 @@ def main(_):
         batch_size=FLAGS.batch_size,
         padding=FLAGS.padding,
         use_one_hot_embeddings=FLAGS.use_one_hot_embeddings,
-        output_attentions=FLAGS.output_attentions)
+        output_attentions=FLAGS.output_attentions,
+        session_config=bert_flags.session_config_from_flags(FLAGS))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ flags.DEFINE_bool("report_majority_baseline", False,
 bert_flags.define_precision_flags()
 bert_flags.define_tpu_flags()
 bert_flags.define_distribution_flags()
+bert_flags.define_xla_flags()
 
 FLAGS = flags.FLAGS
 

@@ -165,16 +165,19 @@ def test_layer_outputs_match_numpy_reference_in_both_padding_modes(tiny_model):
             np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-def test_script_writes_original_json_lines(tiny_model, tmp_path):
+@pytest.mark.parametrize("use_xla", [False, True])
+def test_script_writes_original_json_lines(tiny_model, tmp_path, use_xla):
     output_file = tmp_path / "out" / "features.jsonl"
     result = _run_script(
         f"--input_file={tiny_model['input_file']}", f"--output_file={output_file}",
         f"--vocab_file={tiny_model['vocab_file']}",
         f"--bert_config_file={tiny_model['config_file']}",
         f"--init_checkpoint={tiny_model['checkpoint']}", "--layers=-1,0", "--max_seq_length=12",
-        "--batch_size=2", "--do_lower_case=True")
+        "--batch_size=2", "--do_lower_case=True", f"--use_xla={use_xla}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "examples/sec" in result.stderr
+    # TF logs this line once per process when a cluster ran through XLA.
+    assert ("Compiled cluster using XLA" in result.stderr) == use_xla
     assert os.listdir(output_file.parent) == ["features.jsonl"]  # No temp file left behind.
 
     features = _features(tiny_model, seq_length=12)

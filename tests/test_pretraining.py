@@ -190,3 +190,19 @@ def test_script_bad_config_is_one_line_error(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in log
     assert "error: " in log and "not a multiple of num_attention_heads (3)" in log
+
+
+def test_script_use_xla_trains_and_evaluates_through_xla(tmp_path):
+    write_records(str(tmp_path / "train.tfrecord"), num=16)
+    (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
+    proc = _script([f"--bert_config_file={tmp_path / 'bert_config.json'}",
+                    f"--input_file={tmp_path / 'train.tfrecord'}",
+                    f"--output_dir={tmp_path / 'out'}", "--max_seq_length=16",
+                    "--max_predictions_per_seq=4", "--do_train", "--do_eval",
+                    "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=10",
+                    "--num_warmup_steps=2", "--max_eval_steps=2", "--use_xla"])
+    log, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, log[-3000:]
+    # TF logs this line once per process when a cluster ran through XLA.
+    assert "Compiled cluster using XLA" in log
+    assert "global_step = 10" in (tmp_path / "out" / "eval_results.txt").read_text()

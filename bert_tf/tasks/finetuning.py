@@ -143,7 +143,8 @@ def make_estimator(model_fn, options):
         keep_checkpoint_max=options.keep_checkpoint_max,
         log_step_count_steps=options.log_every_n_steps,
         save_summary_steps=options.save_summary_steps,
-        tf_random_seed=options.random_seed, train_distribute=strategy)
+        tf_random_seed=options.random_seed, train_distribute=strategy,
+        session_config=flag_lib.session_config_from_flags(options))
     return estimator_lib.Estimator(
         model_fn, options.output_dir, config=run_config,
         train_batch_size=options.train_batch_size // options.num_accumulation_steps,

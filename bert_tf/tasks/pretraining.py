@@ -353,7 +353,8 @@ def run_pretraining(options):
         log_step_count_steps=options.log_every_n_steps,
         save_summary_steps=options.save_summary_steps,
         tf_random_seed=options.random_seed, train_distribute=strategy,
-        step_timeout_secs=getattr(options, "step_timeout_secs", None))
+        step_timeout_secs=getattr(options, "step_timeout_secs", None),
+        session_config=flag_lib.session_config_from_flags(options))
     estimator = estimator_lib.Estimator(
         model_fn, options.output_dir, config=run_config, train_batch_size=micro_batch,
         eval_batch_size=options.eval_batch_size)
