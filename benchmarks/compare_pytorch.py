@@ -47,17 +47,27 @@ def parse_args():
     parser.add_argument("--num_infer_steps", type=int, default=10, help="Timed steps, infer runs.")
     parser.add_argument("--tf_extra_flags", default="",
                         help="Extra flags for scripts/benchmark.py, e.g. --use_xla.")
+    parser.add_argument("--timeout_s", type=float, default=900,
+                        help="A run still going after this is stopped and counted as slower "
+                             "than (warm-up + timed steps) x batch / timeout_s seq/s.")
     parser.add_argument("--output_json", default=None)
     parser.add_argument("--output_markdown", default=None)
     return parser.parse_args()
 
 
-def run_json(command, env=None):
-    """Runs `command`, which writes JSON to the file named by its last argument; returns it."""
+def run_json(args, command, steps, env=None):
+    """Runs `command`, which writes JSON to the file named by its last argument; returns it.
+
+    A run past --timeout_s returns {"timed_out": True, "sequences_per_second": an upper bound}.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "result.json")
-        completed = subprocess.run(command + [path], cwd=REPO, env=env, capture_output=True,
-                                   text=True, check=False)
+        try:
+            completed = subprocess.run(command + [path], cwd=REPO, env=env, capture_output=True,
+                                       text=True, check=False, timeout=args.timeout_s)
+        except subprocess.TimeoutExpired:
+            bound = (args.num_warmup_steps + steps) * args.batch_size / args.timeout_s
+            return {"timed_out": True, "sequences_per_second": bound}
         if completed.returncode != 0 or not os.path.exists(path):
             sys.stderr.write(completed.stdout[-3000:] + completed.stderr[-3000:])
             raise SystemExit(f"failed: {' '.join(command)}")
@@ -74,7 +84,7 @@ def run_tf(args, mode, precision):
                f"--num_warmup_steps={args.num_warmup_steps}", f"--num_steps={steps}"]
     command += args.tf_extra_flags.split()
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return run_json(command + ["--output_json"], env=env)
+    return run_json(args, command + ["--output_json"], steps, env=env)
 
 
 def run_torch(args, mode, precision):
@@ -84,7 +94,7 @@ def run_torch(args, mode, precision):
                f"--precision={precision}", f"--batch_size={args.batch_size}",
                f"--max_seq_length={args.max_seq_length}",
                f"--num_warmup_steps={args.num_warmup_steps}", f"--num_steps={steps}"]
-    return run_json(command + ["--output_json"])
+    return run_json(args, command + ["--output_json"], steps)
 
 
 def main():
@@ -102,21 +112,27 @@ def main():
                 result = runner(args, mode, precision)
                 result["load_average_1min"] = os.getloadavg()[0]
                 runs[(mode, precision)][framework].append(result)
+                bound = "< " if result.get("timed_out") else ""
                 print(f"round {round_index + 1}/{args.rounds} {mode} {precision} {framework}: "
-                      f"{result['sequences_per_second']:.3f} seq/s "
+                      f"{bound}{result['sequences_per_second']:.3f} seq/s "
                       f"(load {result['load_average_1min']:.2f})", flush=True)
 
     rows = []
     for mode, precision in cells:
-        ours = runs[(mode, precision)]["bert_tf"]
+        ours = [r for r in runs[(mode, precision)]["bert_tf"] if not r.get("timed_out")]
         theirs = runs[(mode, precision)]["torch"]
+        if not ours:
+            raise SystemExit(f"every bert_tf {mode} {precision} run took over --timeout_s")
         ours_rate = statistics.median(r["sequences_per_second"] for r in ours)
+        # PyTorch runs that timed out count with their upper bound: the ratio is then a lower
+        # bound ("torch_timed_out").
         theirs_rate = statistics.median(r["sequences_per_second"] for r in theirs)
         target = TARGETS.get((mode, precision))
         ratio = ours_rate / theirs_rate
         rows.append({
             "mode": mode, "precision": precision,
             "bert_tf_seq_per_s": ours_rate, "torch_seq_per_s": theirs_rate, "ratio": ratio,
+            "torch_timed_out": any(r.get("timed_out") for r in theirs),
             "target": target, "met": None if target is None else ratio >= target,
             "bert_tf_runs": [r["sequences_per_second"] for r in ours],
             "torch_runs": [r["sequences_per_second"] for r in theirs],
@@ -130,7 +146,9 @@ def main():
         "load_average_before": load_before, "load_average_after": os.getloadavg(),
         "minutes": (time.time() - started) / 60.0,
         "machine": runs[cells[0]]["bert_tf"][0]["machine"],
-        "torch": runs[cells[0]]["torch"][0]["framework"], "rows": rows, "runs": {
+        "torch": next((r["framework"] for cell in cells for r in runs[cell]["torch"]
+                       if "framework" in r), "PyTorch (every run timed out)"),
+        "rows": rows, "runs": {
             f"{mode}_{precision}": value for (mode, precision), value in runs.items()},
     }
     markdown = format_markdown(summary)
@@ -159,11 +177,14 @@ def format_markdown(summary):
     for row in summary["rows"]:
         ours = ", ".join(f"{x:.2f}" for x in row["bert_tf_runs"])
         theirs = ", ".join(f"{x:.2f}" for x in row["torch_runs"])
+        bound = "< " if row.get("torch_timed_out") else ""
+        ratio_bound = "> " if row.get("torch_timed_out") else ""
         target = "" if row["target"] is None else f">= {row['target']:.1f}x"
         met = "" if row["met"] is None else ("yes" if row["met"] else "no")
         lines.append(
             f"| {row['mode']} | {row['precision']} | {row['bert_tf_seq_per_s']:.3f} ({ours}) "
-            f"| {row['torch_seq_per_s']:.3f} ({theirs}) | {row['ratio']:.2f}x | {target} "
+            f"| {bound}{row['torch_seq_per_s']:.3f} ({theirs}) | {ratio_bound}{row['ratio']:.2f}x "
+            f"| {target} "
             f"| {met} | {row['bert_tf_achieved_tflops']:.3f} | {row['peak_matmul_tflops']:.3f} "
             f"| {row['bert_tf_mfu']:.2f} |")
     return "\n".join(lines)
