@@ -195,40 +195,22 @@ def run_classifier(options):
     """
     finetuning.check_actions(options, ("do_train", "do_eval", "do_predict"))
     finetuning.check_run_options(options)
-    bert_config = finetuning.load_bert_config(options)
     processor = classification_data.get_processor(options.task_name, **task_options(options))
     task_name = options.task_name.strip().lower().replace("_", "-")
-    if not options.data_dir or not os.path.isdir(options.data_dir):
-        raise BertTfError(f"--data_dir: '{options.data_dir}' is not a directory; pass the "
-                          f"directory that holds the {task_name} files.")
-    init_checkpoint = finetuning.resolve_init_checkpoint(options.init_checkpoint)
-    tokenizer = finetuning.make_tokenizer(options, bert_config)
-    fileio.ensure_output_dir(options.output_dir)
-
-    # Read every split first, so bad data stops the run before any training.
-    train_examples = (processor.get_train_examples(options.data_dir) if options.do_train
-                      else None)
-    eval_examples = processor.get_dev_examples(options.data_dir) if options.do_eval else None
-    predict_examples = (processor.get_test_examples(options.data_dir) if options.do_predict
-                        else None)
+    finetuning.require_data_dir(options, f"the {task_name} files")
+    bert_config, init_checkpoint, tokenizer = finetuning.prepare_run(options)
+    train_examples, eval_examples, predict_examples = finetuning.read_splits(processor, options)
     is_regression = processor.is_regression
     label_list = None if is_regression else processor.get_labels()
     num_labels = 1 if is_regression else len(label_list)
     logging.info("Task %s: %s", task_name,
                  "regression" if is_regression else f"labels {label_list}")
 
-    num_train_steps, num_warmup_steps = 1, 0
-    if options.do_train:
-        num_train_steps, num_warmup_steps = finetuning.train_steps(len(train_examples),
-                                                                   options)
+    training = finetuning.training_args(options, train_examples)
     collector = finetuning.ExampleCollector()
-    model_fn = model_fn_builder(
-        bert_config, num_labels, is_regression=is_regression, init_checkpoint=init_checkpoint,
-        learning_rate=options.learning_rate, num_train_steps=num_train_steps,
-        num_warmup_steps=num_warmup_steps, optimizer=options.optimizer,
-        num_accumulation_steps=options.num_accumulation_steps,
-        compute_dtype=precision.compute_dtype_from_name(options.precision),
-        eval_collector=collector)
+    model_fn = model_fn_builder(bert_config, num_labels, is_regression=is_regression,
+                                init_checkpoint=init_checkpoint, eval_collector=collector,
+                                **training)
     estimator = finetuning.make_estimator(model_fn, options)
 
     def cached_features(examples, name):
@@ -240,18 +222,16 @@ def run_classifier(options):
     if options.do_train:
         train_file = cached_features(train_examples, "train.tf_record")
         logging.info("***** Training: %d examples, batch %d, %d steps *****",
-                     len(train_examples), options.train_batch_size, num_train_steps)
+                     len(train_examples), options.train_batch_size, training["num_train_steps"])
         estimator.train(input_fn_builder(train_file, options.max_seq_length, True,
-                                         is_regression), max_steps=num_train_steps)
+                                         is_regression), max_steps=training["num_train_steps"])
 
     results = None
     if options.do_eval:
         eval_file = cached_features(eval_examples, "eval.tf_record")
         logging.info("***** Evaluating %d examples *****", len(eval_examples))
-        results = estimator.evaluate(input_fn_builder(eval_file, options.max_seq_length, False,
-                                                      is_regression))
-        results = {key: int(value) if key == "global_step" else float(value)
-                   for key, value in results.items()}
+        results = finetuning.evaluate(estimator, input_fn_builder(
+            eval_file, options.max_seq_length, False, is_regression))
         real = collector.column("is_real_example") > 0
         results.update(classification_metrics.glue_metrics(
             task_name, collector.column("predictions")[real],

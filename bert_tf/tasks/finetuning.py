@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import distribute, errors, fileio, modeling, optimization, tokenization
+from bert_tf import distribute, errors, fileio, modeling, optimization, precision, tokenization
 from bert_tf import estimator as estimator_lib
 from bert_tf import flags as flag_lib
 from bert_tf.errors import BertTfError
@@ -104,6 +104,52 @@ def make_tokenizer(options, bert_config):
             f"{options.bert_config_file} is {bert_config.vocab_size}; pass the vocab.txt that "
             "came with the checkpoint.")
     return tokenizer
+
+
+def prepare_run(options):
+    """(bert_config, init_checkpoint, tokenizer) of a fine-tuning run, each checked against
+    the flags; the output directory is created. Call it after the script's own flag checks."""
+    bert_config = load_bert_config(options)
+    init_checkpoint = resolve_init_checkpoint(options.init_checkpoint)
+    tokenizer = make_tokenizer(options, bert_config)
+    fileio.ensure_output_dir(options.output_dir)
+    return bert_config, init_checkpoint, tokenizer
+
+
+def require_data_dir(options, what):
+    """Raises `BertTfError` unless `--data_dir` is a directory; `what` says what it holds."""
+    if not options.data_dir or not os.path.isdir(options.data_dir):
+        raise BertTfError(f"--data_dir: '{options.data_dir}' is not a directory; pass the "
+                          f"directory that holds {what}.")
+
+
+def read_splits(processor, options):
+    """(train, dev, test) examples for --do_train / --do_eval / --do_predict (None if not
+    asked for). All are read before any work, so bad data stops the run before training."""
+    return (processor.get_train_examples(options.data_dir) if options.do_train else None,
+            processor.get_dev_examples(options.data_dir) if options.do_eval else None,
+            processor.get_test_examples(options.data_dir) if options.do_predict else None)
+
+
+def training_args(options, train_examples):
+    """The optimizer and precision keyword arguments every task's `model_fn_builder` takes.
+
+    Without --do_train the schedule is 1 step and no warmup (the model_fn still builds in
+    eval and predict mode).
+    """
+    num_train_steps, num_warmup_steps = 1, 0
+    if options.do_train:
+        num_train_steps, num_warmup_steps = train_steps(len(train_examples), options)
+    return dict(learning_rate=options.learning_rate, num_train_steps=num_train_steps,
+                num_warmup_steps=num_warmup_steps, optimizer=options.optimizer,
+                num_accumulation_steps=options.num_accumulation_steps,
+                compute_dtype=precision.compute_dtype_from_name(options.precision))
+
+
+def evaluate(estimator, input_fn):
+    """`estimator.evaluate` as plain Python numbers (global_step an int, the rest floats)."""
+    return {key: int(value) if key == "global_step" else float(value)
+            for key, value in estimator.evaluate(input_fn).items()}
 
 
 def train_steps(num_examples, options):

@@ -179,39 +179,20 @@ def run_ner(options):
     """
     finetuning.check_actions(options, ("do_train", "do_eval", "do_predict"))
     finetuning.check_run_options(options)
-    bert_config = finetuning.load_bert_config(options)
-    if not options.data_dir or not os.path.isdir(options.data_dir):
-        raise BertTfError(f"--data_dir: '{options.data_dir}' is not a directory; pass the "
-                          "directory that holds train.txt, dev.txt and test.txt.")
-    init_checkpoint = finetuning.resolve_init_checkpoint(options.init_checkpoint)
-    tokenizer = finetuning.make_tokenizer(options, bert_config)
-    fileio.ensure_output_dir(options.output_dir)
-
+    finetuning.require_data_dir(options, "train.txt, dev.txt and test.txt")
+    bert_config, init_checkpoint, tokenizer = finetuning.prepare_run(options)
     processor = ner_data.NerProcessor(data_dir=options.data_dir)
     label_list = processor.get_labels()
-    # Read every split first, so bad data stops the run before any training.
-    train_examples = (processor.get_train_examples(options.data_dir) if options.do_train
-                      else None)
-    eval_examples = processor.get_dev_examples(options.data_dir) if options.do_eval else None
-    predict_examples = (processor.get_test_examples(options.data_dir) if options.do_predict
-                        else None)
+    train_examples, eval_examples, predict_examples = finetuning.read_splits(processor, options)
     logging.info("NER tags: %s", label_list)
     label_file_text = "".join(f"{label}\n" for label in label_list)
     fileio.atomic_write_text(os.path.join(options.output_dir, "label_list.txt"),
                              label_file_text)
 
-    num_train_steps, num_warmup_steps = 1, 0
-    if options.do_train:
-        num_train_steps, num_warmup_steps = finetuning.train_steps(len(train_examples),
-                                                                   options)
+    training = finetuning.training_args(options, train_examples)
     collector = finetuning.ExampleCollector()
-    model_fn = model_fn_builder(
-        bert_config, len(label_list), init_checkpoint=init_checkpoint,
-        learning_rate=options.learning_rate, num_train_steps=num_train_steps,
-        num_warmup_steps=num_warmup_steps, optimizer=options.optimizer,
-        num_accumulation_steps=options.num_accumulation_steps,
-        compute_dtype=precision.compute_dtype_from_name(options.precision),
-        eval_collector=collector)
+    model_fn = model_fn_builder(bert_config, len(label_list), init_checkpoint=init_checkpoint,
+                                eval_collector=collector, **training)
     estimator = finetuning.make_estimator(model_fn, options)
 
     def cached_features(examples, name):
@@ -223,18 +204,16 @@ def run_ner(options):
     if options.do_train:
         train_file = cached_features(train_examples, "train.tf_record")
         logging.info("***** Training: %d sentences, batch %d, %d steps *****",
-                     len(train_examples), options.train_batch_size, num_train_steps)
+                     len(train_examples), options.train_batch_size, training["num_train_steps"])
         estimator.train(input_fn_builder(train_file, options.max_seq_length, True),
-                        max_steps=num_train_steps)
+                        max_steps=training["num_train_steps"])
 
     results = None
     if options.do_eval:
         eval_file = cached_features(eval_examples, "eval.tf_record")
         logging.info("***** Evaluating %d sentences *****", len(eval_examples))
-        results = estimator.evaluate(input_fn_builder(eval_file, options.max_seq_length,
-                                                      False))
-        results = {key: int(value) if key == "global_step" else float(value)
-                   for key, value in results.items()}
+        results = finetuning.evaluate(estimator, input_fn_builder(
+            eval_file, options.max_seq_length, False))
         predicted = word_tags(collector.examples(), eval_examples, label_list)
         evaluation = ner_metrics.evaluate([e.labels for e in eval_examples], predicted)
         results.update(evaluation.to_dict())

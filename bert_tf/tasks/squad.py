@@ -175,10 +175,7 @@ def run_squad(options):
                           "such as dev-v1.1.json.")
     squad_data.check_window_flags(options.max_seq_length, options.doc_stride,
                                   options.max_query_length)
-    bert_config = finetuning.load_bert_config(options)
-    init_checkpoint = finetuning.resolve_init_checkpoint(options.init_checkpoint)
-    tokenizer = finetuning.make_tokenizer(options, bert_config)
-    fileio.ensure_output_dir(options.output_dir)
+    bert_config, init_checkpoint, tokenizer = finetuning.prepare_run(options)
     version_2 = options.version_2_with_negative
 
     # Read both files first, so bad data stops the run before any training.
@@ -196,15 +193,8 @@ def run_squad(options):
         has_answers = squad_metrics.dataset_has_answers(
             squad_data.load_squad_dataset(options.predict_file, flag="predict_file"))
 
-    num_train_steps, num_warmup_steps = 1, 0
-    if options.do_train:
-        num_train_steps, num_warmup_steps = finetuning.train_steps(len(train_examples),
-                                                                   options)
-    model_fn = model_fn_builder(
-        bert_config, init_checkpoint=init_checkpoint, learning_rate=options.learning_rate,
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
-        optimizer=options.optimizer, num_accumulation_steps=options.num_accumulation_steps,
-        compute_dtype=precision.compute_dtype_from_name(options.precision))
+    training = finetuning.training_args(options, train_examples)
+    model_fn = model_fn_builder(bert_config, init_checkpoint=init_checkpoint, **training)
     estimator = finetuning.make_estimator(model_fn, options)
 
     if options.do_train:
@@ -212,9 +202,9 @@ def run_squad(options):
         num_features = _write_features(train_examples, tokenizer, options, train_file, True)
         logging.info("***** Training: %d examples (%d features), batch %d, %d steps *****",
                      len(train_examples), num_features, options.train_batch_size,
-                     num_train_steps)
+                     training["num_train_steps"])
         estimator.train(input_fn_builder(train_file, options.max_seq_length, True),
-                        max_steps=num_train_steps)
+                        max_steps=training["num_train_steps"])
 
     results = None
     if options.do_predict:
