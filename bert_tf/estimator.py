@@ -110,10 +110,14 @@ class RunConfig:
         return task.get("type") == "worker" and task.get("index", 0) == 0 and not has_chief
 
 
-ServingInputReceiver = collections.namedtuple("ServingInputReceiver",
-                                              ["features", "receiver_tensors"])
+ServingInputReceiver = collections.namedtuple(
+    "ServingInputReceiver", ["features", "receiver_tensors", "receiver_tensors_alternatives"],
+    defaults=[None])
 ServingInputReceiver.__doc__ = """What a serving_input_receiver_fn returns: the features fed to
-the model_fn and the placeholders (a dict name -> tensor) that become the signature's inputs."""
+the model_fn, the tensors (a dict name -> tensor) that become the signatures' inputs, and
+optionally {signature name: {name: tensor}}: more signatures with the "serving_default"
+outputs and other input tensors (any graph tensor can be fed, e.g. an int64 placeholder that
+is cast to the features' int32)."""
 
 
 def build_raw_serving_input_receiver_fn(feature_specs, default_batch_size=None):
@@ -352,9 +356,11 @@ class Estimator:
         """Writes a SavedModel of the PREDICT graph to export_dir_base/<timestamp>; returns it.
 
         The signature "serving_default" has the receiver tensors as inputs and the predictions
-        (or the model_fn's export_outputs) as outputs; `tf.saved_model.load(path)
-        .signatures["serving_default"](**inputs)` runs it in TF2. The model is written to a
-        temporary directory and renamed, so the final name never holds a partial export.
+        (or the model_fn's export_outputs) as outputs; each of the receiver's
+        `receiver_tensors_alternatives` adds a signature with the same outputs.
+        `tf.saved_model.load(path).signatures["serving_default"](**inputs)` runs it in TF2.
+        The model is written to a temporary directory and renamed, so the final name never
+        holds a partial export.
         """
         checkpoint_path = self._require_checkpoint(checkpoint_path, "export")
         tf.io.gfile.makedirs(export_dir_base)
@@ -372,10 +378,14 @@ class Estimator:
             spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT)
             outputs_by_name = dict(spec.export_outputs or {})
             outputs_by_name.setdefault("serving_default", spec.predictions)
+            outputs_by_name = {name: outputs if isinstance(outputs, dict) else {"output": outputs}
+                               for name, outputs in outputs_by_name.items()}
             signatures = {
-                name: tf.compat.v1.saved_model.predict_signature_def(
-                    receiver_tensors, outputs if isinstance(outputs, dict) else {"output": outputs})
+                name: tf.compat.v1.saved_model.predict_signature_def(receiver_tensors, outputs)
                 for name, outputs in outputs_by_name.items()}
+            for name, inputs in (receiver.receiver_tensors_alternatives or {}).items():
+                signatures[name] = tf.compat.v1.saved_model.predict_signature_def(
+                    inputs, outputs_by_name["serving_default"])
             try:
                 with tf.compat.v1.Session(config=self._session_config) as sess:
                     tf.compat.v1.train.Saver(sharded=True).restore(sess, checkpoint_path)

@@ -339,21 +339,18 @@ def export_saved_model(estimator, export_dir_base, extra_files=None):
     Returns:
       The export directory `<export_dir_base>/<timestamp>`.
     """
-    int64_tensor_names = {}
-
     def serving_input_receiver_fn():
-        int32_inputs = {}
+        int32_inputs, int64_inputs = {}, {}
         for name in SERVING_INPUT_NAMES:
-            placeholder = tf1.placeholder(tf.int64, [None, None], name=name)
-            int64_tensor_names[name] = placeholder.name
-            # serving_default feeds this tensor directly (any graph tensor can be fed), so it
+            int64_inputs[name] = tf1.placeholder(tf.int64, [None, None], name=name)
+            # serving_default feeds the cast directly (any graph tensor can be fed), so it
             # takes int32; serving_int64 feeds the placeholder above it.
-            int32_inputs[name] = tf.cast(placeholder, tf.int32, name=f"{name}_int32")
-        return estimator_lib.ServingInputReceiver(int32_inputs, int32_inputs)
+            int32_inputs[name] = tf.cast(int64_inputs[name], tf.int32, name=f"{name}_int32")
+        return estimator_lib.ServingInputReceiver(
+            int32_inputs, int32_inputs,
+            receiver_tensors_alternatives={INT64_SIGNATURE_NAME: int64_inputs})
 
     export_path = estimator.export_saved_model(export_dir_base, serving_input_receiver_fn)
-    _add_signature_with_inputs(export_path, "serving_default", INT64_SIGNATURE_NAME,
-                               int64_tensor_names, tf.int64)
     for name, text in (extra_files or {}).items():
         tf.io.gfile.makedirs(os.path.join(export_path, "assets.extra"))
         fileio.atomic_write_text(os.path.join(export_path, "assets.extra", name), text)
@@ -361,25 +358,3 @@ def export_saved_model(estimator, export_dir_base, extra_files=None):
                  "int64 inputs)", export_path, INT64_SIGNATURE_NAME)
     return export_path
 
-
-def _add_signature_with_inputs(export_path, source_name, new_name, tensor_names, dtype):
-    """Adds signature `new_name` to a SavedModel: `source_name` fed at other tensors.
-
-    bert_tf.estimator gives every signature the same inputs, so the second typed entry point
-    is added to the written `saved_model.pb` (replaced atomically).
-    """
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    pb_path = os.path.join(export_path, "saved_model.pb")
-    saved_model = saved_model_pb2.SavedModel()
-    with open(pb_path, "rb") as f:
-        saved_model.ParseFromString(f.read())
-    signatures = saved_model.meta_graphs[0].signature_def
-    signatures[new_name].CopyFrom(signatures[source_name])
-    for name, tensor_name in tensor_names.items():
-        signatures[new_name].inputs[name].name = tensor_name
-        signatures[new_name].inputs[name].dtype = dtype.as_datatype_enum
-    temp_path = pb_path + ".tmp"
-    with open(temp_path, "wb") as f:
-        f.write(saved_model.SerializeToString())
-    os.replace(temp_path, pb_path)
