@@ -17,7 +17,7 @@ from bert_tf import fileio, modeling, precision
 from bert_tf.data import classification as classification_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as classification_metrics
-from bert_tf.tasks import finetuning
+from bert_tf.tasks import finetuning, model_fn_parts
 
 tf1 = tf.compat.v1
 
@@ -102,7 +102,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
         is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = finetuning.bert_from_features(bert_config, features, is_training,
+        model = model_fn_parts.bert_from_features(bert_config, features, is_training,
                                               use_one_hot_embeddings, compute_dtype)
         with precision.compute_dtype_scope(compute_dtype):
             logits = classifier_logits(model.get_pooled_output(), num_labels, is_training,
@@ -120,7 +120,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         label_ids = tf.reshape(features["label_ids"], [-1])
         loss, per_example_loss, outputs = classifier_loss(logits, label_ids, is_regression)
         if is_training:
-            return finetuning.train_spec(
+            return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
                 optimizer, num_accumulation_steps, compute_dtype)
 

@@ -17,7 +17,7 @@ from bert_tf import fileio, modeling, precision
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
-from bert_tf.tasks import finetuning
+from bert_tf.tasks import finetuning, model_fn_parts
 
 tf1 = tf.compat.v1
 
@@ -92,7 +92,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
     def model_fn(features, labels, mode, params):
         del labels, params
         is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = finetuning.bert_from_features(bert_config, features, is_training,
+        model = model_fn_parts.bert_from_features(bert_config, features, is_training,
                                               use_one_hot_embeddings, compute_dtype)
         with precision.compute_dtype_scope(compute_dtype):
             logits = token_logits(model.get_sequence_output(), num_labels, is_training,
@@ -111,7 +111,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
         label_weights = tf.cast(features["label_mask"], tf.float32) * is_real_example
         loss, per_token_loss = token_loss(logits, features["label_ids"], label_weights)
         if is_training:
-            return finetuning.train_spec(
+            return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
                 optimizer, num_accumulation_steps, compute_dtype)
 

@@ -12,7 +12,7 @@ from bert_tf import distribute, errors, modeling, precision
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import tfrecords
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import finetuning
+from bert_tf.tasks import model_fn_parts
 
 tf1 = tf.compat.v1
 
@@ -125,7 +125,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
         is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = finetuning.bert_from_features(bert_config, features, is_training,
+        model = model_fn_parts.bert_from_features(bert_config, features, is_training,
                                               use_one_hot_embeddings, compute_dtype)
 
         with precision.compute_dtype_scope(compute_dtype):
@@ -141,7 +141,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
             modeling.init_from_checkpoint(init_checkpoint)
 
         if mode == estimator_lib.ModeKeys.TRAIN:
-            return finetuning.train_spec(
+            return model_fn_parts.train_spec(
                 total_loss, features["input_ids"], learning_rate, num_train_steps,
                 num_warmup_steps, optimizer, num_accumulation_steps, compute_dtype)
 

@@ -17,7 +17,7 @@ from bert_tf import flags as flag_lib
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import squad as squad_metrics
-from bert_tf.tasks import finetuning, squad_postprocess
+from bert_tf.tasks import finetuning, model_fn_parts, squad_postprocess
 
 tf1 = tf.compat.v1
 
@@ -76,7 +76,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
     def model_fn(features, labels, mode, params):
         del labels, params
         is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = finetuning.bert_from_features(bert_config, features, is_training,
+        model = model_fn_parts.bert_from_features(bert_config, features, is_training,
                                               use_one_hot_embeddings, compute_dtype)
         with precision.compute_dtype_scope(compute_dtype):
             start_logits, end_logits = squad_logits(model.get_sequence_output(),
@@ -87,7 +87,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
         if mode == estimator_lib.ModeKeys.TRAIN:
             loss = squad_loss(start_logits, end_logits, features["start_positions"],
                               features["end_positions"])
-            return finetuning.train_spec(
+            return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
                 optimizer, num_accumulation_steps, compute_dtype)
 
