@@ -185,9 +185,13 @@ class _DecoupledDecayOptimizer(tf1.train.Optimizer):
     def _learning_rate(self, dtype):
         return tf.cast(self._call_if_callable(self.learning_rate), dtype)
 
+    def _decays(self, var):
+        """Whether `var` gets the decoupled weight decay."""
+        return self._do_use_weight_decay(self._get_variable_name(var.name))
+
     def _decayed_update(self, update, var):
         """Adds the decoupled weight decay `weight_decay_rate * var` to `update`."""
-        if self._do_use_weight_decay(self._get_variable_name(var.name)):
+        if self._decays(var):
             update += self.weight_decay_rate * tf.convert_to_tensor(var)
         return update
 
@@ -246,7 +250,7 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
         dtype = var.dtype.base_dtype
         learning_rate = self._learning_rate(dtype)
         decay = []
-        if self._do_use_weight_decay(self._get_variable_name(var.name)):
+        if self._decays(var):
             decay.append(var.assign_sub(learning_rate * self.weight_decay_rate *
                                         tf.convert_to_tensor(var), read_value=False))
         zero = tf.constant(0.0, dtype)

@@ -103,7 +103,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         del labels, params  # Labels travel in `features`, as in the TFRecords.
         is_training = mode == estimator_lib.ModeKeys.TRAIN
         model = model_fn_parts.bert_from_features(bert_config, features, is_training,
-                                              use_one_hot_embeddings, compute_dtype)
+                                                  use_one_hot_embeddings, compute_dtype)
         with precision.compute_dtype_scope(compute_dtype):
             logits = classifier_logits(model.get_pooled_output(), num_labels, is_training,
                                        bert_config.initializer_range)

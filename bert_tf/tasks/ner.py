@@ -93,7 +93,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
         del labels, params
         is_training = mode == estimator_lib.ModeKeys.TRAIN
         model = model_fn_parts.bert_from_features(bert_config, features, is_training,
-                                              use_one_hot_embeddings, compute_dtype)
+                                                  use_one_hot_embeddings, compute_dtype)
         with precision.compute_dtype_scope(compute_dtype):
             logits = token_logits(model.get_sequence_output(), num_labels, is_training,
                                   bert_config.initializer_range)

@@ -126,7 +126,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
         del labels, params  # Labels travel in `features`, as in the TFRecords.
         is_training = mode == estimator_lib.ModeKeys.TRAIN
         model = model_fn_parts.bert_from_features(bert_config, features, is_training,
-                                              use_one_hot_embeddings, compute_dtype)
+                                                  use_one_hot_embeddings, compute_dtype)
 
         with precision.compute_dtype_scope(compute_dtype):
             mlm_loss, mlm_example_loss, mlm_log_probs = masked_lm_output(

@@ -77,7 +77,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
         del labels, params
         is_training = mode == estimator_lib.ModeKeys.TRAIN
         model = model_fn_parts.bert_from_features(bert_config, features, is_training,
-                                              use_one_hot_embeddings, compute_dtype)
+                                                  use_one_hot_embeddings, compute_dtype)
         with precision.compute_dtype_scope(compute_dtype):
             start_logits, end_logits = squad_logits(model.get_sequence_output(),
                                                     bert_config.initializer_range)
