@@ -65,9 +65,16 @@ _KILLED_DURING_SAVE = textwrap.dedent("""
 
     def save(self, sess, save_path, global_step=None, *args, **kwargs):
         step = sess.run(global_step) if hasattr(global_step, "op") else global_step
-        if step is not None and int(step) == kill_step:
-            threading.Thread(target=kill_once_writing, daemon=True).start()
-        return original_save(self, sess, save_path, global_step, *args, **kwargs)
+        if step is None or int(step) != kill_step:
+            return original_save(self, sess, save_path, global_step, *args, **kwargs)
+        threading.Thread(target=kill_once_writing, daemon=True).start()
+        # The temp directory lives for milliseconds, so one write can slip past the watcher on
+        # a loaded machine: write the shards of this step again (the `checkpoint` state is only
+        # updated after a whole save, which never happens here) until the kill lands in one.
+        feed = {{self.saver_def.filename_tensor_name: f"{{save_path}}-{{kill_step}}"}}
+        for _ in range(20000):
+            sess.run(self.saver_def.save_tensor_name, feed)
+        sys.exit("the kill never landed inside a checkpoint write")
 
     tf.compat.v1.train.Saver.save = save
     sys.argv = [{script!r}, *sys.argv[3:]]
