@@ -102,9 +102,7 @@ def define_finetuning_flags(max_seq_length=128):
     define_precision_flags()
     define_tpu_flags()
     define_xla_flags()
-    # Fine-tuning fits one host: no multi_worker (its output and cache writes are not
-    # chief-only yet).
-    define_distribution_flags(strategies=("none", "mirrored", "tpu"), shuffle_flag=False)
+    define_distribution_flags()
 
 
 def define_eval_flags():

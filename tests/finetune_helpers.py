@@ -28,7 +28,8 @@ _COMMON = dict(
     num_train_epochs=1.0, num_train_steps=None, warmup_proportion=0.1,
     save_checkpoints_steps=1000, iterations_per_loop=1000, keep_checkpoint_max=2,
     log_every_n_steps=100, save_summary_steps=0, random_seed=1, export_dir=None,
-    optimizer="adamw", num_accumulation_steps=1, precision="fp32", use_tpu=False)
+    optimizer="adamw", num_accumulation_steps=1, precision="fp32", use_tpu=False,
+    distribution_strategy="none", num_gpus=None, shuffle_train_input=True)
 _TASK = {
     "classifier": dict(task_name=None, data_dir=None, text_a_column=None, text_b_column=None,
                        label_column=None, labels=None, has_header=None, regression=None,

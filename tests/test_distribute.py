@@ -6,11 +6,14 @@ same global batch, inputs in file order, the same --init_checkpoint) with a sing
   (b) MultiWorkerMirroredStrategy: two scripts/run_pretraining.py processes on 127.0.0.1 with
       TF_CONFIG; only the chief writes to --output_dir;
   (c) killing one worker stops the other within a bounded time with a one-line message, and
-      running both again resumes from the chief's last checkpoint.
+      running both again resumes from the chief's last checkpoint;
+  (d) two scripts/run_squad.py workers fine-tune like one process; the chief alone
+      predicts and writes to --output_dir.
 """
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +25,7 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
+from finetune_helpers import FINETUNE_DATA, run_script, write_tiny_config
 from test_pretraining import TINY, write_records
 
 from bert_tf import distribute, modeling
@@ -236,15 +240,15 @@ def _free_ports(count):
     return ports
 
 
-def _start_workers(args, log_dir):
-    """Starts one run_pretraining.py per TF_CONFIG task; returns [(process, log path)]."""
+def _start_workers(args, log_dir, script=SCRIPT):
+    """Starts one `script` per TF_CONFIG task; returns [(process, log path)]."""
     cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
     workers = []
     for index in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         log_path = os.path.join(log_dir, f"worker{index}.log")
         with open(log_path, "w") as log:
-            process = subprocess.Popen([sys.executable, SCRIPT, *args], stdout=log,
+            process = subprocess.Popen([sys.executable, script, *args], stdout=log,
                                        stderr=subprocess.STDOUT, cwd=ROOT,
                                        env=dict(ENV, TF_CONFIG=tf_config))
         workers.append((process, log_path))
@@ -337,3 +341,54 @@ def test_c_a_dead_worker_stops_the_other_then_both_resume(data, tmp_path):
         assert f"from step {last_step} to {last_step + 3}" in log
     final = tf.train.latest_checkpoint(str(out))
     assert int(tf.train.load_variable(final, "global_step")) == last_step + 3
+
+
+@pytest.mark.slow
+def test_d_two_workers_fine_tune_squad_like_one_process(tmp_path, minilm_dir):
+    # SQuAD: its head has no dropout (the classifier and NER heads keep the original's fixed
+    # 0.1), so with the config's dropout off both runs are deterministic.
+    squad_file = os.path.join(FINETUNE_DATA, "squad_small.json")
+    config = write_tiny_config(tmp_path, hidden_dropout_prob=0.0,
+                               attention_probs_dropout_prob=0.0)
+
+    def flags(output_dir, *extra):
+        return [f"--vocab_file={os.path.join(minilm_dir, 'vocab.txt')}",
+                f"--bert_config_file={config}", f"--output_dir={output_dir}", "--do_train",
+                f"--train_file={squad_file}", "--max_seq_length=64", "--doc_stride=32",
+                "--max_query_length=16", f"--train_batch_size={GLOBAL_BATCH}",
+                f"--num_train_steps={STEPS}", "--learning_rate=1e-3",
+                "--shuffle_train_input=false", *extra]
+
+    # One process, from random weights: its step-0 checkpoint is where both runs start.
+    one = tmp_path / "one"
+    reference = run_script("run_squad.py", *flags(one))
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    init = str(one / "model.ckpt-0")
+
+    out = tmp_path / "out"
+    args = flags(out, "--distribution_strategy=multi_worker", "--step_timeout_secs=120",
+                 f"--init_checkpoint={init}", "--do_predict", f"--predict_file={squad_file}")
+    script = os.path.join(ROOT, "scripts", "run_squad.py")
+    (chief_rc, chief_log), (worker_rc, worker_log) = _wait(
+        _start_workers(args, str(tmp_path), script=script), timeout=400)
+    assert chief_rc == 0, chief_log[-3000:]
+    assert worker_rc == 0, worker_log[-3000:]
+    for log in (chief_log, worker_log):
+        assert "Global batch 8 over 2 replicas: 4 examples per replica" in log
+    final = tf.train.latest_checkpoint(str(out))
+    assert final.endswith(f"model.ckpt-{STEPS}")
+    _assert_same_weights(final, tf.train.latest_checkpoint(str(one)), init)
+
+    # The chief predicted and scored; the other worker stopped after training, its features
+    # cached outside --output_dir and removed when it exited.
+    questions = sum(len(paragraph["qas"]) for article in json.load(open(squad_file))["data"]
+                    for paragraph in article["paragraphs"])
+    assert len(json.loads((out / "predictions.json").read_text())) == questions
+    assert set(json.loads((out / "eval_results.json").read_text())) == {"exact_match", "f1"}
+    assert "Not the chief: done after training" in worker_log
+    assert "Not the chief" not in chief_log
+    worker_cache = re.search(r"Not the chief: caching features in (\S+)", worker_log).group(1)
+    assert not worker_cache.startswith(str(out)) and not os.path.exists(worker_cache)
+    assert "Saving checkpoints" not in worker_log
+    events = [name for name in os.listdir(out) if name.startswith("events.out.tfevents.")]
+    assert len(events) == 1

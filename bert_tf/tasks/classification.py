@@ -151,12 +151,12 @@ def feature_spec(seq_length, is_regression=False):
     }
 
 
-def input_fn_builder(input_file, seq_length, is_training, is_regression=False):
+def input_fn_builder(input_file, seq_length, is_training, is_regression=False, shuffle=True):
     """Returns an input_fn over classification TFRecords (see
-    `finetuning.tfrecord_input_fn_builder`: fixed length for training, each eval / predict
-    batch trimmed to its longest example)."""
+    `finetuning.tfrecord_input_fn_builder`: fixed length for training, shuffled with
+    `shuffle`; each eval / predict batch trimmed to its longest example)."""
     return finetuning.tfrecord_input_fn_builder(
-        input_file, feature_spec(seq_length, is_regression), is_training)
+        input_file, feature_spec(seq_length, is_regression), is_training, shuffle=shuffle)
 
 
 def task_options(options):
@@ -212,9 +212,10 @@ def run_classifier(options):
                                 init_checkpoint=init_checkpoint, eval_collector=collector,
                                 **training)
     estimator = finetuning.make_estimator(model_fn, options)
+    cache_dir = finetuning.feature_cache_dir(estimator, options)
 
     def cached_features(examples, name):
-        path = os.path.join(options.output_dir, name)
+        path = os.path.join(cache_dir, name)
         classification_data.cached_file_based_convert_examples_to_features(
             examples, label_list, options.max_seq_length, tokenizer, path)
         return path
@@ -224,7 +225,10 @@ def run_classifier(options):
         logging.info("***** Training: %d examples, batch %d, %d steps *****",
                      len(train_examples), options.train_batch_size, training["num_train_steps"])
         estimator.train(input_fn_builder(train_file, options.max_seq_length, True,
-                                         is_regression), max_steps=training["num_train_steps"])
+                                         is_regression, shuffle=options.shuffle_train_input),
+                        max_steps=training["num_train_steps"])
+    if finetuning.stop_unless_chief(estimator, options):
+        return None
 
     results = None
     if options.do_eval:

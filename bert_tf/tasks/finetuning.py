@@ -6,6 +6,11 @@ Estimator the same way, read cached TFRecords with one pipeline (fixed `max_seq_
 training; for eval and prediction each batch is cut to its longest example), and export the
 same kind of SavedModel.
 
+Distribution: training runs under `--distribution_strategy`; with `multi_worker` every worker
+runs the same command, trains on its share of the records, and only the chief writes to
+`--output_dir` and then evaluates, predicts and exports (the others cache their training
+features in a private temporary directory and stop after training).
+
 Export: `<export_dir>/<timestamp>/` holds a SavedModel (tag "serve") with two signatures over
 one graph, both taking `input_ids`, `input_mask`, `segment_ids` of shape [batch, seq] (any
 batch size, any seq up to the model's `max_position_embeddings`) and returning the task's
@@ -16,7 +21,10 @@ A signature's inputs are typed, so one signature cannot take both dtypes; numpy 
 Python lists of either integer type work with both.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -175,7 +183,7 @@ def make_estimator(model_fn, options):
 
     Training runs under `--distribution_strategy` (see `bert_tf.distribute`): the train batch
     stays global, each replica computes train_batch_size / replicas of it. Evaluation and
-    prediction run on one device.
+    prediction run on one device (the chief's, see `is_chief`).
     """
     strategy = distribute.strategy_from_flags(options) if options.do_train else None
     if strategy is not None:
@@ -190,12 +198,41 @@ def make_estimator(model_fn, options):
         log_step_count_steps=options.log_every_n_steps,
         save_summary_steps=options.save_summary_steps,
         tf_random_seed=options.random_seed, train_distribute=strategy,
+        step_timeout_secs=getattr(options, "step_timeout_secs", None),
         session_config=flag_lib.session_config_from_flags(options))
     return estimator_lib.Estimator(
         model_fn, options.output_dir, config=run_config,
         train_batch_size=options.train_batch_size // options.num_accumulation_steps,
         eval_batch_size=getattr(options, "eval_batch_size", None),
         predict_batch_size=options.predict_batch_size)
+
+
+def is_chief(estimator, options):
+    """Whether this process writes to `--output_dir`, evaluates, predicts and exports: always,
+    except on the non-chief workers of `--distribution_strategy=multi_worker` (TF_CONFIG)."""
+    return (getattr(options, "distribution_strategy", "none") != "multi_worker"
+            or estimator.config.is_chief)
+
+
+def feature_cache_dir(estimator, options):
+    """Where this process writes its cached TFRecord features: `--output_dir` on the chief; a
+    private temporary directory, removed when the process exits, on the other workers."""
+    if is_chief(estimator, options):
+        return options.output_dir
+    path = tempfile.mkdtemp(prefix="bert_tf_worker_features_")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    logging.info("Not the chief: caching features in %s (removed at exit), not in "
+                 "--output_dir.", path)
+    return path
+
+
+def stop_unless_chief(estimator, options):
+    """True (after logging why) on a worker that must stop after training (see `is_chief`)."""
+    if is_chief(estimator, options):
+        return False
+    logging.info("Not the chief: done after training; the chief evaluates, predicts and "
+                 "exports.")
+    return True
 
 
 class ExampleCollector:
@@ -257,19 +294,24 @@ def trim_to_longest(features, sequence_keys=SERVING_INPUT_NAMES):
 
 
 def tfrecord_input_fn_builder(input_file, feature_spec, is_training,
-                              sequence_keys=SERVING_INPUT_NAMES, shuffle_buffer=1000):
-    """Returns an input_fn(params) over a TFRecord file, batch params["batch_size"].
+                              sequence_keys=SERVING_INPUT_NAMES, shuffle=True,
+                              shuffle_buffer=1000):
+    """Returns an input_fn(params, input_context=None) over a TFRecord file, batch
+    params["batch_size"] (per replica under a distribution strategy).
 
-    Training shuffles, repeats forever and keeps full batches of fixed max_seq_length.
-    Eval / prediction read each record once, in order, the last batch possibly smaller,
-    each batch trimmed to its longest example (`trim_to_longest`). Int64 features arrive as
-    int32.
+    Training repeats forever, shuffles (with `shuffle`) and keeps full batches of fixed
+    max_seq_length; several input pipelines (workers) each read their own records
+    (`distribute.record_dataset`). Eval / prediction read each record once, in order, the
+    last batch possibly smaller, each batch trimmed to its longest example
+    (`trim_to_longest`). Int64 features arrive as int32.
 
     Args:
       input_file: the TFRecord file.
       feature_spec: dict name -> `tf.io.FixedLenFeature`.
       is_training: see above.
       sequence_keys: the [max_seq_length] features to trim (those also present).
+      shuffle: shuffle the training records (False: file order, e.g. `--shuffle_train_input
+        =false` to compare a distributed run with a single-process one).
       shuffle_buffer: records in the shuffle buffer (training).
     """
 
@@ -281,10 +323,9 @@ def tfrecord_input_fn_builder(input_file, feature_spec, is_training,
             features = trim_to_longest(features, sequence_keys)
         return features
 
-    def input_fn(params):
-        dataset = tf.data.TFRecordDataset(input_file)
-        if is_training:
-            dataset = dataset.shuffle(buffer_size=shuffle_buffer).repeat()
+    def input_fn(params, input_context=None):
+        dataset = distribute.record_dataset([input_file], is_training, input_context,
+                                            shuffle=shuffle, shuffle_buffer=shuffle_buffer)
         # Batch first so one vectorised parse handles the whole batch.
         dataset = dataset.batch(params["batch_size"], drop_remainder=is_training)
         dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)

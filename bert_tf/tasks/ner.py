@@ -138,11 +138,12 @@ def feature_spec(seq_length):
     return spec
 
 
-def input_fn_builder(input_file, seq_length, is_training):
-    """Returns an input_fn over NER TFRecords (fixed length for training; each eval /
-    predict batch trimmed to its longest example)."""
+def input_fn_builder(input_file, seq_length, is_training, shuffle=True):
+    """Returns an input_fn over NER TFRecords (fixed length for training, shuffled with
+    `shuffle`; each eval / predict batch trimmed to its longest example)."""
     return finetuning.tfrecord_input_fn_builder(input_file, feature_spec(seq_length),
-                                                is_training, sequence_keys=SEQUENCE_KEYS)
+                                                is_training, sequence_keys=SEQUENCE_KEYS,
+                                                shuffle=shuffle)
 
 
 def word_tags(outputs, examples, label_list):
@@ -185,18 +186,20 @@ def run_ner(options):
     label_list = processor.get_labels()
     train_examples, eval_examples, predict_examples = finetuning.read_splits(processor, options)
     logging.info("NER tags: %s", label_list)
-    label_file_text = "".join(f"{label}\n" for label in label_list)
-    fileio.atomic_write_text(os.path.join(options.output_dir, "label_list.txt"),
-                             label_file_text)
 
     training = finetuning.training_args(options, train_examples)
     collector = finetuning.ExampleCollector()
     model_fn = model_fn_builder(bert_config, len(label_list), init_checkpoint=init_checkpoint,
                                 eval_collector=collector, **training)
     estimator = finetuning.make_estimator(model_fn, options)
+    label_file_text = "".join(f"{label}\n" for label in label_list)
+    if finetuning.is_chief(estimator, options):
+        fileio.atomic_write_text(os.path.join(options.output_dir, "label_list.txt"),
+                                 label_file_text)
+    cache_dir = finetuning.feature_cache_dir(estimator, options)
 
     def cached_features(examples, name):
-        path = os.path.join(options.output_dir, name)
+        path = os.path.join(cache_dir, name)
         ner_data.cached_file_based_convert_examples_to_features(
             examples, label_list, options.max_seq_length, tokenizer, path)
         return path
@@ -205,8 +208,11 @@ def run_ner(options):
         train_file = cached_features(train_examples, "train.tf_record")
         logging.info("***** Training: %d sentences, batch %d, %d steps *****",
                      len(train_examples), options.train_batch_size, training["num_train_steps"])
-        estimator.train(input_fn_builder(train_file, options.max_seq_length, True),
+        estimator.train(input_fn_builder(train_file, options.max_seq_length, True,
+                                         shuffle=options.shuffle_train_input),
                         max_steps=training["num_train_steps"])
+    if finetuning.stop_unless_chief(estimator, options):
+        return None
 
     results = None
     if options.do_eval:

@@ -110,12 +110,13 @@ def feature_spec(seq_length, is_training):
     return spec
 
 
-def input_fn_builder(input_file, seq_length, is_training):
+def input_fn_builder(input_file, seq_length, is_training, shuffle=True):
     """Returns an input_fn over SQuAD TFRecords written by `squad_data.FeatureWriter` (fixed
-    length for training; each predict batch trimmed to its longest window)."""
+    length for training, shuffled with `shuffle`; each predict batch trimmed to its longest
+    window)."""
     return finetuning.tfrecord_input_fn_builder(input_file,
                                                 feature_spec(seq_length, is_training),
-                                                is_training)
+                                                is_training, shuffle=shuffle)
 
 
 def predict_raw_results(estimator, input_fn):
@@ -198,13 +199,17 @@ def run_squad(options):
     estimator = finetuning.make_estimator(model_fn, options)
 
     if options.do_train:
-        train_file = os.path.join(options.output_dir, "train.tf_record")
+        train_file = os.path.join(finetuning.feature_cache_dir(estimator, options),
+                                  "train.tf_record")
         num_features = _write_features(train_examples, tokenizer, options, train_file, True)
         logging.info("***** Training: %d examples (%d features), batch %d, %d steps *****",
                      len(train_examples), num_features, options.train_batch_size,
                      training["num_train_steps"])
-        estimator.train(input_fn_builder(train_file, options.max_seq_length, True),
+        estimator.train(input_fn_builder(train_file, options.max_seq_length, True,
+                                         shuffle=options.shuffle_train_input),
                         max_steps=training["num_train_steps"])
+    if finetuning.stop_unless_chief(estimator, options):
+        return None
 
     results = None
     if options.do_predict:
