@@ -12,8 +12,16 @@ Alongside throughput it reports the model FLOPs of a step counted from the
 config (`count_flops`), the matmul peak of this machine measured in the same
 process at the same precision (`measure_peak_matmul_tflops`) and their ratio,
 the model FLOPs utilisation (MFU).
+
+Under a distribution strategy (`--distribution_strategy`, see `bert_tf.distribute`) every
+replica runs the step on `batch_size / replicas` sequences (`batch_size` stays the global
+micro-batch, as `--train_batch_size` in training) and the train step all-reduces the
+gradients as training does; MFU is then against one device's peak times the replicas. With
+multi_worker every worker runs and times the step; only the chief writes the JSON and the
+plot. `profile_step` traces the single-device step.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -23,9 +31,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import distribute, precision
 from bert_tf import estimator as estimator_lib
 from bert_tf import flags as bert_flags
-from bert_tf import precision
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -214,57 +222,91 @@ def _task_model_fn(spec):
     return classification.model_fn_builder(num_labels=spec.num_labels, **common)
 
 
-def build_step(spec):
-    """Builds the step's graph.
+def _replica_step(spec, model_fn):
+    """(fetch, loss) of the step on `spec.batch_size` sequences; see `build_step`."""
+    features = synthetic_features(spec)
+    if spec.mode == "train":
+        mode = estimator_lib.ModeKeys.TRAIN
+    elif spec.task == "pretraining":
+        mode = estimator_lib.ModeKeys.EVAL  # Its forward with losses; no PREDICT head.
+    else:
+        mode = estimator_lib.ModeKeys.PREDICT
+    estimator_spec = model_fn(features, None, mode, {"batch_size": spec.batch_size})
+    loss = estimator_spec.loss
+    if spec.mode == "train":
+        fetch = estimator_spec.train_op
+    elif estimator_spec.predictions is not None:
+        # Fetched as values: grappler prunes ops that only feed a tf.group. They are
+        # small ([B, S] logits), so copying them out costs nothing measurable.
+        fetch = estimator_spec.predictions
+    else:
+        fetch = loss
+    return fetch, loss
+
+
+def build_step(spec, strategy=None):
+    """Builds the step's graph, once per replica under `strategy`.
 
     Returns:
       (graph, fetch, loss): `fetch` is what one session run executes (the train
       op in train mode; the predictions, or the loss for pretraining, in infer
-      mode); `loss` a float32 scalar (None for SQuAD / classifier inference).
+      mode; under a strategy the group of the replicas' train ops or the list of
+      their outputs); `loss` a float32 scalar (None for SQuAD / classifier
+      inference), the mean over replicas.
+
+    Raises:
+      BertTfError: if `spec.batch_size` does not split evenly over the replicas.
     """
     graph = tf.Graph()
-    with graph.as_default():
+    scope = contextlib.nullcontext() if strategy is None else strategy.scope()
+    with graph.as_default(), scope:
         tf1.set_random_seed(spec.seed)
-        features = synthetic_features(spec)
         model_fn = _task_model_fn(spec)
+        if strategy is None:
+            fetch, loss = _replica_step(spec, model_fn)
+            return graph, fetch, loss
+        replica_spec = dataclasses.replace(spec, batch_size=distribute.per_replica_batch_size(
+            spec.batch_size, strategy, flag="batch_size"))
+        tf1.train.get_or_create_global_step()  # Outside the replicas, as the Estimator does.
+
+        def replica_fn():
+            fetch, loss = _replica_step(replica_spec, model_fn)
+            return {"fetch": fetch} if loss is None else {"fetch": fetch, "loss": loss}
+
+        outputs = distribute.call_for_each_replica(strategy, replica_fn)
         if spec.mode == "train":
-            mode = estimator_lib.ModeKeys.TRAIN
-        elif spec.task == "pretraining":
-            mode = estimator_lib.ModeKeys.EVAL  # Its forward with losses; no PREDICT head.
+            fetch = strategy.group(outputs["fetch"])
         else:
-            mode = estimator_lib.ModeKeys.PREDICT
-        estimator_spec = model_fn(features, None, mode, {"batch_size": spec.batch_size})
-        loss = estimator_spec.loss
-        if spec.mode == "train":
-            fetch = estimator_spec.train_op
-        elif estimator_spec.predictions is not None:
-            # Fetched as values: grappler prunes ops that only feed a tf.group. They are
-            # small ([B, S] logits), so copying them out costs nothing measurable.
-            fetch = estimator_spec.predictions
-        else:
-            fetch = loss
+            fetch = tf.nest.map_structure(strategy.experimental_local_results, outputs["fetch"])
+        loss = None
+        if "loss" in outputs:
+            loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, outputs["loss"], axis=None)
     return graph, fetch, loss
 
 
-def initialize(session, graph):
-    """Runs the variable initializers of `graph`."""
+def initialize(session, graph, options=None):
+    """Runs the variable initializers of `graph` (with `options`, `tf1.RunOptions`)."""
     with graph.as_default():
-        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()],
+                    options=options)
 
 
-def time_steps(session, fetch, num_warmup_steps, num_steps, runs_per_step=1):
+def time_steps(session, fetch, num_warmup_steps, num_steps, runs_per_step=1, options=None):
     """Times `num_steps` steps of `runs_per_step` session runs after untimed warm-up.
+
+    Args:
+      options: `tf.compat.v1.RunOptions` of every run (e.g. a multi-worker time limit).
 
     Returns:
       list of `num_steps` wall-clock step times in seconds.
     """
     for _ in range(num_warmup_steps * runs_per_step):
-        session.run(fetch)
+        session.run(fetch, options=options)
     times = []
     for _ in range(num_steps):
         start = time.perf_counter()
         for _ in range(runs_per_step):
-            session.run(fetch)
+            session.run(fetch, options=options)
         times.append(time.perf_counter() - start)
     return times
 
@@ -382,40 +424,65 @@ def onednn_matmul_report(precision_name, timeout=120):
     return {"isa": isa, "kernels": sorted(kernels), "low_precision_on_onednn": low}
 
 
-def run_benchmark(spec, session_config=None, log=print):
+def run_benchmark(spec, session_config=None, log=print, strategy=None, step_timeout_secs=None):
     """Builds, warms up and times the step; measures the matmul peak; returns a result dict.
 
     Args:
       spec: `BenchmarkSpec`.
       session_config: ConfigProto; default `flags.make_session_config(spec.use_xla)`.
       log: function taking one string for progress lines (None: silent).
+      strategy: a `tf.distribute` strategy (see `build_step`), or None for one device.
+      step_timeout_secs: multi-worker only: a run waiting longer than this (or than
+        `distribute.WORKER_STARTUP_TIMEOUT_SECS`, whichever is longer: the first runs also
+        optimise the graph) for the other workers stops with an error. None or 0: no limit.
 
     Returns:
       dict with RESULT_KEYS (throughput in sequences/s, step times in s, FLOPs,
       TFLOP/s, MFU), the spec, the per-step times, the last loss and machine info.
+
+    Raises:
+      BertTfError: on a bad spec, or when another worker died or hangs.
     """
     spec.validate()
     log = log or (lambda _: None)
     if session_config is None:
         session_config = bert_flags.make_session_config(use_xla=spec.use_xla)
     compute_dtype = precision.compute_dtype_from_name(spec.precision)
+    replicas = distribute.num_replicas(strategy)
+    options = None
+    if distribute.is_multi_worker(strategy) and step_timeout_secs:
+        timeout = max(step_timeout_secs, distribute.WORKER_STARTUP_TIMEOUT_SECS)
+        options = distribute.run_options(timeout)
 
     start = time.perf_counter()
-    graph, fetch, loss = build_step(spec)
-    with tf1.Session(graph=graph, config=session_config) as session:
-        initialize(session, graph)
-        build_seconds = time.perf_counter() - start
-        log(f"built the {spec.task} {spec.mode} step in {build_seconds:.1f} s; warming up "
-            f"{spec.num_warmup_steps} step(s), timing {spec.num_steps}")
-        runs_per_step = spec.num_accumulation_steps if spec.mode == "train" else 1
-        load_before = os.getloadavg()
-        times = time_steps(session, fetch, spec.num_warmup_steps, spec.num_steps, runs_per_step)
-        # Other processes on the cores slow every step: keep the load next to the numbers.
-        load_after = os.getloadavg()
-        last_loss = float(session.run(loss)) if loss is not None and spec.mode == "infer" else None
-        if spec.mode == "train":
-            # One more (untimed) update that also reads the loss, to show it is finite.
-            last_loss = float(session.run([fetch, loss])[1])
+    graph, fetch, loss = build_step(spec, strategy)
+    try:
+        with tf1.Session(distribute.session_target(strategy), graph=graph,
+                         config=distribute.session_config(strategy, session_config)) as session:
+            initialize(session, graph, options)
+            build_seconds = time.perf_counter() - start
+            log(f"built the {spec.task} {spec.mode} step ({replicas} replica(s)) in "
+                f"{build_seconds:.1f} s; warming up {spec.num_warmup_steps} step(s), timing "
+                f"{spec.num_steps}")
+            runs_per_step = spec.num_accumulation_steps if spec.mode == "train" else 1
+            load_before = os.getloadavg()
+            times = time_steps(session, fetch, spec.num_warmup_steps, spec.num_steps,
+                               runs_per_step, options=options)
+            # Other processes on the cores slow every step: keep the load next to the numbers.
+            load_after = os.getloadavg()
+            last_loss = None
+            if loss is not None and spec.mode == "infer":
+                last_loss = float(session.run(loss, options=options))
+            if spec.mode == "train":
+                # One more (untimed) update that also reads the loss, to show it is finite.
+                last_loss = float(session.run([fetch, loss], options=options)[1])
+    except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+            tf.errors.CancelledError) as e:
+        if options is None:
+            raise
+        raise BertTfError(f"multi-worker benchmark stopped: a run got no answer from the other "
+                          f"workers ({type(e).__name__}), so a worker died or hangs; start "
+                          "every worker again with the same command.") from None
 
     peak = measure_peak_matmul_tflops(compute_dtype, session_config, spec.peak_matmul_size)
     flops = runs_per_step * count_flops(
@@ -431,8 +498,9 @@ def run_benchmark(spec, session_config=None, log=print):
         "step_time_mean_s": float(np.mean(times)),
         "flops_per_step": int(flops),
         "achieved_tflops": achieved,
-        "peak_matmul_tflops": peak,
-        "mfu": achieved / peak,
+        "peak_matmul_tflops": peak,  # One device's.
+        "mfu": achieved / (peak * replicas),
+        "num_replicas": replicas,
         "task": spec.task,
         "mode": spec.mode,
         "precision": spec.precision,
@@ -460,7 +528,8 @@ def run_benchmark(spec, session_config=None, log=print):
 
 TABLE_COLUMNS = (
     ("task", "task", "{}"), ("mode", "mode", "{}"), ("precision", "prec", "{}"),
-    ("use_xla", "xla", "{}"), ("batch_size", "batch", "{}"), ("max_seq_length", "seq", "{}"),
+    ("use_xla", "xla", "{}"), ("num_replicas", "replicas", "{}"), ("batch_size", "batch", "{}"),
+    ("max_seq_length", "seq", "{}"),
     ("sequences_per_second", "seq/s", "{:.3f}"), ("step_time_median_s", "median s", "{:.3f}"),
     ("step_time_p90_s", "p90 s", "{:.3f}"), ("flops_per_step", "GFLOP/step", None),
     ("achieved_tflops", "TFLOP/s", "{:.3f}"), ("peak_matmul_tflops", "peak TFLOP/s", "{:.3f}"),
@@ -632,13 +701,17 @@ def run(flag_values, log=print):
         check_plotting_available()
         sweep_sizes = _parse_batch_sizes(flag_values.plot_batch_sizes)
     session_config = bert_flags.make_session_config(use_xla=spec.use_xla)
+    strategy = distribute.strategy_from_flags(flag_values)
+    distributed = dict(strategy=strategy,
+                       step_timeout_secs=getattr(flag_values, "step_timeout_secs", None))
+    writes_files = distribute.is_chief(strategy)
 
     if flag_values.trace_file:
         rows = profile_step(spec, session_config, trace_file=flag_values.trace_file)
         log(format_profile(rows))
         log(f"wrote the Chrome trace of one step to {flag_values.trace_file}")
 
-    result = run_benchmark(spec, session_config, log=log)
+    result = run_benchmark(spec, session_config, log=log, **distributed)
     results = [result]
     if sweep_sizes:
         sweep = []
@@ -647,7 +720,7 @@ def run(flag_values, log=print):
                 sweep.append(result)
                 continue
             sweep.append(run_benchmark(dataclasses.replace(spec, batch_size=batch_size),
-                                       session_config, log=log))
+                                       session_config, log=log, **distributed))
         result = dict(result, batch_size_sweep=[
             {key: r[key] for key in RESULT_KEYS + ("batch_size",)} for r in sweep])
         results = sweep
@@ -658,10 +731,12 @@ def run(flag_values, log=print):
         log(f"oneDNN ISA: {report.get('isa')}; a {spec.precision} matmul ran "
             f"{', '.join(report.get('kernels', [])) or 'no oneDNN primitive'} "
             f"(reduced precision on oneDNN: {report.get('low_precision_on_onednn')})")
-    if flag_values.output_json:
+    if not writes_files and (flag_values.output_json or sweep_sizes):
+        log("Not the chief: the chief writes --output_json and --output_plot.")
+    elif flag_values.output_json:
         write_json(result, flag_values.output_json)
         log(f"wrote {flag_values.output_json}")
-    if sweep_sizes:
+    if sweep_sizes and writes_files:
         plot_batch_sweep(results, flag_values.output_plot)
         log(f"wrote {flag_values.output_plot}")
     return result

@@ -224,6 +224,19 @@ def is_chief(strategy):
     return strategy is None or strategy.extended.should_checkpoint
 
 
+def call_for_each_replica(strategy, fn, args=()):
+    """Calls `fn(*args)` once per replica of `strategy` in its replica context.
+
+    On a TPU through `strategy.run`, which compiles the step (untested: no TPU).
+
+    Returns:
+      `fn`'s results as per-replica values.
+    """
+    if is_tpu(strategy):
+        return strategy.run(fn, args=args)
+    return strategy.extended.call_for_each_replica(fn, args=args)
+
+
 def per_replica_batch_size(global_batch_size, strategy, flag="train_batch_size",
                            num_accumulation_steps=1):
     """Examples each replica computes per run: global batch / accumulation steps / replicas.

@@ -423,11 +423,8 @@ class Estimator:
             specs[len(specs) if replica_id is None else int(replica_id)] = spec
             return spec.loss, spec.train_op
 
-        if distribute.is_tpu(strategy):  # Compiles the step for the TPU (untested: no TPU).
-            losses, train_ops = strategy.run(replica_fn, args=(features, labels))
-        else:
-            losses, train_ops = strategy.extended.call_for_each_replica(
-                replica_fn, args=(features, labels))
+        losses, train_ops = distribute.call_for_each_replica(strategy, replica_fn,
+                                                             args=(features, labels))
         spec = specs[min(specs)]
         examples = spec.examples_per_step
         return spec._replace(

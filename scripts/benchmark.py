@@ -16,7 +16,8 @@ flags.DEFINE_enum("task", "squad", list(benchmark.TASKS), "Which task's model_fn
 flags.DEFINE_enum("mode", "train", list(benchmark.MODES),
                   "train: forward + backward + optimizer update; infer: forward only.")
 flags.DEFINE_integer("max_seq_length", 384, "Sequence length S.")
-flags.DEFINE_integer("batch_size", 4, "Sequences per micro-batch.")
+flags.DEFINE_integer("batch_size", 4,
+                     "Sequences per micro-batch, over all replicas of --distribution_strategy.")
 flags.DEFINE_integer("num_warmup_steps", 2, "Untimed steps before timing.")
 flags.DEFINE_integer("num_steps", 10, "Timed steps.")
 flags.DEFINE_integer("num_accumulation_steps", 1,
@@ -37,6 +38,8 @@ flags.DEFINE_bool("check_onednn", True,
                   "(a child process with ONEDNN_VERBOSE=1).")
 bert_flags.define_precision_flags()
 bert_flags.define_xla_flags()
+bert_flags.define_tpu_flags()
+bert_flags.define_distribution_flags(shuffle_flag=False)
 
 FLAGS = flags.FLAGS
 

@@ -8,7 +8,9 @@ same global batch, inputs in file order, the same --init_checkpoint) with a sing
   (c) killing one worker stops the other within a bounded time with a one-line message, and
       running both again resumes from the chief's last checkpoint;
   (d) two scripts/run_squad.py workers fine-tune like one process; the chief alone
-      predicts and writes to --output_dir.
+      predicts and writes to --output_dir;
+  (e) scripts/benchmark.py times the step over 2 mirrored CPU devices and over 2 workers,
+      with the FLOPs of the global batch and MFU against both devices' peak.
 """
 
 import json
@@ -28,7 +30,7 @@ import tensorflow as tf
 from finetune_helpers import FINETUNE_DATA, run_script, write_tiny_config
 from test_pretraining import TINY, write_records
 
-from bert_tf import distribute, modeling
+from bert_tf import benchmark, distribute, modeling
 from bert_tf import estimator as estimator_lib
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import pretraining
@@ -392,3 +394,81 @@ def test_d_two_workers_fine_tune_squad_like_one_process(tmp_path, minilm_dir):
     assert "Saving checkpoints" not in worker_log
     events = [name for name in os.listdir(out) if name.startswith("events.out.tfevents.")]
     assert len(events) == 1
+
+
+BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
+
+# Runs scripts/benchmark.py's flags through bert_tf.benchmark.run with 2 logical CPU devices,
+# then prints the FLOPs of the MatMuls that the mirrored step's graph runs.
+_BENCHMARK_ON_TWO_DEVICES = textwrap.dedent("""
+    import runpy, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from absl import flags, logging
+    logging.use_absl_handler()
+    logging.set_verbosity(logging.INFO)
+    runpy.run_path({script!r}, run_name="benchmark")  # Defines the script's flags.
+    flags.FLAGS(["benchmark.py", *sys.argv[1:]])
+    from bert_tf import benchmark, distribute, modeling
+    sys.path.insert(0, {tests!r})
+    from test_benchmark import _graph_matmul_flops
+    benchmark.run(flags.FLAGS)
+    spec = benchmark.BenchmarkSpec(
+        modeling.BertConfig.from_json_file(flags.FLAGS.bert_config_file), task="squad",
+        mode="train", batch_size=flags.FLAGS.batch_size, max_seq_length=flags.FLAGS.max_seq_length)
+    graph, fetch, _ = benchmark.build_step(spec, distribute.strategy_from_flags(flags.FLAGS))
+    print("GRAPH_FLOPS", _graph_matmul_flops(graph, fetch))
+""")
+
+
+def _benchmark_flags(tmp_path, output_json, *extra):
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(TINY))
+    return [f"--bert_config_file={config}", "--task=squad", "--mode=train", "--batch_size=4",
+            "--max_seq_length=16", "--num_warmup_steps=1", "--num_steps=3",
+            "--peak_matmul_size=128", "--check_onednn=false", f"--output_json={output_json}",
+            *extra]
+
+
+def _assert_two_replica_result(result):
+    assert result["num_replicas"] == 2
+    # The global batch (4) in FLOPs and throughput; MFU against the peak of both devices.
+    assert result["flops_per_step"] == benchmark.count_flops(
+        modeling.BertConfig(**TINY), "squad", "train", 4, 16)
+    assert result["sequences_per_second"] == pytest.approx(4 / result["step_time_median_s"])
+    assert result["mfu"] == pytest.approx(result["achieved_tflops"] /
+                                          (2 * result["peak_matmul_tflops"]))
+    assert np.isfinite(result["loss"])
+
+
+@pytest.mark.slow
+def test_e_benchmark_on_two_mirrored_devices(tmp_path):
+    output = tmp_path / "bench.json"
+    code = _BENCHMARK_ON_TWO_DEVICES.format(script=BENCHMARK,
+                                            tests=os.path.join(ROOT, "tests"))
+    completed = subprocess.run(
+        [sys.executable, "-c", code,
+         *_benchmark_flags(tmp_path, output, "--distribution_strategy=mirrored")],
+        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=400)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "MirroredStrategy over 2 devices" in completed.stderr
+    result = json.loads(output.read_text())
+    _assert_two_replica_result(result)
+    # Each replica builds the step on 2 of the 4 sequences: together, the global batch's work.
+    graph_flops = int(completed.stdout.split("GRAPH_FLOPS")[1].split()[0])
+    assert graph_flops == result["flops_per_step"]
+
+
+@pytest.mark.slow
+def test_e_benchmark_on_two_workers_only_the_chief_writes(tmp_path):
+    output = tmp_path / "bench.json"
+    args = _benchmark_flags(tmp_path, output, "--distribution_strategy=multi_worker",
+                            "--step_timeout_secs=120")
+    (chief_rc, chief_log), (worker_rc, worker_log) = _wait(
+        _start_workers(args, str(tmp_path), script=BENCHMARK), timeout=400)
+    assert chief_rc == 0, chief_log[-3000:]
+    assert worker_rc == 0, worker_log[-3000:]
+    _assert_two_replica_result(json.loads(output.read_text()))
+    assert "Not the chief: the chief writes --output_json" in worker_log
+    assert "Not the chief" not in chief_log
