@@ -178,16 +178,24 @@ def _flags(data, output_dir, steps=STEPS, **extra):
     return [f"--{key}={value}" for key, value in values.items()]
 
 
-_TWO_DEVICE_RUNS = textwrap.dedent("""
-    import runpy, sys
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from absl import flags, logging
-    logging.use_absl_handler()
-    logging.set_verbosity(logging.INFO)
-    runpy.run_path({script!r}, run_name="run_pretraining")  # Defines the script's flags.
-    flags.FLAGS(["run_pretraining.py", *sys.argv[1:]])
+def _on_two_cpu_devices(script, code):
+    """Python for a child that splits the CPU into 2 logical devices (possible only before
+    TensorFlow starts), parses `script`'s flags from its argv, then runs `code`."""
+    return textwrap.dedent(f"""
+        import runpy, sys
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from absl import flags, logging
+        logging.use_absl_handler()
+        logging.set_verbosity(logging.INFO)
+        runpy.run_path({script!r}, run_name="main")  # Defines the script's flags.
+        flags.FLAGS([{os.path.basename(script)!r}, *sys.argv[1:]])
+    """) + textwrap.dedent(code)
+
+
+_TWO_DEVICE_RUNS = _on_two_cpu_devices(SCRIPT, """
     from bert_tf.tasks import pretraining
     for strategy, output_dir in (("none", {one!r}), ("mirrored", {two!r})):
         flags.FLAGS.distribution_strategy = strategy
@@ -200,7 +208,7 @@ _TWO_DEVICE_RUNS = textwrap.dedent("""
 def single_and_mirrored(data):
     """(single-device checkpoint, 2-device MirroredStrategy checkpoint, the child's log)."""
     one, two = data.root / "one_device", data.root / "mirrored"
-    code = _TWO_DEVICE_RUNS.format(script=SCRIPT, one=str(one), two=str(two))
+    code = _TWO_DEVICE_RUNS.format(one=str(one), two=str(two))
     completed = subprocess.run([sys.executable, "-c", code, *_flags(data, one)],
                                capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=400)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -274,15 +282,25 @@ def _wait(workers, timeout):
     return [(process.returncode, open(path).read()) for process, path in workers]
 
 
+def _run_two_workers(args, log_dir, script=SCRIPT):
+    """Runs `script` as the two workers of a TF_CONFIG cluster; both must exit 0.
+
+    Returns:
+      (chief's log, the other worker's log).
+    """
+    (chief_rc, chief_log), (worker_rc, worker_log) = _wait(
+        _start_workers(args, log_dir, script=script), timeout=400)
+    assert chief_rc == 0, chief_log[-3000:]
+    assert worker_rc == 0, worker_log[-3000:]
+    return chief_log, worker_log
+
+
 @pytest.mark.slow
 def test_b_two_workers_equal_one_process_and_only_the_chief_writes(data, single_and_mirrored,
                                                                    tmp_path):
     out = tmp_path / "out"
     args = _flags(data, out, distribution_strategy="multi_worker", step_timeout_secs=120)
-    (chief_rc, chief_log), (worker_rc, worker_log) = _wait(
-        _start_workers(args, str(tmp_path)), timeout=400)
-    assert chief_rc == 0, chief_log[-3000:]
-    assert worker_rc == 0, worker_log[-3000:]
+    chief_log, worker_log = _run_two_workers(args, str(tmp_path))
     for log in (chief_log, worker_log):
         assert "Global batch 8 over 2 replicas: 4 examples per replica" in log
     final = tf.train.latest_checkpoint(str(out))
@@ -370,11 +388,8 @@ def test_d_two_workers_fine_tune_squad_like_one_process(tmp_path, minilm_dir):
     out = tmp_path / "out"
     args = flags(out, "--distribution_strategy=multi_worker", "--step_timeout_secs=120",
                  f"--init_checkpoint={init}", "--do_predict", f"--predict_file={squad_file}")
-    script = os.path.join(ROOT, "scripts", "run_squad.py")
-    (chief_rc, chief_log), (worker_rc, worker_log) = _wait(
-        _start_workers(args, str(tmp_path), script=script), timeout=400)
-    assert chief_rc == 0, chief_log[-3000:]
-    assert worker_rc == 0, worker_log[-3000:]
+    chief_log, worker_log = _run_two_workers(args, str(tmp_path),
+                                             script=os.path.join(ROOT, "scripts", "run_squad.py"))
     for log in (chief_log, worker_log):
         assert "Global batch 8 over 2 replicas: 4 examples per replica" in log
     final = tf.train.latest_checkpoint(str(out))
@@ -400,16 +415,7 @@ BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
 
 # Runs scripts/benchmark.py's flags through bert_tf.benchmark.run with 2 logical CPU devices,
 # then prints the FLOPs of the MatMuls that the mirrored step's graph runs.
-_BENCHMARK_ON_TWO_DEVICES = textwrap.dedent("""
-    import runpy, sys
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from absl import flags, logging
-    logging.use_absl_handler()
-    logging.set_verbosity(logging.INFO)
-    runpy.run_path({script!r}, run_name="benchmark")  # Defines the script's flags.
-    flags.FLAGS(["benchmark.py", *sys.argv[1:]])
+_BENCHMARK_ON_TWO_DEVICES = _on_two_cpu_devices(BENCHMARK, """
     from bert_tf import benchmark, distribute, modeling
     sys.path.insert(0, {tests!r})
     from test_benchmark import _graph_matmul_flops
@@ -445,8 +451,7 @@ def _assert_two_replica_result(result):
 @pytest.mark.slow
 def test_e_benchmark_on_two_mirrored_devices(tmp_path):
     output = tmp_path / "bench.json"
-    code = _BENCHMARK_ON_TWO_DEVICES.format(script=BENCHMARK,
-                                            tests=os.path.join(ROOT, "tests"))
+    code = _BENCHMARK_ON_TWO_DEVICES.format(tests=os.path.join(ROOT, "tests"))
     completed = subprocess.run(
         [sys.executable, "-c", code,
          *_benchmark_flags(tmp_path, output, "--distribution_strategy=mirrored")],
@@ -465,10 +470,7 @@ def test_e_benchmark_on_two_workers_only_the_chief_writes(tmp_path):
     output = tmp_path / "bench.json"
     args = _benchmark_flags(tmp_path, output, "--distribution_strategy=multi_worker",
                             "--step_timeout_secs=120")
-    (chief_rc, chief_log), (worker_rc, worker_log) = _wait(
-        _start_workers(args, str(tmp_path), script=BENCHMARK), timeout=400)
-    assert chief_rc == 0, chief_log[-3000:]
-    assert worker_rc == 0, worker_log[-3000:]
+    chief_log, worker_log = _run_two_workers(args, str(tmp_path), script=BENCHMARK)
     _assert_two_replica_result(json.loads(output.read_text()))
     assert "Not the chief: the chief writes --output_json" in worker_log
     assert "Not the chief" not in chief_log
