@@ -216,19 +216,23 @@ def single_and_mirrored(data):
             completed.stderr)
 
 
-def _assert_same_weights(checkpoint, reference, init):
+def _largest_update(reference, init):
+    """The largest change of any weight of `init` in the `reference` checkpoint."""
+    return max(np.max(np.abs(tf.train.load_variable(reference, name) -
+                             tf.train.load_variable(init, name)))
+               for name, _ in tf.train.list_variables(init))
+
+
+def _assert_same_weights(checkpoint, reference, init, atol=1e-5):
     names = sorted(name for name, _ in tf.train.list_variables(reference))
     assert sorted(name for name, _ in tf.train.list_variables(checkpoint)) == names
     assert int(tf.train.load_variable(checkpoint, "global_step")) == STEPS
     for name in names:
         np.testing.assert_allclose(tf.train.load_variable(checkpoint, name),
-                                   tf.train.load_variable(reference, name), atol=1e-5,
+                                   tf.train.load_variable(reference, name), atol=atol,
                                    err_msg=name)
     # The runs trained (else equal weights would prove nothing).
-    moved = max(np.max(np.abs(tf.train.load_variable(reference, name) -
-                              tf.train.load_variable(init, name)))
-                for name, _ in tf.train.list_variables(init))
-    assert moved > 1e-3
+    assert _largest_update(reference, init) > 1e-3
 
 
 @pytest.mark.slow
@@ -376,7 +380,7 @@ def test_d_two_workers_fine_tune_squad_like_one_process(tmp_path, minilm_dir):
                 f"--bert_config_file={config}", f"--output_dir={output_dir}", "--do_train",
                 f"--train_file={squad_file}", "--max_seq_length=64", "--doc_stride=32",
                 "--max_query_length=16", f"--train_batch_size={GLOBAL_BATCH}",
-                f"--num_train_steps={STEPS}", "--learning_rate=1e-3",
+                f"--num_train_steps={STEPS}", "--learning_rate=1e-3", "--random_seed=7",
                 "--shuffle_train_input=false", *extra]
 
     # One process, from random weights: its step-0 checkpoint is where both runs start.
@@ -394,7 +398,13 @@ def test_d_two_workers_fine_tune_squad_like_one_process(tmp_path, minilm_dir):
         assert "Global batch 8 over 2 replicas: 4 examples per replica" in log
     final = tf.train.latest_checkpoint(str(out))
     assert final.endswith(f"model.ckpt-{STEPS}")
-    _assert_same_weights(final, tf.train.latest_checkpoint(str(one)), init)
+    # The original AdamW divides each update by sqrt(v) + 1e-6 without bias correction: for a
+    # weight whose gradient is near 1e-6, the other summation order of 2 x 4 examples instead
+    # of 8 (~1e-8 in the gradient) shifts the update by up to ~lr / 1e-6 x 1e-8 = 1e-5 (seen:
+    # 1.4e-5 of a 0.05 update). An unsharded input or a missing all-reduce is off by the size
+    # of the update itself (see the note on issue 5), so the bound is 1e-3 of the update.
+    reference = tf.train.latest_checkpoint(str(one))
+    _assert_same_weights(final, reference, init, atol=1e-3 * _largest_update(reference, init))
 
     # The chief predicted and scored; the other worker stopped after training, its features
     # cached outside --output_dir and removed when it exited.
