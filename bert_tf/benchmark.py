@@ -476,13 +476,11 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
             if spec.mode == "train":
                 # One more (untimed) update that also reads the loss, to show it is finite.
                 last_loss = float(session.run([fetch, loss], options=options)[1])
-    except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
-            tf.errors.CancelledError) as e:
+    except distribute.WORKER_FAILURE_ERRORS as e:
         if options is None:
             raise
-        raise BertTfError(f"multi-worker benchmark stopped: a run got no answer from the other "
-                          f"workers ({type(e).__name__}), so a worker died or hangs; start "
-                          "every worker again with the same command.") from None
+        message = distribute.worker_failure_message(timeout, e, what="benchmark")
+        raise BertTfError(message) from None
 
     peak = measure_peak_matmul_tflops(compute_dtype, session_config, spec.peak_matmul_size)
     flops = runs_per_step * count_flops(

@@ -350,22 +350,31 @@ def all_workers_barrier(strategy):
     return strategy.experimental_local_results(per_replica)[0]
 
 
-def worker_failure_message(timeout_secs, model_dir, error):
+# What a multi-worker run raises when a peer is gone: its step timed out (DeadlineExceeded) or
+# lost the connection (Unavailable, Cancelled).
+WORKER_FAILURE_ERRORS = (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+                         tf.errors.CancelledError)
+
+
+def worker_failure_message(timeout_secs, error, model_dir=None, what="training"):
     """The one-line message when a multi-worker step fails because a peer is gone.
 
     Args:
       timeout_secs: the time limit of the step that failed.
-      model_dir: where the chief's checkpoints are.
-      error: the `tf.errors.OpError` the step raised.
+      error: the `tf.errors.OpError` the step raised (one of WORKER_FAILURE_ERRORS).
+      model_dir: where the chief's checkpoints are (training resumes from the last), or None.
+      what: what stopped, e.g. "training" or "benchmark".
     """
     if isinstance(error, tf.errors.DeadlineExceededError):
         cause = f"a step got no answer from the other workers within {timeout_secs:g} s"
     else:
         cause = f"a step lost the connection to another worker ({type(error).__name__})"
-    return (f"multi-worker training stopped: {cause}, so a worker died or hangs (if steps are "
-            "just slow, raise --step_timeout_secs); the last checkpoint is "
-            f"{tf.train.latest_checkpoint(model_dir)}; restart every worker with the same "
-            "command to resume from it.")
+    restart = "restart every worker with the same command"
+    if model_dir is not None:
+        restart = (f"the last checkpoint is {tf.train.latest_checkpoint(model_dir)}; {restart} "
+                   "to resume from it")
+    return (f"multi-worker {what} stopped: {cause}, so a worker died or hangs (if steps are "
+            f"just slow, raise --step_timeout_secs); {restart}.")
 
 
 # ---------------------------------------------------------------------------- input sharding

@@ -221,13 +221,12 @@ class Estimator:
                     while not sess.should_stop():
                         sess.run(spec.train_op, options=options)
                         options = step_options
-            except (tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
-                    tf.errors.CancelledError) as e:
+            except distribute.WORKER_FAILURE_ERRORS as e:
                 if not multi_worker:
                     raise
                 raise errors.BertTfError(distribute.worker_failure_message(
-                    startup_timeout if options is first_step_options else step_timeout,
-                    self.model_dir, e)) from None
+                    startup_timeout if options is first_step_options else step_timeout, e,
+                    model_dir=self.model_dir)) from None
         logging.info("Finished training; latest checkpoint: %s", self.latest_checkpoint())
         return self
 
