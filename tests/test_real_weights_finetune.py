@@ -51,14 +51,16 @@ def test_run_squad_end_to_end_with_minilm(tmp_path, minilm_converted):
     results = squad.run_squad(options(
         "squad", init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
         output_dir=str(out), do_train=True, train_file=squad_file, do_predict=True,
-        predict_file=squad_file, max_seq_length=48, doc_stride=24, max_query_length=16,
-        train_batch_size=8, num_train_steps=12, learning_rate=2e-4, predict_batch_size=16,
+        predict_file=squad_file, max_seq_length=64, doc_stride=24, max_query_length=16,
+        train_batch_size=8, num_train_steps=30, learning_rate=2e-4, predict_batch_size=16,
         n_best_size=10, max_answer_length=8, keep_checkpoint_max=1,
         **_minilm_files(minilm_converted)))
     check_prediction_files(out, squad_file, n_best_size=10, max_answer_words=8)
     assert results == load_json(out / "eval_results.json")
     assert set(results) == {"exact_match", "f1"}
-    print(f"MiniLM after 12 steps on the 12 questions it predicts: {results}")
-    # Trained on these very questions, the converted encoder + new head fit a good part of
-    # them (untrained, the same run scores exact_match 0, f1 8).
+    print(f"MiniLM after 30 steps on the 12 questions it predicts: {results}")
+    # Trained on these very questions, the converted encoder + new head learn to point at
+    # answer spans: 5 of 12 exact (41.7, the same after 50 steps; untrained: 0, f1 8). Three of the
+    # four paragraphs fit one 64-token window, the 130-token one is windowed. Reading each
+    # question would take far more steps: most answers are one span per paragraph.
     assert results["exact_match"] >= 25.0
