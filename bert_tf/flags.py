@@ -178,6 +178,21 @@ def session_config_from_flags(flag_values):
     return make_session_config(use_xla=getattr(flag_values, "use_xla", False))
 
 
+def run_config_from_flags(flag_values, strategy=None):
+    """The Estimator's `RunConfig` from the checkpoint, logging, seed, XLA and distribution
+    flags every training script has; `strategy` trains (None: one device)."""
+    from bert_tf import estimator
+
+    return estimator.RunConfig(
+        save_checkpoints_steps=flag_values.save_checkpoints_steps,
+        keep_checkpoint_max=flag_values.keep_checkpoint_max,
+        log_step_count_steps=flag_values.log_every_n_steps,
+        save_summary_steps=flag_values.save_summary_steps,
+        tf_random_seed=flag_values.random_seed, train_distribute=strategy,
+        step_timeout_secs=getattr(flag_values, "step_timeout_secs", None),
+        session_config=session_config_from_flags(flag_values))
+
+
 def define_distribution_flags(strategies=None, shuffle_flag=True):
     """`--distribution_strategy` and `--num_gpus` (+ `--step_timeout_secs` for multi_worker,
     `--shuffle_train_input` with `shuffle_flag`).

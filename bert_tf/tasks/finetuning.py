@@ -192,14 +192,7 @@ def make_estimator(model_fn, options):
             num_accumulation_steps=options.num_accumulation_steps)
         logging.info("Training on %d replicas, %d examples each per micro-batch.",
                      strategy.num_replicas_in_sync, per_replica)
-    run_config = estimator_lib.RunConfig(
-        save_checkpoints_steps=options.save_checkpoints_steps,
-        keep_checkpoint_max=options.keep_checkpoint_max,
-        log_step_count_steps=options.log_every_n_steps,
-        save_summary_steps=options.save_summary_steps,
-        tf_random_seed=options.random_seed, train_distribute=strategy,
-        step_timeout_secs=getattr(options, "step_timeout_secs", None),
-        session_config=flag_lib.session_config_from_flags(options))
+    run_config = flag_lib.run_config_from_flags(options, strategy)
     return estimator_lib.Estimator(
         model_fn, options.output_dir, config=run_config,
         train_batch_size=options.train_batch_size // options.num_accumulation_steps,

@@ -347,14 +347,7 @@ def run_pretraining(options):
         num_warmup_steps=options.num_warmup_steps, optimizer=options.optimizer,
         num_accumulation_steps=options.num_accumulation_steps,
         compute_dtype=flag_lib.compute_dtype(options))
-    run_config = estimator_lib.RunConfig(
-        save_checkpoints_steps=options.save_checkpoints_steps,
-        keep_checkpoint_max=options.keep_checkpoint_max,
-        log_step_count_steps=options.log_every_n_steps,
-        save_summary_steps=options.save_summary_steps,
-        tf_random_seed=options.random_seed, train_distribute=strategy,
-        step_timeout_secs=getattr(options, "step_timeout_secs", None),
-        session_config=flag_lib.session_config_from_flags(options))
+    run_config = flag_lib.run_config_from_flags(options, strategy)
     estimator = estimator_lib.Estimator(
         model_fn, options.output_dir, config=run_config, train_batch_size=micro_batch,
         eval_batch_size=options.eval_batch_size)
