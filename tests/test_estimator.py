@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -180,7 +178,9 @@ class KillSelfDuringSave(tf.compat.v1.train.CheckpointSaverListener):
     def before_save(self, session, global_step_value):
         if global_step_value != self._step:
             return
-        threading.Thread(target=self._kill_once_writing, daemon=True).start()
+        subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__),
+                                                       "kill_watcher.py"),
+                          self._temp_dir, str(os.getpid())])
         # The temp directory lives for milliseconds and a loaded machine can let one write
         # slip past the watcher: write this step's shards again (without the `checkpoint`
         # state update a whole save ends with) until the kill lands inside one.
@@ -190,10 +190,6 @@ class KillSelfDuringSave(tf.compat.v1.train.CheckpointSaverListener):
                         {saver.saver_def.filename_tensor_name: self._prefix})
         raise RuntimeError("the kill never landed inside a checkpoint write")
 
-    def _kill_once_writing(self):
-        while not os.path.exists(self._temp_dir):
-            time.sleep(0.0002)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def train_in_child(model_dir, kill_at_step):

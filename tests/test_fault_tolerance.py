@@ -30,6 +30,7 @@ from bert_tf.tasks import pretraining
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
+WATCHER = os.path.join(ROOT, "tests", "kill_watcher.py")  # SIGKILLs a process when a path exists.
 ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
 ENV.pop("TF_CONFIG", None)
 
@@ -52,22 +53,17 @@ def assert_checkpoint_state_is_whole(model_dir):
 # Runs scripts/run_pretraining.py as __main__ after arranging a SIGKILL of this process while
 # TensorFlow writes the checkpoint of step KILL_STEP (its `<prefix>-KILL_STEP_temp` directory).
 _KILLED_DURING_SAVE = textwrap.dedent("""
-    import os, runpy, signal, sys, threading, time
+    import os, runpy, subprocess, sys
     import tensorflow as tf
     kill_step, model_dir = int(sys.argv[1]), sys.argv[2]
     temp_dir = os.path.join(model_dir, f"model.ckpt-{{kill_step}}_temp")
     original_save = tf.compat.v1.train.Saver.save
 
-    def kill_once_writing():
-        while not os.path.exists(temp_dir):
-            time.sleep(0.0002)
-        os.kill(os.getpid(), signal.SIGKILL)
-
     def save(self, sess, save_path, global_step=None, *args, **kwargs):
         step = sess.run(global_step) if hasattr(global_step, "op") else global_step
         if step is None or int(step) != kill_step:
             return original_save(self, sess, save_path, global_step, *args, **kwargs)
-        threading.Thread(target=kill_once_writing, daemon=True).start()
+        subprocess.Popen([sys.executable, {watcher!r}, temp_dir, str(os.getpid())])
         # The temp directory lives for milliseconds, so one write can slip past the watcher on
         # a loaded machine: write the shards of this step again (the `checkpoint` state is only
         # updated after a whole save, which never happens here) until the kill lands in one.
@@ -97,7 +93,8 @@ def test_script_killed_during_a_checkpoint_write_and_at_random_resumes(tmp_path)
 
     # 1. Killed while TF writes model.ckpt-6: the state still names the whole model.ckpt-3.
     killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_DURING_SAVE.format(script=SCRIPT), "6", out, *args],
+        [sys.executable, "-c", _KILLED_DURING_SAVE.format(script=SCRIPT, watcher=WATCHER), "6",
+         out, *args],
         capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert os.path.isdir(os.path.join(out, "model.ckpt-6_temp"))  # It did die mid-write.
