@@ -33,7 +33,6 @@ import tensorflow as tf
 
 from bert_tf import distribute, precision
 from bert_tf import estimator as estimator_lib
-from bert_tf import flags as bert_flags
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -57,7 +56,7 @@ class BenchmarkSpec:
       batch_size: sequences per micro-batch.
       max_seq_length: S.
       precision: "fp32", "bf16" or "fp16" (compute dtype; variables stay fp32).
-      use_xla: XLA auto-clustering of the session (`flags.make_session_config`).
+      use_xla: XLA auto-clustering of the session (`estimator.session_config`).
       num_warmup_steps: untimed steps first (graph optimisation, oneDNN primitive caches).
       num_steps: timed steps.
       num_accumulation_steps: micro-batches per optimizer update (train mode).
@@ -429,7 +428,7 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
 
     Args:
       spec: `BenchmarkSpec`.
-      session_config: ConfigProto; default `flags.make_session_config(spec.use_xla)`.
+      session_config: ConfigProto; default `estimator.session_config(spec.use_xla)`.
       log: function taking one string for progress lines (None: silent).
       strategy: a `tf.distribute` strategy (see `build_step`), or None for one device.
       step_timeout_secs: multi-worker only: a run waiting longer than this (or than
@@ -446,7 +445,7 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
     spec.validate()
     log = log or (lambda _: None)
     if session_config is None:
-        session_config = bert_flags.make_session_config(use_xla=spec.use_xla)
+        session_config = estimator_lib.session_config(use_xla=spec.use_xla)
     compute_dtype = precision.compute_dtype_from_name(spec.precision)
     replicas = distribute.num_replicas(strategy)
     options = None
@@ -613,7 +612,7 @@ def profile_step(spec, session_config=None, trace_file=None, num_warmup_steps=2)
     """
     spec.validate()
     if session_config is None:
-        session_config = bert_flags.make_session_config(use_xla=spec.use_xla)
+        session_config = estimator_lib.session_config(use_xla=spec.use_xla)
     graph, fetch, _ = build_step(spec)
     with tf1.Session(graph=graph, config=session_config) as session:
         initialize(session, graph)
@@ -672,11 +671,11 @@ def _parse_batch_sizes(text):
     return sizes
 
 
-def run(flag_values, log=print):
+def run(options, log=print):
     """The `scripts/benchmark.py` entry point: runs, prints the table, writes JSON / plot / trace.
 
     Args:
-      flag_values: parsed absl flags of scripts/benchmark.py.
+      options: `bert_tf.options.BenchmarkOptions` (the flags of scripts/benchmark.py).
       log: function taking one string.
 
     Returns:
@@ -684,30 +683,30 @@ def run(flag_values, log=print):
     """
     from bert_tf import modeling
 
-    config = modeling.BertConfig.from_json_file(flag_values.bert_config_file)
+    config = modeling.BertConfig.from_json_file(options.bert_config_file)
     spec = BenchmarkSpec(
-        bert_config=config, task=flag_values.task, mode=flag_values.mode,
-        batch_size=flag_values.batch_size, max_seq_length=flag_values.max_seq_length,
-        precision=flag_values.precision, use_xla=flag_values.use_xla,
-        num_warmup_steps=flag_values.num_warmup_steps, num_steps=flag_values.num_steps,
-        num_accumulation_steps=flag_values.num_accumulation_steps,
-        max_predictions_per_seq=flag_values.max_predictions_per_seq,
-        num_labels=flag_values.num_labels, peak_matmul_size=flag_values.peak_matmul_size)
+        bert_config=config, task=options.task, mode=options.mode,
+        batch_size=options.batch_size, max_seq_length=options.max_seq_length,
+        precision=options.precision, use_xla=options.use_xla,
+        num_warmup_steps=options.num_warmup_steps, num_steps=options.num_steps,
+        num_accumulation_steps=options.num_accumulation_steps,
+        max_predictions_per_seq=options.max_predictions_per_seq,
+        num_labels=options.num_labels, peak_matmul_size=options.peak_matmul_size)
     spec.validate()
     sweep_sizes = []
-    if flag_values.output_plot:
+    if options.output_plot:
         check_plotting_available()
-        sweep_sizes = _parse_batch_sizes(flag_values.plot_batch_sizes)
-    session_config = bert_flags.make_session_config(use_xla=spec.use_xla)
-    strategy = distribute.strategy_from_flags(flag_values)
+        sweep_sizes = _parse_batch_sizes(options.plot_batch_sizes)
+    session_config = estimator_lib.session_config(use_xla=spec.use_xla)
+    strategy = distribute.strategy_from_options(options.distribution)
     distributed = dict(strategy=strategy,
-                       step_timeout_secs=getattr(flag_values, "step_timeout_secs", None))
+                       step_timeout_secs=options.distribution.step_timeout_secs)
     writes_files = distribute.is_chief(strategy)
 
-    if flag_values.trace_file:
-        rows = profile_step(spec, session_config, trace_file=flag_values.trace_file)
+    if options.trace_file:
+        rows = profile_step(spec, session_config, trace_file=options.trace_file)
         log(format_profile(rows))
-        log(f"wrote the Chrome trace of one step to {flag_values.trace_file}")
+        log(f"wrote the Chrome trace of one step to {options.trace_file}")
 
     result = run_benchmark(spec, session_config, log=log, **distributed)
     results = [result]
@@ -723,18 +722,18 @@ def run(flag_values, log=print):
             {key: r[key] for key in RESULT_KEYS + ("batch_size",)} for r in sweep])
         results = sweep
     log(format_table(results))
-    if flag_values.check_onednn and not result["machine"]["gpus"]:
+    if options.check_onednn and not result["machine"]["gpus"]:
         report = onednn_matmul_report(spec.precision)
         result["machine"]["onednn"] = report
         log(f"oneDNN ISA: {report.get('isa')}; a {spec.precision} matmul ran "
             f"{', '.join(report.get('kernels', [])) or 'no oneDNN primitive'} "
             f"(reduced precision on oneDNN: {report.get('low_precision_on_onednn')})")
-    if not writes_files and (flag_values.output_json or sweep_sizes):
+    if not writes_files and (options.output_json or sweep_sizes):
         log("Not the chief: the chief writes --output_json and --output_plot.")
-    elif flag_values.output_json:
-        write_json(result, flag_values.output_json)
-        log(f"wrote {flag_values.output_json}")
+    elif options.output_json:
+        write_json(result, options.output_json)
+        log(f"wrote {options.output_json}")
     if sweep_sizes and writes_files:
-        plot_batch_sweep(results, flag_values.output_plot)
-        log(f"wrote {flag_values.output_plot}")
+        plot_batch_sweep(results, options.output_plot)
+        log(f"wrote {options.output_plot}")
     return result

@@ -37,6 +37,7 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from bert_tf import modeling
 from bert_tf.errors import BertTfError
@@ -265,7 +266,7 @@ def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknow
             if weight.group == "encoder":
                 missing.append(weight.hf)
             elif weight.group == "pooler":
-                tf1.logging.warning("%s: no pooler weights; bert/pooler/* stays uninitialised.",
+                logging.warning("%s: no pooler weights; bert/pooler/* stays uninitialised.",
                                     source)
             continue
         value = tensors.pop(present[0])
@@ -290,7 +291,7 @@ def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknow
         value = tensors.pop(tied, None)
         reference = hf_tensors.get(target, hf_tensors.get(_HF_PREFIX + target))
         if value is not None and (reference is None or not np.array_equal(value, reference)):
-            tf1.logging.warning("%s: '%s' differs from '%s' it is tied to; the Google layout "
+            logging.warning("%s: '%s' differs from '%s' it is tied to; the Google layout "
                                 "keeps only the latter.", source, tied, target)
     if tensors and not skip_unknown:
         unknown = sorted(tensors)
@@ -443,7 +444,7 @@ def read_tf_checkpoint(checkpoint, names=None):
         skipped = sorted(name for name in set(stored) - set(names)
                          if name != "global_step" and not name.endswith(("/adam_m", "/adam_v")))
         if skipped:
-            tf1.logging.warning("Not converted (not BERT pre-training variables): %s",
+            logging.warning("Not converted (not BERT pre-training variables): %s",
                                 ", ".join(skipped))
     return {name: reader.get_tensor(name) for name in names if name in stored}
 
@@ -473,7 +474,7 @@ def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False):
     write_tf_checkpoint(google, prefix)
     _write_json(_bert_config_json(config), os.path.join(output_dir, TF_CONFIG_NAME))
     _copy_if_present(os.path.join(hf_dir, VOCAB_NAME), os.path.join(output_dir, VOCAB_NAME))
-    tf1.logging.info("Wrote %d variables to %s", len(google), prefix)
+    logging.info("Wrote %d variables to %s", len(google), prefix)
     return prefix
 
 
@@ -518,7 +519,7 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
         raise BertTfError(f"--vocab_file: '{vocab_file}' does not exist; pass the checkpoint's "
                           "vocab.txt or leave the flag out.")
     _copy_if_present(vocab_file, os.path.join(output_dir, VOCAB_NAME))
-    tf1.logging.info("Wrote %d tensors to %s", len(hf), weights_path)
+    logging.info("Wrote %d tensors to %s", len(hf), weights_path)
     return weights_path
 
 

@@ -55,30 +55,26 @@ _SERVERS = {}
 # ----------------------------------------------------------------------------- construction
 
 
-def strategy_from_flags(flag_values):
+def strategy_from_options(distribution):
     """The strategy for `--distribution_strategy` / `--use_tpu`, or None for one device.
 
     Args:
-      flag_values: parsed flags (absl FLAGS or any object with the attributes); missing
-        attributes take their defaults, so older option objects keep working.
+      distribution: `bert_tf.options.DistributionOptions`.
 
     Returns:
       A `tf.distribute` strategy (built in graph mode) or None.
     """
-    name = getattr(flag_values, "distribution_strategy", None) or "none"
-    if getattr(flag_values, "use_tpu", False):
+    name = distribution.distribution_strategy
+    if distribution.use_tpu:
         if name not in ("none", "tpu"):
             raise BertTfError(f"--use_tpu contradicts --distribution_strategy={name}; pass only "
                               "one of them (--use_tpu means --distribution_strategy=tpu).")
         name = "tpu"
     return make_strategy(
-        name, num_gpus=getattr(flag_values, "num_gpus", None),
-        tpu_name=getattr(flag_values, "tpu_name", None),
-        tpu_zone=getattr(flag_values, "tpu_zone", None),
-        gcp_project=getattr(flag_values, "gcp_project", None),
-        master=getattr(flag_values, "master", None),
-        num_tpu_cores=getattr(flag_values, "num_tpu_cores", None),
-        iterations_per_loop=getattr(flag_values, "iterations_per_loop", 1))
+        name, num_gpus=distribution.num_gpus, tpu_name=distribution.tpu_name,
+        tpu_zone=distribution.tpu_zone, gcp_project=distribution.gcp_project,
+        master=distribution.master, num_tpu_cores=distribution.num_tpu_cores,
+        iterations_per_loop=distribution.iterations_per_loop)
 
 
 def make_strategy(name, num_gpus=None, tpu_name=None, tpu_zone=None, gcp_project=None,

@@ -45,6 +45,18 @@ def short_tf_error(error):
     return re.sub(r"\s*\[Op:[^\]]*\].*$", "", text).strip() or type(error).__name__
 
 
+def _log_through_absl_only():
+    """Drops the handler TensorFlow gives its logger when it is imported before absl sets up
+    logging: with it every `tensorflow` record would print twice ("INFO:tensorflow:..." and
+    absl's format). Records then reach absl's handler on the root logger only."""
+    import logging
+
+    tf_logger = logging.getLogger("tensorflow")
+    for handler in list(tf_logger.handlers):
+        tf_logger.removeHandler(handler)
+    tf_logger.propagate = True
+
+
 def run_main(main):
     """Runs an absl `main(argv)`, turning `BertTfError` into one clean line.
 
@@ -58,6 +70,7 @@ def run_main(main):
         sys.argv.remove("--debug")
 
     def wrapped(argv):
+        _log_through_absl_only()
         try:
             return main(argv)
         except BertTfError as e:

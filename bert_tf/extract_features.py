@@ -25,8 +25,10 @@ import time
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from bert_tf import errors, modeling, tokenization
+from bert_tf import estimator as estimator_lib
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -243,7 +245,7 @@ def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes,
         rounding, since padding is masked out of attention.
       use_one_hot_embeddings: look embeddings up with a one-hot matmul instead of a gather.
       output_attentions: also fetch the attention probabilities of those layers.
-      session_config: ConfigProto of the session (`flags.make_session_config`, e.g. XLA).
+      session_config: ConfigProto of the session (`estimator.session_config`, e.g. XLA).
 
     Yields:
       (feature, outputs) in the order of `features`, where `outputs` is a list with one float32
@@ -300,10 +302,10 @@ def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes,
             now = time.time()
             if now - last_log >= _LOG_EVERY_SECS:
                 last_log = now
-                tf1.logging.info("Extracted %d of %d examples (%.1f examples/sec)", done,
+                logging.info("Extracted %d of %d examples (%.1f examples/sec)", done,
                                  len(features), done / (now - start))
         elapsed = max(time.time() - start, 1e-9)
-        tf1.logging.info("Extracted %d examples in %.1f s (%.1f examples/sec)", done, elapsed,
+        logging.info("Extracted %d examples in %.1f s (%.1f examples/sec)", done, elapsed,
                          done / elapsed)
 
 
@@ -322,7 +324,7 @@ def _init_from_checkpoint(init_checkpoint):
             f"'{missing[0].split(':')[0]}' ({len(missing)} of the model's variables are "
             "missing); pass a BERT checkpoint with Google's variable names (bert/embeddings/..., "
             "bert/encoder/layer_N/...).")
-    tf1.logging.info("Initialized the BERT variables from %s", init_checkpoint)
+    logging.info("Initialized the BERT variables from %s", init_checkpoint)
 
 
 def feature_to_json(feature, layer_outputs, layer_indexes, attentions=None):
@@ -409,7 +411,7 @@ def write_jsonl(records, output_file):
 def run_extract_features(input_file, output_file, vocab_file, bert_config_file, init_checkpoint,
                          layers="-1,-2,-3,-4", do_lower_case=True, max_seq_length=128,
                          batch_size=32, padding="longest", use_one_hot_embeddings=False,
-                         output_attentions=False, session_config=None):
+                         output_attentions=False, use_xla=False, use_tpu=False):
     """The `extract_features.py` script: checks every input, then writes the JSON lines.
 
     Everything is checked before the model is built, so bad input stops early with one
@@ -418,6 +420,9 @@ def run_extract_features(input_file, output_file, vocab_file, bert_config_file, 
     Returns:
       The number of examples written.
     """
+    if use_tpu:
+        raise BertTfError("--use_tpu: TPU execution is not available for extract_features; "
+                          "run without --use_tpu (CPU/GPU).")
     _require_path(input_file, flag="input_file", what="input file")
     if not output_file:
         raise BertTfError("--output_file: no output file given; pass the path of the JSON "
@@ -450,15 +455,15 @@ def run_extract_features(input_file, output_file, vocab_file, bert_config_file, 
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
     _check_features_fit_config(features, bert_config, vocab_file, bert_config_file)
 
-    tf1.logging.info("Extracting layers %s of %d examples (batch_size=%d, padding=%s)",
+    logging.info("Extracting layers %s of %d examples (batch_size=%d, padding=%s)",
                      layer_indexes, len(features), batch_size, padding)
     records = extract_features(bert_config, init_checkpoint, features, layer_indexes,
                                batch_size=batch_size, padding=padding,
                                use_one_hot_embeddings=use_one_hot_embeddings,
                                output_attentions=output_attentions,
-                               session_config=session_config)
+                               session_config=estimator_lib.session_config(use_xla))
     count = write_jsonl(records, output_file)
-    tf1.logging.info("Wrote %d examples to %s", count, output_file)
+    logging.info("Wrote %d examples to %s", count, output_file)
     return count
 
 

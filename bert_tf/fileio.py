@@ -6,16 +6,17 @@ leaves a half-written file under the final name and an earlier complete file
 survives until the new one is complete.
 """
 
+import glob
 import os
 import tempfile
 
-import tensorflow as tf
-
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, require_file
 
 
 def ensure_output_dir(path, flag="output_dir"):
     """Creates directory `path` if needed; a clear error if it is a file or not writable."""
+    import tensorflow as tf
+
     if os.path.exists(path) and not os.path.isdir(path):
         raise BertTfError(f"--{flag}: '{path}' is a file, not a directory; pass a directory path.")
     try:
@@ -56,3 +57,35 @@ def write_eval_results(output_dir, results, filename="eval_results.txt"):
     path = os.path.join(output_dir, filename)
     atomic_write_text(path, format_eval_results(results))
     return path
+
+
+def expand_input_files(input_file, flag="input_file",
+                       what="files (comma-separated, globs allowed)"):
+    """Expands a comma-separated list of files and glob patterns, in order, without repeats.
+
+    Raises:
+      BertTfError: naming `--flag` and the pattern when a pattern matches no file, or a file
+        is missing.
+    """
+    patterns = [p.strip() for p in (input_file or "").split(",") if p.strip()]
+    if not patterns:
+        raise BertTfError(f"--{flag}: no input given; pass {what}.")
+    paths = []
+    for pattern in patterns:
+        if any(c in pattern for c in "*?["):
+            if "://" in pattern:
+                import tensorflow as tf
+
+                matches = [p for p in sorted(tf.io.gfile.glob(pattern))
+                           if not tf.io.gfile.isdir(p)]
+            else:
+                matches = [p for p in sorted(glob.glob(pattern)) if os.path.isfile(p)]
+            if not matches:
+                raise BertTfError(f"--{flag}: pattern '{pattern}' matches no files; check the "
+                                  "pattern and the directory.")
+            paths.extend(matches)
+        else:
+            if "://" not in pattern:
+                require_file(pattern, flag=flag, what="input file")
+            paths.append(pattern)
+    return list(dict.fromkeys(paths))

@@ -30,6 +30,7 @@ import math
 import re
 
 import tensorflow as tf
+from absl import logging
 
 from bert_tf import precision
 from bert_tf.errors import BertTfError
@@ -458,12 +459,12 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=True):
     for var in tvars:
         (done if var.name in initialized else missing).append(var.name)
     if log:
-        tf1.logging.info("Initialized %d of %d variables from %s", len(done), len(tvars),
+        logging.info("Initialized %d of %d variables from %s", len(done), len(tvars),
                          init_checkpoint)
         for name in done:
-            tf1.logging.info("  INIT_FROM_CKPT %s", name)
+            logging.info("  INIT_FROM_CKPT %s", name)
         for name in missing:
-            tf1.logging.info("  not in checkpoint (random init) %s", name)
+            logging.info("  not in checkpoint (random init) %s", name)
     return done, missing
 
 

@@ -8,7 +8,7 @@ Example (BERT-base SQuAD fine-tuning, seq 384, batch 4, bf16):
 
 from absl import flags
 
-from bert_tf import benchmark, errors
+from bert_tf import benchmark, errors, options
 from bert_tf import flags as bert_flags
 
 flags.DEFINE_string("bert_config_file", None, "The config json file of the BERT model.")
@@ -38,14 +38,13 @@ flags.DEFINE_bool("check_onednn", True,
                   "(a child process with ONEDNN_VERBOSE=1).")
 bert_flags.define_precision_flags()
 bert_flags.define_xla_flags()
-bert_flags.define_tpu_flags()
-bert_flags.define_distribution_flags(shuffle_flag=False)
+bert_flags.define_distribution_flags()
 
 FLAGS = flags.FLAGS
 
 
 def main(_):
-    benchmark.run(FLAGS)
+    benchmark.run(options.BenchmarkOptions.from_flags(FLAGS))
 
 
 if __name__ == "__main__":

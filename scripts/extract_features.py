@@ -14,22 +14,15 @@ from bert_tf import flags as bert_flags
 
 FLAGS = flags.FLAGS
 
+bert_flags.define_model_flags(max_seq_length=128)
+bert_flags.define_tokenizer_flags()
+bert_flags.define_tpu_flags()
+bert_flags.define_xla_flags()
 flags.DEFINE_string("input_file", None,
                     "Text file, one example a line: 'text' or 'text_a ||| text_b'.")
 flags.DEFINE_string("output_file", None, "JSON lines file to write, one object per input line.")
 flags.DEFINE_string("layers", "-1,-2,-3,-4",
                     "Comma-separated encoder layer indexes to output (-1 is the last layer).")
-flags.DEFINE_string("bert_config_file", None,
-                    "The config json file corresponding to the pre-trained BERT model.")
-flags.DEFINE_integer("max_seq_length", 128,
-                     "Maximum total input length in WordPiece tokens after tokenization; longer "
-                     "sequences are truncated.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Checkpoint prefix of the pre-trained BERT model, e.g. .../bert_model.ckpt.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text: True for uncased models, False for "
-                  "cased ones.")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_string("padding", "longest",
                     "'longest': pad each batch to its longest example (faster); "
@@ -39,26 +32,16 @@ flags.DEFINE_bool("use_one_hot_embeddings", False,
 flags.DEFINE_bool("output_attentions", False,
                   "Also write each example's self-attention probabilities [heads, tokens, tokens] "
                   "for the --layers, under the key 'attentions'.")
-bert_flags.define_tpu_flags()
-bert_flags.define_xla_flags()
 
 
 def main(_):
-    bert_flags.check_no_tpu(FLAGS)
     extraction.run_extract_features(
-        input_file=FLAGS.input_file,
-        output_file=FLAGS.output_file,
-        vocab_file=FLAGS.vocab_file,
-        bert_config_file=FLAGS.bert_config_file,
-        init_checkpoint=FLAGS.init_checkpoint,
-        layers=FLAGS.layers,
-        do_lower_case=FLAGS.do_lower_case,
-        max_seq_length=FLAGS.max_seq_length,
-        batch_size=FLAGS.batch_size,
-        padding=FLAGS.padding,
+        input_file=FLAGS.input_file, output_file=FLAGS.output_file, vocab_file=FLAGS.vocab_file,
+        bert_config_file=FLAGS.bert_config_file, init_checkpoint=FLAGS.init_checkpoint,
+        layers=FLAGS.layers, do_lower_case=FLAGS.do_lower_case,
+        max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size, padding=FLAGS.padding,
         use_one_hot_embeddings=FLAGS.use_one_hot_embeddings,
-        output_attentions=FLAGS.output_attentions,
-        session_config=bert_flags.session_config_from_flags(FLAGS))
+        output_attentions=FLAGS.output_attentions, use_xla=FLAGS.use_xla, use_tpu=FLAGS.use_tpu)
 
 
 if __name__ == "__main__":

@@ -17,38 +17,17 @@ csv/tsv task:
 
 from absl import flags
 
-from bert_tf import errors
+from bert_tf import errors, options
 from bert_tf import flags as bert_flags
 from bert_tf.tasks import classification
 
-flags.DEFINE_string("data_dir", None,
-                    "The input data dir: the task's .tsv files (or train/dev/test.csv for the "
-                    "csv task, .tsv for the tsv task).")
-flags.DEFINE_string("task_name", None,
-                    "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli, "
-                    "xnli, or csv / tsv for your own files.")
-flags.DEFINE_string("text_a_column", None,
-                    "csv/tsv task: column of the first text (header name or 0-based index).")
-flags.DEFINE_string("text_b_column", None,
-                    "csv/tsv task: column of the second text, for sentence-pair tasks.")
-flags.DEFINE_string("label_column", None, "csv/tsv task: column of the label (default 'label').")
-flags.DEFINE_list("labels", None,
-                  "csv/tsv task: the label list, comma separated (default: the distinct labels "
-                  "of the train file, sorted).")
-flags.DEFINE_bool("has_header", None,
-                  "csv/tsv task: whether the first row names the columns (default True).")
-flags.DEFINE_bool("regression", None,
-                  "csv/tsv task: labels are real numbers (MSE loss, Pearson/Spearman).")
-flags.DEFINE_string("language", None, "xnli task: the language to train and evaluate on "
-                    "(default zh).")
+bert_flags.define_classifier_flags()
 bert_flags.define_finetuning_flags(max_seq_length=128)
-bert_flags.define_eval_flags()
-
-FLAGS = flags.FLAGS
 
 
 def main(_):
-    classification.run_classifier(FLAGS)
+    classification.run_classifier(options.ClassifierOptions.from_flags(flags.FLAGS),
+                                  options.FinetuneOptions.from_flags(flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -16,20 +16,17 @@ eval_predictions.txt and test_predictions.txt ("token gold predicted" a line).
 
 from absl import flags
 
-from bert_tf import errors
+from bert_tf import errors, options
 from bert_tf import flags as bert_flags
 from bert_tf.tasks import ner
 
-flags.DEFINE_string("data_dir", None,
-                    "Directory with the CoNLL files train.txt, dev.txt and test.txt.")
+bert_flags.define_ner_flags()
 bert_flags.define_finetuning_flags(max_seq_length=128)
-bert_flags.define_eval_flags()
-
-FLAGS = flags.FLAGS
 
 
 def main(_):
-    ner.run_ner(FLAGS)
+    ner.run_ner(options.NerOptions.from_flags(flags.FLAGS),
+                options.FinetuneOptions.from_flags(flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,11 @@ import json
 import os
 import subprocess
 import sys
-import types
 
 import pytest
+
+from bert_tf import flags as bert_flags
+from bert_tf import options as bert_options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -19,25 +21,15 @@ TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_at
                    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
                    initializer_range=0.02)
 
-# The flag defaults of bert_tf.flags.define_finetuning_flags / define_eval_flags, with small
-# sizes for tests.
-_COMMON = dict(
-    bert_config_file=None, vocab_file=None, output_dir=None, init_checkpoint=None,
-    do_lower_case=True, max_seq_length=32, do_train=False, do_eval=False, do_predict=False,
-    train_batch_size=8, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-3,
-    num_train_epochs=1.0, num_train_steps=None, warmup_proportion=0.1,
-    save_checkpoints_steps=1000, iterations_per_loop=1000, keep_checkpoint_max=2,
-    log_every_n_steps=100, save_summary_steps=0, random_seed=1, export_dir=None,
-    optimizer="adamw", num_accumulation_steps=1, precision="fp32", use_tpu=False,
-    distribution_strategy="none", num_gpus=None, shuffle_train_input=True)
-_TASK = {
-    "classifier": dict(task_name=None, data_dir=None, text_a_column=None, text_b_column=None,
-                       label_column=None, labels=None, has_header=None, regression=None,
-                       language=None),
-    "squad": dict(train_file=None, predict_file=None, doc_stride=128, max_query_length=64,
-                  n_best_size=20, max_answer_length=30, verbose_logging=False,
-                  version_2_with_negative=False, null_score_diff_threshold=0.0),
-    "ner": dict(data_dir=None),
+# Small sizes for tests; every other option keeps its flag default (bert_tf.flags).
+_TEST_VALUES = dict(max_seq_length=32, train_batch_size=8, eval_batch_size=8,
+                    predict_batch_size=8, learning_rate=1e-3, num_train_epochs=1.0,
+                    keep_checkpoint_max=2, save_summary_steps=0, random_seed=1)
+# kind -> (the script's task flag group, its options class, whether it has --do_eval).
+_TASKS = {
+    "classifier": (bert_flags.define_classifier_flags, bert_options.ClassifierOptions, True),
+    "squad": (bert_flags.define_squad_flags, bert_options.SquadOptions, False),
+    "ner": (bert_flags.define_ner_flags, bert_options.NerOptions, True),
 }
 
 
@@ -50,11 +42,22 @@ def write_tiny_config(directory, **overrides):
 
 
 def options(kind, **values):
-    """A flag-values namespace for run_classifier / run_squad / run_ner ("classifier",
-    "squad", "ner"), the scripts' defaults overridden by `values`."""
-    unknown = set(values) - set(_COMMON) - set(_TASK[kind])
-    assert not unknown, f"not a {kind} flag: {unknown}"
-    return types.SimpleNamespace(**{**_COMMON, **_TASK[kind], **values})
+    """(task options, FinetuneOptions) for run_classifier / run_squad / run_ner ("classifier",
+    "squad", "ner"), parsed from the script's own flag groups: the flag defaults, then
+    `_TEST_VALUES`, then `values`."""
+    define_task, task_class, has_eval = _TASKS[kind]
+
+    def define(flag_values):
+        define_task(flag_values)
+        bert_flags.define_finetuning_flags(has_eval=has_eval, flag_values=flag_values)
+
+    flag_values = bert_flags.parse(define)
+    for name, value in {**_TEST_VALUES, **values}.items():
+        if name in flag_values:
+            setattr(flag_values, name, value)
+        else:
+            assert name not in values, f"not a {kind} flag: {name}"
+    return task_class.from_flags(flag_values), bert_options.FinetuneOptions.from_flags(flag_values)
 
 
 def run_script(name, *args, timeout=300):

@@ -7,14 +7,15 @@ import json
 import os
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert_tf import benchmark, modeling
+from bert_tf import estimator as estimator_lib
 from bert_tf import flags as bert_flags
+from bert_tf import options as bert_options
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -158,7 +159,10 @@ def _flag_values(config_file, **overrides):
                   num_labels=2, peak_matmul_size=64, output_json=None, output_plot=None,
                   plot_batch_sizes="1,2", trace_file=None, check_onednn=False)
     values.update(overrides)
-    return types.SimpleNamespace(**values)
+    # The distribution flags' defaults (one device), as scripts/benchmark.py defines them.
+    distribution = bert_options.DistributionOptions.from_flags(
+        bert_flags.parse(lambda fv: bert_flags.define_distribution_flags(fv)))
+    return bert_options.BenchmarkOptions(**values, distribution=distribution)
 
 
 @pytest.mark.parametrize("overrides,message", [
@@ -213,7 +217,7 @@ def test_trace_file_and_profile_rows(tmp_path):
 
 
 def test_use_xla_compiles_clusters(tmp_path):
-    config = bert_flags.make_session_config(use_xla=True)
+    config = estimator_lib.session_config(use_xla=True)
     assert config.graph_options.optimizer_options.global_jit_level == \
         tf1.OptimizerOptions.ON_1
     # TF reads TF_XLA_FLAGS once, at the first session of a process: so in a fresh one.

@@ -32,6 +32,8 @@ from test_pretraining import TINY, write_records
 
 from bert_tf import benchmark, distribute, modeling
 from bert_tf import estimator as estimator_lib
+from bert_tf import flags as bert_flags
+from bert_tf import options as bert_options
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import pretraining
 
@@ -117,14 +119,19 @@ def test_bad_tf_config_is_a_clear_error(monkeypatch, tf_config, message):
         distribute.make_strategy("multi_worker")
 
 
+def _distribution(**values):
+    """`DistributionOptions` parsed from the distribution flags, `values` set."""
+    return bert_options.DistributionOptions.from_flags(
+        bert_flags.parse(lambda fv: bert_flags.define_distribution_flags(fv), **values))
+
+
 def test_flag_combinations():
-    flags = types.SimpleNamespace(distribution_strategy="none", use_tpu=False, num_gpus=None)
-    assert distribute.strategy_from_flags(flags) is None
+    assert distribute.strategy_from_options(_distribution()) is None
     with pytest.raises(BertTfError, match="--use_tpu contradicts --distribution_strategy"):
-        distribute.strategy_from_flags(types.SimpleNamespace(distribution_strategy="mirrored",
-                                                             use_tpu=True))
+        distribute.strategy_from_options(_distribution(distribution_strategy="mirrored",
+                                                       use_tpu=True))
     with pytest.raises(BertTfError, match="--use_tpu: no TPU given; pass --tpu_name"):
-        distribute.strategy_from_flags(types.SimpleNamespace(use_tpu=True, tpu_name=None))
+        distribute.strategy_from_options(_distribution(use_tpu=True))
     with pytest.raises(BertTfError, match="unknown value 'horovod'"):
         distribute.make_strategy("horovod")
     with pytest.raises(BertTfError, match="--num_gpus=4 but this host has 0 GPU"):
@@ -196,11 +203,12 @@ def _on_two_cpu_devices(script, code):
 
 
 _TWO_DEVICE_RUNS = _on_two_cpu_devices(SCRIPT, """
+    from bert_tf import options
     from bert_tf.tasks import pretraining
     for strategy, output_dir in (("none", {one!r}), ("mirrored", {two!r})):
         flags.FLAGS.distribution_strategy = strategy
         flags.FLAGS.output_dir = output_dir
-        pretraining.run_pretraining(flags.FLAGS)
+        pretraining.run_pretraining(options.PretrainOptions.from_flags(flags.FLAGS))
 """)
 
 
@@ -426,14 +434,16 @@ BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
 # Runs scripts/benchmark.py's flags through bert_tf.benchmark.run with 2 logical CPU devices,
 # then prints the FLOPs of the MatMuls that the mirrored step's graph runs.
 _BENCHMARK_ON_TWO_DEVICES = _on_two_cpu_devices(BENCHMARK, """
-    from bert_tf import benchmark, distribute, modeling
+    from bert_tf import benchmark, distribute, modeling, options
     sys.path.insert(0, {tests!r})
     from test_benchmark import _graph_matmul_flops
-    benchmark.run(flags.FLAGS)
+    benchmark_options = options.BenchmarkOptions.from_flags(flags.FLAGS)
+    benchmark.run(benchmark_options)
     spec = benchmark.BenchmarkSpec(
         modeling.BertConfig.from_json_file(flags.FLAGS.bert_config_file), task="squad",
         mode="train", batch_size=flags.FLAGS.batch_size, max_seq_length=flags.FLAGS.max_seq_length)
-    graph, fetch, _ = benchmark.build_step(spec, distribute.strategy_from_flags(flags.FLAGS))
+    graph, fetch, _ = benchmark.build_step(
+        spec, distribute.strategy_from_options(benchmark_options.distribution))
     print("GRAPH_FLOPS", _graph_matmul_flops(graph, fetch))
 """)
 

@@ -15,12 +15,11 @@ import subprocess
 import sys
 import textwrap
 import time
-import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_pretraining import TINY, write_records
+from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf import estimator as estimator_lib
 from bert_tf import fileio
@@ -135,23 +134,17 @@ def test_script_killed_during_a_checkpoint_write_and_at_random_resumes(tmp_path)
 def test_diverging_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
     write_records(str(tmp_path / "train.tfrecord"), num=16)
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
-    options = types.SimpleNamespace(
-        bert_config_file=str(tmp_path / "bert_config.json"),
-        input_file=str(tmp_path / "train.tfrecord"), eval_input_file=None,
-        output_dir=str(tmp_path / "out"), init_checkpoint=None, max_seq_length=16,
-        max_predictions_per_seq=4, do_train=True, do_eval=False, train_batch_size=8,
-        eval_batch_size=8, learning_rate=1e-3, num_train_steps=2, num_warmup_steps=0,
-        save_checkpoints_steps=2, iterations_per_loop=1, max_eval_steps=1, optimizer="adamw",
-        num_accumulation_steps=1, keep_checkpoint_max=3, log_every_n_steps=1,
-        save_summary_steps=0, random_seed=1, precision="fp32", use_tpu=False)
-    pretraining.run_pretraining(options)
+    values = dict(do_eval=False, learning_rate=1e-3, num_train_steps=2, num_warmup_steps=0,
+                  save_checkpoints_steps=2, iterations_per_loop=1, log_every_n_steps=1,
+                  save_summary_steps=0)
+    pretraining.run_pretraining(pretrain_options(tmp_path, **values))
     # Far too large a learning rate: weights overflow to Inf, then the loss is NaN.
-    options.learning_rate, options.num_train_steps = 1e38, 50
+    values.update(learning_rate=1e38, num_train_steps=50)
     with pytest.raises(BertTfError, match=r"Training diverged: .* at step \d+.*lower "
                                           r"--learning_rate") as error:
-        pretraining.run_pretraining(options)
+        pretraining.run_pretraining(pretrain_options(tmp_path, **values))
     assert "\n" not in str(error.value)
-    assert assert_checkpoint_state_is_whole(options.output_dir) == 2
+    assert assert_checkpoint_state_is_whole(str(tmp_path / "out")) == 2
 
 
 # --------------------------------------------------------------------- outputs: whole or absent

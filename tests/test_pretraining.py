@@ -6,13 +6,14 @@ import signal
 import subprocess
 import sys
 import time
-import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import flags as bert_flags
 from bert_tf import modeling
+from bert_tf import options as bert_options
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import pretraining
 
@@ -56,29 +57,29 @@ def write_records(path, num, seq=16, preds=4, seed=0):
     return path
 
 
-def _options(tmp_path, **overrides):
+def pretrain_options(tmp_path, **overrides):
+    """`PretrainOptions` parsed from run_pretraining.py's flag groups: the flag defaults, small
+    test sizes over tmp_path, then `overrides`."""
     config = tmp_path / "bert_config.json"
     if not config.exists():
         config.write_text(json.dumps(TINY))
     values = dict(
         bert_config_file=str(config), input_file=str(tmp_path / "train.tfrecord"),
-        eval_input_file=None, output_dir=str(tmp_path / "out"), init_checkpoint=None,
-        max_seq_length=16, max_predictions_per_seq=4, do_train=True, do_eval=True,
-        train_batch_size=8, eval_batch_size=8, learning_rate=3e-3, num_train_steps=60,
-        num_warmup_steps=5, save_checkpoints_steps=30, iterations_per_loop=1000,
-        max_eval_steps=10, optimizer="adamw", num_accumulation_steps=1, keep_checkpoint_max=3,
-        log_every_n_steps=20, save_summary_steps=20, random_seed=1, precision="fp32",
-        use_tpu=False)
+        output_dir=str(tmp_path / "out"), max_seq_length=16, max_predictions_per_seq=4,
+        do_train=True, do_eval=True, train_batch_size=8, eval_batch_size=8,
+        learning_rate=3e-3, num_train_steps=60, num_warmup_steps=5, save_checkpoints_steps=30,
+        max_eval_steps=10, keep_checkpoint_max=3, log_every_n_steps=20, save_summary_steps=20,
+        random_seed=1)
     values.update(overrides)
-    return types.SimpleNamespace(**values)
+    flag_values = bert_flags.parse(lambda fv: bert_flags.define_pretraining_flags(fv), **values)
+    return bert_options.PretrainOptions.from_flags(flag_values)
 
 
 def test_overfits_a_handful_of_instances_and_writes_eval_results(tmp_path):
     write_records(str(tmp_path / "train.tfrecord"), num=8)
-    opts = _options(tmp_path, num_train_steps=1, do_train=True)
-    first = pretraining.run_pretraining(opts)  # one step: the loss at the start
-    opts.num_train_steps = 150
-    last = pretraining.run_pretraining(opts)  # resumes from step 1 to 150
+    # One step: the loss at the start; then the same run resumes from step 1 to 150.
+    first = pretraining.run_pretraining(pretrain_options(tmp_path, num_train_steps=1))
+    last = pretraining.run_pretraining(pretrain_options(tmp_path, num_train_steps=150))
     assert last["global_step"] == 150
     assert last["masked_lm_loss"] < 0.5 * first["masked_lm_loss"], (first, last)
     assert last["masked_lm_accuracy"] > 0.9
@@ -127,14 +128,16 @@ def test_masked_lm_loss_matches_numpy():
 def test_records_of_another_length_are_a_clear_error(tmp_path):
     write_records(str(tmp_path / "train.tfrecord"), num=2, seq=16, preds=4)
     with pytest.raises(BertTfError, match=r"input_ids of length 16 but --max_seq_length=32"):
-        pretraining.run_pretraining(_options(tmp_path, max_seq_length=32))
+        pretraining.run_pretraining(pretrain_options(tmp_path, max_seq_length=32))
     with pytest.raises(BertTfError, match=r"masked_lm_positions of length 4 but "
                                           r"--max_predictions_per_seq=5"):
-        pretraining.run_pretraining(_options(tmp_path, max_predictions_per_seq=5))
-    with pytest.raises(BertTfError, match=r"--input_file: '.*nothing\*' matches no file"):
-        pretraining.run_pretraining(_options(tmp_path, input_file=str(tmp_path / "nothing*")))
+        pretraining.run_pretraining(pretrain_options(tmp_path, max_predictions_per_seq=5))
+    with pytest.raises(BertTfError,
+                       match=r"--input_file: pattern '.*nothing\*' matches no file"):
+        pretraining.run_pretraining(pretrain_options(tmp_path,
+                                                     input_file=str(tmp_path / "nothing*")))
     with pytest.raises(BertTfError, match=r"not divisible by --num_accumulation_steps=3"):
-        pretraining.run_pretraining(_options(tmp_path, num_accumulation_steps=3))
+        pretraining.run_pretraining(pretrain_options(tmp_path, num_accumulation_steps=3))
 
 
 def _script(args, **kwargs):

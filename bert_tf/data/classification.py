@@ -586,6 +586,11 @@ PROCESSORS = {
 }
 
 
+def normalize_task_name(task_name):
+    """The key of `task_name` in `PROCESSORS`: lower case, "_" as "-" ("STS_B" -> "sts-b")."""
+    return (task_name or "").strip().lower().replace("_", "-")
+
+
 def get_processor(task_name, **options):
     """Returns the processor of `task_name` (see `PROCESSORS`), built with `options`.
 
@@ -595,7 +600,7 @@ def get_processor(task_name, **options):
     Raises:
       BertTfError: unknown task, or an option the task does not take.
     """
-    name = (task_name or "").strip().lower().replace("_", "-")
+    name = normalize_task_name(task_name)
     if name not in PROCESSORS:
         raise errors.BertTfError(
             f"--task_name: unknown task '{task_name}'; use one of {', '.join(PROCESSORS)}.")

@@ -42,14 +42,13 @@ on all cores:
 
 import collections
 import dataclasses
-import glob
 import os
 import random
 import time
 
 from absl import logging
 
-from bert_tf import tokenization
+from bert_tf import fileio, tokenization
 from bert_tf.data import tfrecords
 from bert_tf.errors import BertTfError, require_file
 
@@ -113,38 +112,6 @@ def _file_size(path):
 
         return tf.io.gfile.stat(path).length
     return os.path.getsize(path)
-
-
-def expand_input_files(input_file, flag="input_file"):
-    """Expands a comma-separated list of files and glob patterns, in order, without repeats.
-
-    Raises:
-      BertTfError: naming `--flag` and the pattern when a pattern matches no file, or a file
-        is missing.
-    """
-    patterns = [p.strip() for p in (input_file or "").split(",") if p.strip()]
-    if not patterns:
-        raise BertTfError(f"--{flag}: no input given; pass text files (comma-separated, globs "
-                          "allowed) with one sentence a line.")
-    paths = []
-    for pattern in patterns:
-        if any(c in pattern for c in "*?["):
-            if "://" in pattern:
-                import tensorflow as tf
-
-                matches = [p for p in sorted(tf.io.gfile.glob(pattern))
-                           if not tf.io.gfile.isdir(p)]
-            else:
-                matches = [p for p in sorted(glob.glob(pattern)) if os.path.isfile(p)]
-            if not matches:
-                raise BertTfError(f"--{flag}: pattern '{pattern}' matches no files; check the "
-                                  "pattern and the directory.")
-            paths.extend(matches)
-        else:
-            if "://" not in pattern:
-                require_file(pattern, flag=flag, what="input file")
-            paths.append(pattern)
-    return list(dict.fromkeys(paths))
 
 
 def _next_document_boundary(reader, offset, size):
@@ -595,7 +562,8 @@ def create_pretraining_data(input_file, output_file, config, num_workers=None,
     require_file(config.vocab_file, flag="vocab_file", what="vocab file")
     tokenization.check_vocab_has_special_tokens(tokenization.load_vocab(config.vocab_file),
                                                 config.vocab_file)
-    input_paths = expand_input_files(input_file)
+    input_paths = fileio.expand_input_files(
+        input_file, what="text files (comma-separated, globs allowed) with one sentence a line")
     output_paths = _output_files(output_file, input_paths)
     chunks = plan_chunks(input_paths, chunk_size_mb)
     total_mb = sum(chunk.end - chunk.start for chunk in chunks) / 1e6

@@ -13,20 +13,16 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, modeling, precision
+from bert_tf import fileio, heads, modeling, precision
 from bert_tf.data import classification as classification_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as classification_metrics
-from bert_tf.tasks import finetuning, model_fn_parts
+from bert_tf.tasks import finetuning, model_fn_parts, runner
 
 tf1 = tf.compat.v1
 
-# Dropout on the pooled output while training (the original's keep_prob=0.9).
-HEAD_DROPOUT_PROB = 0.1
-
-
 def classifier_logits(pooled_output, num_labels, is_training, initializer_range=0.02):
-    """The classification head.
+    """The classification head: top-level `output_weights` / `output_bias`.
 
     Args:
       pooled_output: float Tensor [B, H], the pooled [CLS] output (compute dtype).
@@ -37,17 +33,8 @@ def classifier_logits(pooled_output, num_labels, is_training, initializer_range=
     Returns:
       float32 Tensor [B, num_labels].
     """
-    hidden_size = modeling.get_shape_list(pooled_output, expected_rank=2)[1]
-    output_weights = tf1.get_variable(
-        "output_weights", [num_labels, hidden_size], dtype=pooled_output.dtype,
-        initializer=modeling.create_initializer(initializer_range))
-    output_bias = tf1.get_variable("output_bias", [num_labels],
-                                   initializer=tf1.zeros_initializer())
-    if is_training:
-        pooled_output = modeling.dropout(pooled_output, HEAD_DROPOUT_PROB)
-    logits = tf.matmul(pooled_output, output_weights, transpose_b=True)
-    # Softmax and loss in float32 whatever the compute dtype.
-    return tf.nn.bias_add(tf.cast(logits, tf.float32), output_bias)
+    return heads.output_projection(pooled_output, num_labels, initializer_range,
+                                   dropout_prob=heads.HEAD_DROPOUT_PROB if is_training else 0.0)
 
 
 def classifier_loss(logits, labels, is_regression):
@@ -67,13 +54,10 @@ def classifier_loss(logits, labels, is_regression):
         predictions = logits[:, 0]
         per_example_loss = tf.square(predictions - tf.cast(labels, tf.float32))
         return tf.reduce_mean(per_example_loss), per_example_loss, {"predictions": predictions}
-    num_labels = modeling.get_shape_list(logits)[-1]
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    one_hot_labels = tf.one_hot(labels, depth=num_labels, dtype=tf.float32)
-    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    loss, per_example_loss, log_probs = heads.softmax_cross_entropy(logits, labels)
     outputs = {"probabilities": tf.exp(log_probs),
                "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32)}
-    return tf.reduce_mean(per_example_loss), per_example_loss, outputs
+    return loss, per_example_loss, outputs
 
 
 def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoint=None,
@@ -152,24 +136,12 @@ def feature_spec(seq_length, is_regression=False):
 
 
 def input_fn_builder(input_file, seq_length, is_training, is_regression=False, shuffle=True):
-    """Returns an input_fn over classification TFRecords (see
-    `finetuning.tfrecord_input_fn_builder`: fixed length for training, shuffled with
-    `shuffle`; each eval / predict batch trimmed to its longest example)."""
-    return finetuning.tfrecord_input_fn_builder(
-        input_file, feature_spec(seq_length, is_regression), is_training, shuffle=shuffle)
-
-
-def task_options(options):
-    """The processor options from the script's flags (None: not given, the task's default)."""
-    return {
-        "text_a_column": options.text_a_column,
-        "text_b_column": options.text_b_column,
-        "label_column": options.label_column,
-        "labels": options.labels,
-        "header": options.has_header,
-        "regression": options.regression,
-        "language": options.language,
-    }
+    """Returns an input_fn over classification TFRecords (see `runner.record_input_fn`: fixed
+    length for training, shuffled with `shuffle`; each eval / predict batch trimmed to its
+    longest example)."""
+    return runner.record_input_fn([input_file], feature_spec(seq_length, is_regression),
+                                  is_training, shuffle=shuffle,
+                                  trim_keys=runner.SEQUENCE_FEATURES)
 
 
 def format_test_results(outputs):
@@ -179,88 +151,92 @@ def format_test_results(outputs):
                    for row in outputs)
 
 
-def run_classifier(options):
-    """Fine-tunes, evaluates, predicts and exports as `scripts/run_classifier.py` configures.
+class ClassificationTask(finetuning.FinetuningTask):
+    """GLUE, XNLI and csv/tsv sentence (pair) classification and regression.
 
     Writes to --output_dir: train.tf_record / eval.tf_record / predict.tf_record (cached
     features, reused while the data and settings are unchanged), checkpoints,
     eval_results.txt (eval_loss, eval_accuracy, global_step, loss and the task's GLUE metrics)
     and test_results.tsv; with --export_dir a SavedModel (see `finetuning`).
-
-    Args:
-      options: an object with the script's flag values as attributes (absl FLAGS).
-
-    Returns:
-      The eval results dict if do_eval, else None.
     """
-    finetuning.check_actions(options, ("do_train", "do_eval", "do_predict"))
-    finetuning.check_run_options(options)
-    processor = classification_data.get_processor(options.task_name, **task_options(options))
-    task_name = options.task_name.strip().lower().replace("_", "-")
-    finetuning.require_data_dir(options, f"the {task_name} files")
-    bert_config, init_checkpoint, tokenizer = finetuning.prepare_run(options)
-    train_examples, eval_examples, predict_examples = finetuning.read_splits(processor, options)
-    is_regression = processor.is_regression
-    label_list = None if is_regression else processor.get_labels()
-    num_labels = 1 if is_regression else len(label_list)
-    logging.info("Task %s: %s", task_name,
-                 "regression" if is_regression else f"labels {label_list}")
 
-    training = finetuning.training_args(options, train_examples)
-    collector = finetuning.ExampleCollector()
-    model_fn = model_fn_builder(bert_config, num_labels, is_regression=is_regression,
-                                init_checkpoint=init_checkpoint, eval_collector=collector,
+    def __init__(self, task_options):
+        """`task_options`: `bert_tf.options.ClassifierOptions`."""
+        self.task_options = task_options
+        self.task_name = classification_data.normalize_task_name(task_options.task_name)
+        self.processor = None
+        self.label_list = None
+        self.collector = finetuning.ExampleCollector()
+
+    @property
+    def is_regression(self):
+        return self.processor.is_regression
+
+    def check(self, options):
+        del options
+        t = self.task_options
+        self.processor = classification_data.get_processor(
+            t.task_name, text_a_column=t.text_a_column, text_b_column=t.text_b_column,
+            label_column=t.label_column, labels=t.labels, header=t.has_header,
+            regression=t.regression, language=t.language)
+        finetuning.require_data_dir(t.data_dir, f"the {self.task_name} files")
+
+    def read_examples(self, options):
+        splits = finetuning.read_splits(self.processor, self.task_options.data_dir, options)
+        self.label_list = None if self.is_regression else self.processor.get_labels()
+        logging.info("Task %s: %s", self.task_name,
+                     "regression" if self.is_regression else f"labels {self.label_list}")
+        return splits
+
+    def model_fn(self, bert_config, init_checkpoint, training):
+        num_labels = 1 if self.is_regression else len(self.label_list)
+        return model_fn_builder(bert_config, num_labels, is_regression=self.is_regression,
+                                init_checkpoint=init_checkpoint, eval_collector=self.collector,
                                 **training)
-    estimator = finetuning.make_estimator(model_fn, options)
-    cache_dir = finetuning.feature_cache_dir(estimator, options)
 
-    def cached_features(examples, name):
-        path = os.path.join(cache_dir, name)
+    def write_features(self, examples, path, tokenizer, options, is_training):
+        del is_training
         classification_data.cached_file_based_convert_examples_to_features(
-            examples, label_list, options.max_seq_length, tokenizer, path)
-        return path
+            examples, self.label_list, options.model.max_seq_length, tokenizer, path)
 
-    if options.do_train:
-        train_file = cached_features(train_examples, "train.tf_record")
-        logging.info("***** Training: %d examples, batch %d, %d steps *****",
-                     len(train_examples), options.train_batch_size, training["num_train_steps"])
-        estimator.train(input_fn_builder(train_file, options.max_seq_length, True,
-                                         is_regression, shuffle=options.shuffle_train_input),
-                        max_steps=training["num_train_steps"])
-    if finetuning.stop_unless_chief(estimator, options):
-        return None
+    def input_fn(self, path, is_training, options):
+        return input_fn_builder(path, options.model.max_seq_length, is_training,
+                                self.is_regression, shuffle=options.run.shuffle_train_input)
 
-    results = None
-    if options.do_eval:
-        eval_file = cached_features(eval_examples, "eval.tf_record")
-        logging.info("***** Evaluating %d examples *****", len(eval_examples))
-        results = finetuning.evaluate(estimator, input_fn_builder(
-            eval_file, options.max_seq_length, False, is_regression))
-        real = collector.column("is_real_example") > 0
+    def evaluate(self, estimator, input_fn, examples, options):
+        results = runner.evaluate(estimator, input_fn)
+        real = self.collector.column("is_real_example") > 0
         results.update(classification_metrics.glue_metrics(
-            task_name, collector.column("predictions")[real],
-            collector.column("label_ids")[real], is_regression=is_regression))
-        path = fileio.write_eval_results(options.output_dir, results)
-        logging.info("***** Eval results (%s) *****", path)
-        for key in sorted(results):
-            logging.info("  %s = %s", key, results[key])
+            self.task_name, self.collector.column("predictions")[real],
+            self.collector.column("label_ids")[real], is_regression=self.is_regression))
+        runner.write_results(options.run.output_dir, results)
+        return results
 
-    if options.do_predict:
-        predict_file = cached_features(predict_examples, "predict.tf_record")
-        logging.info("***** Predicting %d examples *****", len(predict_examples))
-        key = "predictions" if is_regression else "probabilities"
-        outputs = [prediction[key] for prediction in estimator.predict(
-            input_fn_builder(predict_file, options.max_seq_length, False, is_regression))]
-        if len(outputs) != len(predict_examples):
-            raise BertTfError(f"predicted {len(outputs)} of {len(predict_examples)} test "
-                              "examples; delete predict.tf_record in --output_dir and rerun.")
-        path = os.path.join(options.output_dir, "test_results.tsv")
+    def predict(self, estimator, input_fn, examples, options):
+        key = "predictions" if self.is_regression else "probabilities"
+        outputs = [prediction[key] for prediction in estimator.predict(input_fn)]
+        if len(outputs) != len(examples):
+            raise BertTfError(f"predicted {len(outputs)} of {len(examples)} test examples; "
+                              "delete predict.tf_record in --output_dir and rerun.")
+        path = os.path.join(options.run.output_dir, "test_results.tsv")
         fileio.atomic_write_text(path, format_test_results(outputs))
         logging.info("Wrote %s", path)
+        return None
 
-    if options.export_dir:
+    def export_files(self):
         # The order of the probabilities (regression: one predicted value).
-        labels_text = "".join(f"{label}\n" for label in (label_list or ["prediction"]))
-        finetuning.export_saved_model(estimator, options.export_dir,
-                                      extra_files={"label_list.txt": labels_text})
-    return results
+        labels = self.label_list or ["prediction"]
+        return {"label_list.txt": "".join(f"{label}\n" for label in labels)}
+
+
+def run_classifier(task_options, options):
+    """Fine-tunes, evaluates, predicts and exports as `scripts/run_classifier.py` configures.
+
+    Args:
+      task_options: `bert_tf.options.ClassifierOptions`.
+      options: `bert_tf.options.FinetuneOptions`.
+
+    Returns:
+      The eval results dict if do_eval (on the chief), else None.
+    """
+    return finetuning.run_finetuning(ClassificationTask(task_options), options)

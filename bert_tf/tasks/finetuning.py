@@ -1,10 +1,13 @@
-"""What the fine-tuning tasks share: option checks, the Estimator, TFRecord input, export.
+"""The one fine-tuning driver: `run_finetuning(task, options)` and what tasks share.
 
-`run_classifier` (tasks/classification.py), `run_squad` (tasks/squad.py) and `run_ner`
-(tasks/ner.py) all: check their flags before doing any work, build a tokenizer and an
-Estimator the same way, read cached TFRecords with one pipeline (fixed `max_seq_length` for
-training; for eval and prediction each batch is cut to its longest example), and export the
-same kind of SavedModel.
+Every fine-tuning run goes through the same order, owned here once:
+
+  checks -> BERT config, init checkpoint, tokenizer -> examples -> strategy -> output dir ->
+  Estimator -> train features -> train -> (non-chief workers stop) -> eval -> predict -> export
+
+A task (classification, NER, SQuAD, ...) is a `FinetuningTask`: it supplies only what differs:
+its own checks, reading examples, the model_fn, writing features, the input_fn, computing
+metrics and writing predictions, and the files its export carries. See docs/architecture.md.
 
 Distribution: training runs under `--distribution_strategy`; with `multi_worker` every worker
 runs the same command, trains on its share of the records, and only the chief writes to
@@ -30,113 +33,160 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import distribute, errors, fileio, modeling, precision, tokenization
 from bert_tf import estimator as estimator_lib
-from bert_tf import flags as flag_lib
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import runner
 
 tf1 = tf.compat.v1
 
 # The features the exported signatures take, all [batch, seq].
-SERVING_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+SERVING_INPUT_NAMES = runner.SEQUENCE_FEATURES
 INT64_SIGNATURE_NAME = "serving_int64"
-# Fine-tuning needs these in the vocab ([MASK] is only for pre-training).
-_NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 
 
-# ------------------------------------------------------------------------------ option checks
+class FinetuningTask:
+    """What a fine-tuning task supplies to `run_finetuning`. Subclasses override the hooks.
+
+    Attributes:
+      actions: the action flags the task's script offers (one must be set, or --export_dir).
+      feature_files: the cached feature file of each split in the output directory.
+    """
+
+    actions = ("do_train", "do_eval", "do_predict")
+    feature_files = {"train": "train.tf_record", "eval": "eval.tf_record",
+                     "predict": "predict.tf_record"}
+
+    def check(self, options):
+        """Raises BertTfError for bad task flags; runs before any other work."""
+
+    def read_examples(self, options):
+        """(train, dev, test) examples for --do_train / --do_eval / --do_predict (None where
+        not asked for), all read before any work so bad data stops the run early."""
+        raise NotImplementedError
+
+    def model_fn(self, bert_config, init_checkpoint, training):
+        """The model_fn; `training` holds the optimizer keyword arguments (`training_args`)."""
+        raise NotImplementedError
+
+    def write_features(self, examples, path, tokenizer, options, is_training):
+        """Writes `examples` as TFRecord features to `path` (whole or not at all)."""
+        raise NotImplementedError
+
+    def input_fn(self, path, is_training, options):
+        """The input_fn over the features at `path`."""
+        raise NotImplementedError
+
+    def run_files(self):
+        """{file name: text} the chief writes to --output_dir before training."""
+        return {}
+
+    def evaluate(self, estimator, input_fn, examples, options):
+        """Evaluates on the dev examples, writes eval results; returns them."""
+        raise NotImplementedError
+
+    def predict(self, estimator, input_fn, examples, options):
+        """Predicts the test examples and writes the predictions; returns eval results when
+        the task computes them from its predictions (SQuAD), else None."""
+        raise NotImplementedError
+
+    def export_files(self):
+        """{file name: text} written to the export's assets.extra/ (e.g. the label list)."""
+        return {}
+
+
+def run_finetuning(task, options):
+    """Fine-tunes, evaluates, predicts and exports `task` as `options` say.
+
+    Args:
+      task: a `FinetuningTask`.
+      options: `bert_tf.options.FinetuneOptions`.
+
+    Returns:
+      The eval results dict when computed (chief only), else None.
+    """
+    bert_config, init_checkpoint, tokenizer = prepare_run(task, options)
+    train_examples, eval_examples, predict_examples = task.read_examples(options)
+    training = training_args(options, train_examples)
+    strategy = runner.make_strategy(options.run, options.train)
+    runner.create_output_dir(options.run)
+    estimator = runner.make_estimator(
+        task.model_fn(bert_config, init_checkpoint, training), options.run, options.train,
+        strategy, eval_batch_size=options.evaluation and options.evaluation.eval_batch_size,
+        predict_batch_size=options.predict_batch_size)
+    chief = runner.is_chief(strategy)
+    for name, text in (task.run_files().items() if chief else ()):
+        fileio.atomic_write_text(os.path.join(options.run.output_dir, name), text)
+    cache_dir = feature_cache_dir(chief, options.run.output_dir)
+
+    def features(examples, split, is_training=False):
+        path = os.path.join(cache_dir, task.feature_files[split])
+        task.write_features(examples, path, tokenizer, options, is_training)
+        return task.input_fn(path, is_training, options)
+
+    if options.train.do_train:
+        input_fn = features(train_examples, "train", is_training=True)
+        logging.info("***** Training: %d examples, batch %d, %d steps *****",
+                     len(train_examples), options.train.train_batch_size,
+                     training["num_train_steps"])
+        estimator.train(input_fn, max_steps=training["num_train_steps"])
+    if not chief:
+        logging.info("Not the chief: done after training; the chief evaluates, predicts and "
+                     "exports.")
+        return None
+    results = None
+    if options.do_eval:
+        logging.info("***** Evaluating %d examples *****", len(eval_examples))
+        results = task.evaluate(estimator, features(eval_examples, "eval"), eval_examples,
+                                options)
+    if options.do_predict:
+        logging.info("***** Predicting %d examples *****", len(predict_examples))
+        predicted = task.predict(estimator, features(predict_examples, "predict"),
+                                 predict_examples, options)
+        results = predicted if predicted is not None else results
+    if options.export_dir:
+        export_saved_model(estimator, options.export_dir, task.export_files())
+    return results
+
+
+def prepare_run(task, options):
+    """Checks every option, then (bert_config, init_checkpoint, tokenizer): all before any
+    graph is built or anything is written."""
+    check_actions(options, task.actions)
+    runner.check_train_options(options.train, options.model.max_seq_length)
+    runner.check_positive(options, "predict_batch_size")
+    if options.evaluation is not None:
+        runner.check_positive(options.evaluation, "eval_batch_size")
+    task.check(options)
+    bert_config = runner.load_bert_config(options.model)
+    init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)
+    tokenizer = runner.make_tokenizer(options.tokenizer, bert_config, options.model)
+    return bert_config, init_checkpoint, tokenizer
 
 
 def check_actions(options, actions):
     """Raises `BertTfError` unless one of the flags `actions` (e.g. "do_train") or
     --export_dir is set."""
-    if not any(getattr(options, action) for action in actions) and not options.export_dir:
+    action_values = {"do_train": options.train.do_train, "do_eval": options.do_eval,
+                     "do_predict": options.do_predict}
+    if not any(action_values[action] for action in actions) and not options.export_dir:
         listed = ", ".join(f"--{action}" for action in actions)
         raise BertTfError(f"nothing to do: pass at least one of {listed} or --export_dir.")
 
 
-def load_bert_config(options):
-    """Reads `--bert_config_file` and checks `--max_seq_length` against it."""
-    errors.require_file(options.bert_config_file, flag="bert_config_file",
-                        what="BERT config file")
-    bert_config = modeling.BertConfig.from_json_file(options.bert_config_file)
-    if options.max_seq_length > bert_config.max_position_embeddings:
-        raise BertTfError(
-            f"--max_seq_length={options.max_seq_length} is longer than max_position_embeddings "
-            f"({bert_config.max_position_embeddings}) in {options.bert_config_file}; lower "
-            "--max_seq_length.")
-    return bert_config
-
-
-def check_run_options(options):
-    """Checks the sizes and the batch / accumulation flags every fine-tuning script has."""
-    sizes = ["train_batch_size", "predict_batch_size", "max_seq_length",
-             "num_accumulation_steps", "learning_rate"]
-    if hasattr(options, "eval_batch_size"):
-        sizes.append("eval_batch_size")
-    flag_lib.check_positive(options, *sizes)
-    if options.do_train and options.train_batch_size % options.num_accumulation_steps:
-        raise BertTfError(
-            f"--train_batch_size={options.train_batch_size} is not divisible by "
-            f"--num_accumulation_steps={options.num_accumulation_steps}; the micro-batch is "
-            "train_batch_size / num_accumulation_steps, pick values where it divides.")
-    if options.num_train_steps is not None and options.num_train_steps < 1:
-        raise BertTfError(f"--num_train_steps must be a positive number, got "
-                          f"{options.num_train_steps}.")
-
-
-def resolve_init_checkpoint(init_checkpoint):
-    """The checkpoint prefix for `--init_checkpoint` (a prefix or a directory), or None.
-
-    Without one the encoder starts from random weights (a warning says so).
-    """
-    if not init_checkpoint:
-        logging.warning("No --init_checkpoint: the model starts from random weights.")
-        return None
-    return modeling.resolve_checkpoint(init_checkpoint)
-
-
-def make_tokenizer(options, bert_config):
-    """A `FullTokenizer` for `--vocab_file`, checked against the casing and the config."""
-    errors.require_file(options.vocab_file, flag="vocab_file", what="vocab file")
-    tokenization.validate_case_matches_checkpoint(options.do_lower_case,
-                                                  options.init_checkpoint)
-    tokenizer = tokenization.FullTokenizer(vocab_file=options.vocab_file,
-                                           do_lower_case=options.do_lower_case)
-    tokenization.check_vocab_has_special_tokens(tokenizer.vocab, options.vocab_file,
-                                                tokens=_NEEDED_SPECIAL_TOKENS)
-    largest_id = max(tokenizer.vocab.values())
-    if largest_id >= bert_config.vocab_size:
-        raise BertTfError(
-            f"--vocab_file {options.vocab_file} has token id {largest_id} but vocab_size in "
-            f"{options.bert_config_file} is {bert_config.vocab_size}; pass the vocab.txt that "
-            "came with the checkpoint.")
-    return tokenizer
-
-
-def prepare_run(options):
-    """(bert_config, init_checkpoint, tokenizer) of a fine-tuning run, each checked against
-    the flags; the output directory is created. Call it after the script's own flag checks."""
-    bert_config = load_bert_config(options)
-    init_checkpoint = resolve_init_checkpoint(options.init_checkpoint)
-    tokenizer = make_tokenizer(options, bert_config)
-    fileio.ensure_output_dir(options.output_dir)
-    return bert_config, init_checkpoint, tokenizer
-
-
-def require_data_dir(options, what):
+def require_data_dir(data_dir, what):
     """Raises `BertTfError` unless `--data_dir` is a directory; `what` says what it holds."""
-    if not options.data_dir or not os.path.isdir(options.data_dir):
-        raise BertTfError(f"--data_dir: '{options.data_dir}' is not a directory; pass the "
+    if not data_dir or not os.path.isdir(data_dir):
+        raise BertTfError(f"--data_dir: '{data_dir}' is not a directory; pass the "
                           f"directory that holds {what}.")
 
 
-def read_splits(processor, options):
-    """(train, dev, test) examples for --do_train / --do_eval / --do_predict (None if not
-    asked for). All are read before any work, so bad data stops the run before training."""
-    return (processor.get_train_examples(options.data_dir) if options.do_train else None,
-            processor.get_dev_examples(options.data_dir) if options.do_eval else None,
-            processor.get_test_examples(options.data_dir) if options.do_predict else None)
+def read_splits(processor, data_dir, options):
+    """(train, dev, test) examples of a processor with get_train/dev/test_examples(data_dir)
+    for --do_train / --do_eval / --do_predict (None if not asked for)."""
+    return (processor.get_train_examples(data_dir) if options.train.do_train else None,
+            processor.get_dev_examples(data_dir) if options.do_eval else None,
+            processor.get_test_examples(data_dir) if options.do_predict else None)
 
 
 def training_args(options, train_examples):
@@ -146,18 +196,13 @@ def training_args(options, train_examples):
     eval and predict mode).
     """
     num_train_steps, num_warmup_steps = 1, 0
-    if options.do_train:
+    if options.train.do_train:
         num_train_steps, num_warmup_steps = train_steps(len(train_examples), options)
-    return dict(learning_rate=options.learning_rate, num_train_steps=num_train_steps,
-                num_warmup_steps=num_warmup_steps, optimizer=options.optimizer,
-                num_accumulation_steps=options.num_accumulation_steps,
-                compute_dtype=precision.compute_dtype_from_name(options.precision))
-
-
-def evaluate(estimator, input_fn):
-    """`estimator.evaluate` as plain Python numbers (global_step an int, the rest floats)."""
-    return {key: int(value) if key == "global_step" else float(value)
-            for key, value in estimator.evaluate(input_fn).items()}
+    train = options.train
+    return dict(learning_rate=train.learning_rate, num_train_steps=num_train_steps,
+                num_warmup_steps=num_warmup_steps, optimizer=train.optimizer,
+                num_accumulation_steps=train.num_accumulation_steps,
+                compute_dtype=options.model.compute_dtype)
 
 
 def train_steps(num_examples, options):
@@ -166,66 +211,29 @@ def train_steps(num_examples, options):
     `--num_train_steps` if given, else num_examples / train_batch_size * num_train_epochs
     (rounded down, as the original); warmup is `--warmup_proportion` of it.
     """
-    if options.num_train_steps:
-        steps = options.num_train_steps
+    train = options.train
+    if train.num_train_steps:
+        steps = train.num_train_steps
     else:
-        steps = int(num_examples / options.train_batch_size * options.num_train_epochs)
+        steps = int(num_examples / train.train_batch_size * options.num_train_epochs)
     if steps < 1:
         raise BertTfError(
             f"--num_train_epochs={options.num_train_epochs} over {num_examples} training "
-            f"examples at --train_batch_size={options.train_batch_size} makes no optimizer "
+            f"examples at --train_batch_size={train.train_batch_size} makes no optimizer "
             "update; train for more epochs, use a smaller batch or pass --num_train_steps.")
     return steps, int(steps * options.warmup_proportion)
 
 
-def make_estimator(model_fn, options):
-    """An Estimator writing to `--output_dir`; its train batch is the micro-batch.
-
-    Training runs under `--distribution_strategy` (see `bert_tf.distribute`): the train batch
-    stays global, each replica computes train_batch_size / replicas of it. Evaluation and
-    prediction run on one device (the chief's, see `is_chief`).
-    """
-    strategy = distribute.strategy_from_flags(options) if options.do_train else None
-    if strategy is not None:
-        per_replica = distribute.per_replica_batch_size(
-            options.train_batch_size, strategy,
-            num_accumulation_steps=options.num_accumulation_steps)
-        logging.info("Training on %d replicas, %d examples each per micro-batch.",
-                     strategy.num_replicas_in_sync, per_replica)
-    run_config = flag_lib.run_config_from_flags(options, strategy)
-    return estimator_lib.Estimator(
-        model_fn, options.output_dir, config=run_config,
-        train_batch_size=options.train_batch_size // options.num_accumulation_steps,
-        eval_batch_size=getattr(options, "eval_batch_size", None),
-        predict_batch_size=options.predict_batch_size)
-
-
-def is_chief(estimator, options):
-    """Whether this process writes to `--output_dir`, evaluates, predicts and exports: always,
-    except on the non-chief workers of `--distribution_strategy=multi_worker` (TF_CONFIG)."""
-    return (getattr(options, "distribution_strategy", "none") != "multi_worker"
-            or estimator.config.is_chief)
-
-
-def feature_cache_dir(estimator, options):
-    """Where this process writes its cached TFRecord features: `--output_dir` on the chief; a
+def feature_cache_dir(chief, output_dir):
+    """Where this process writes its cached TFRecord features: `output_dir` on the chief; a
     private temporary directory, removed when the process exits, on the other workers."""
-    if is_chief(estimator, options):
-        return options.output_dir
+    if chief:
+        return output_dir
     path = tempfile.mkdtemp(prefix="bert_tf_worker_features_")
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     logging.info("Not the chief: caching features in %s (removed at exit), not in "
                  "--output_dir.", path)
     return path
-
-
-def stop_unless_chief(estimator, options):
-    """True (after logging why) on a worker that must stop after training (see `is_chief`)."""
-    if is_chief(estimator, options):
-        return False
-    logging.info("Not the chief: done after training; the chief evaluates, predicts and "
-                 "exports.")
-    return True
 
 
 class ExampleCollector:
@@ -269,62 +277,6 @@ class _CollectHook(tf1.train.SessionRunHook):
 
     def after_run(self, run_context, run_values):
         self._collector.batches.append(run_values.results)
-
-
-# ------------------------------------------------------------------------------------- input
-
-
-def trim_to_longest(features, sequence_keys=SERVING_INPUT_NAMES):
-    """Cuts the [B, max_seq_length] features in `sequence_keys` to the batch's longest example.
-
-    The attention costs O(S^2) and every other layer O(S), so on short texts a batch of
-    length max(sum(input_mask)) is much cheaper than padding to max_seq_length; outputs for
-    the real tokens are the same (padding is masked out of attention).
-    """
-    length = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1))
-    return {key: value[:, :length] if key in sequence_keys else value
-            for key, value in features.items()}
-
-
-def tfrecord_input_fn_builder(input_file, feature_spec, is_training,
-                              sequence_keys=SERVING_INPUT_NAMES, shuffle=True,
-                              shuffle_buffer=1000):
-    """Returns an input_fn(params, input_context=None) over a TFRecord file, batch
-    params["batch_size"] (per replica under a distribution strategy).
-
-    Training repeats forever, shuffles (with `shuffle`) and keeps full batches of fixed
-    max_seq_length; several input pipelines (workers) each read their own records
-    (`distribute.record_dataset`). Eval / prediction read each record once, in order, the
-    last batch possibly smaller, each batch trimmed to its longest example
-    (`trim_to_longest`). Int64 features arrive as int32.
-
-    Args:
-      input_file: the TFRecord file.
-      feature_spec: dict name -> `tf.io.FixedLenFeature`.
-      is_training: see above.
-      sequence_keys: the [max_seq_length] features to trim (those also present).
-      shuffle: shuffle the training records (False: file order, e.g. `--shuffle_train_input
-        =false` to compare a distributed run with a single-process one).
-      shuffle_buffer: records in the shuffle buffer (training).
-    """
-
-    def parse(serialized):
-        features = tf.io.parse_example(serialized, feature_spec)
-        features = {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-                    for key, value in features.items()}
-        if not is_training:
-            features = trim_to_longest(features, sequence_keys)
-        return features
-
-    def input_fn(params, input_context=None):
-        dataset = distribute.record_dataset([input_file], is_training, input_context,
-                                            shuffle=shuffle, shuffle_buffer=shuffle_buffer)
-        # Batch first so one vectorised parse handles the whole batch.
-        dataset = dataset.batch(params["batch_size"], drop_remainder=is_training)
-        dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
-
-    return input_fn
 
 
 # ------------------------------------------------------------------------------------ export

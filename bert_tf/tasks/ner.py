@@ -13,22 +13,20 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, modeling, precision
+from bert_tf import heads, modeling, precision
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
-from bert_tf.tasks import finetuning, model_fn_parts
+from bert_tf.tasks import finetuning, model_fn_parts, runner
 
 tf1 = tf.compat.v1
 
-# Dropout on the encoder output while training, as for the classifier head.
-HEAD_DROPOUT_PROB = 0.1
 # The [max_seq_length] features of a NER record; eval / predict batches trim them all.
 SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
 
 
 def token_logits(sequence_output, num_labels, is_training, initializer_range=0.02):
-    """The token classification head.
+    """The token classification head: `cls/ner/output_weights` and `cls/ner/output_bias`.
 
     Args:
       sequence_output: float Tensor [B, S, H], the final encoder layer (compute dtype).
@@ -39,20 +37,10 @@ def token_logits(sequence_output, num_labels, is_training, initializer_range=0.0
     Returns:
       float32 Tensor [B, S, num_labels].
     """
-    batch_size, seq_length, hidden_size = modeling.get_shape_list(
-        sequence_output, expected_rank=3, name="sequence_output")
     with tf1.variable_scope("cls/ner"):
-        output_weights = tf1.get_variable(
-            "output_weights", [num_labels, hidden_size], dtype=sequence_output.dtype,
-            initializer=modeling.create_initializer(initializer_range))
-        output_bias = tf1.get_variable("output_bias", [num_labels],
-                                       initializer=tf1.zeros_initializer())
-    if is_training:
-        sequence_output = modeling.dropout(sequence_output, HEAD_DROPOUT_PROB)
-    matrix = tf.reshape(sequence_output, [batch_size * seq_length, hidden_size])
-    logits = tf.matmul(matrix, output_weights, transpose_b=True)  # [B*S, num_labels]
-    logits = tf.nn.bias_add(tf.cast(logits, tf.float32), output_bias)
-    return tf.reshape(logits, [batch_size, seq_length, num_labels])
+        return heads.output_projection(
+            sequence_output, num_labels, initializer_range,
+            dropout_prob=heads.HEAD_DROPOUT_PROB if is_training else 0.0)
 
 
 def token_loss(logits, label_ids, label_weights):
@@ -66,12 +54,7 @@ def token_loss(logits, label_ids, label_weights):
     Returns:
       (loss scalar, per_token_loss [B, S]), float32.
     """
-    num_labels = modeling.get_shape_list(logits)[-1]
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
-    one_hot_labels = tf.one_hot(label_ids, depth=num_labels, dtype=tf.float32)
-    per_token_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
-    # 1e-5 keeps a batch without scored tokens finite.
-    loss = tf.reduce_sum(per_token_loss * label_weights) / (tf.reduce_sum(label_weights) + 1e-5)
+    loss, per_token_loss, _ = heads.softmax_cross_entropy(logits, label_ids, label_weights)
     return loss, per_token_loss
 
 
@@ -141,9 +124,8 @@ def feature_spec(seq_length):
 def input_fn_builder(input_file, seq_length, is_training, shuffle=True):
     """Returns an input_fn over NER TFRecords (fixed length for training, shuffled with
     `shuffle`; each eval / predict batch trimmed to its longest example)."""
-    return finetuning.tfrecord_input_fn_builder(input_file, feature_spec(seq_length),
-                                                is_training, sequence_keys=SEQUENCE_KEYS,
-                                                shuffle=shuffle)
+    return runner.record_input_fn([input_file], feature_spec(seq_length), is_training,
+                                  shuffle=shuffle, trim_keys=SEQUENCE_KEYS)
 
 
 def word_tags(outputs, examples, label_list):
@@ -164,8 +146,8 @@ def word_tags(outputs, examples, label_list):
         for output, example in zip(outputs, examples, strict=True)]
 
 
-def run_ner(options):
-    """Fine-tunes, evaluates, predicts and exports as `scripts/run_ner.py` configures.
+class NerTask(finetuning.FinetuningTask):
+    """CoNLL-style named-entity recognition.
 
     Reads CoNLL files from --data_dir (train.txt, dev.txt, test.txt; see `bert_tf.data.ner`
     for other accepted names); the tag list is "O" then the train file's other tags. Writes to
@@ -174,73 +156,75 @@ def run_ner(options):
     recall, f1, accuracy, overall and per entity type), eval_predictions.txt and
     test_predictions.txt ("word gold predicted" a line, a blank line between sentences: the
     conlleval input format); with --export_dir a SavedModel returning tag_ids.
-
-    Returns:
-      The eval results dict if do_eval, else None.
     """
-    finetuning.check_actions(options, ("do_train", "do_eval", "do_predict"))
-    finetuning.check_run_options(options)
-    finetuning.require_data_dir(options, "train.txt, dev.txt and test.txt")
-    bert_config, init_checkpoint, tokenizer = finetuning.prepare_run(options)
-    processor = ner_data.NerProcessor(data_dir=options.data_dir)
-    label_list = processor.get_labels()
-    train_examples, eval_examples, predict_examples = finetuning.read_splits(processor, options)
-    logging.info("NER tags: %s", label_list)
 
-    training = finetuning.training_args(options, train_examples)
-    collector = finetuning.ExampleCollector()
-    model_fn = model_fn_builder(bert_config, len(label_list), init_checkpoint=init_checkpoint,
-                                eval_collector=collector, **training)
-    estimator = finetuning.make_estimator(model_fn, options)
-    label_file_text = "".join(f"{label}\n" for label in label_list)
-    if finetuning.is_chief(estimator, options):
-        fileio.atomic_write_text(os.path.join(options.output_dir, "label_list.txt"),
-                                 label_file_text)
-    cache_dir = finetuning.feature_cache_dir(estimator, options)
+    def __init__(self, task_options):
+        """`task_options`: `bert_tf.options.NerOptions`."""
+        self.data_dir = task_options.data_dir
+        self.label_list = None
+        self.collector = finetuning.ExampleCollector()
 
-    def cached_features(examples, name):
-        path = os.path.join(cache_dir, name)
+    def check(self, options):
+        del options
+        finetuning.require_data_dir(self.data_dir, "train.txt, dev.txt and test.txt")
+
+    def read_examples(self, options):
+        processor = ner_data.NerProcessor(data_dir=self.data_dir)
+        self.label_list = processor.get_labels()
+        logging.info("NER tags: %s", self.label_list)
+        return finetuning.read_splits(processor, self.data_dir, options)
+
+    def model_fn(self, bert_config, init_checkpoint, training):
+        return model_fn_builder(bert_config, len(self.label_list),
+                                init_checkpoint=init_checkpoint, eval_collector=self.collector,
+                                **training)
+
+    def write_features(self, examples, path, tokenizer, options, is_training):
+        del is_training
         ner_data.cached_file_based_convert_examples_to_features(
-            examples, label_list, options.max_seq_length, tokenizer, path)
-        return path
+            examples, self.label_list, options.model.max_seq_length, tokenizer, path)
 
-    if options.do_train:
-        train_file = cached_features(train_examples, "train.tf_record")
-        logging.info("***** Training: %d sentences, batch %d, %d steps *****",
-                     len(train_examples), options.train_batch_size, training["num_train_steps"])
-        estimator.train(input_fn_builder(train_file, options.max_seq_length, True,
-                                         shuffle=options.shuffle_train_input),
-                        max_steps=training["num_train_steps"])
-    if finetuning.stop_unless_chief(estimator, options):
+    def input_fn(self, path, is_training, options):
+        return input_fn_builder(path, options.model.max_seq_length, is_training,
+                                shuffle=options.run.shuffle_train_input)
+
+    def run_files(self):
+        return {"label_list.txt": self._label_file_text()}
+
+    def evaluate(self, estimator, input_fn, examples, options):
+        results = runner.evaluate(estimator, input_fn)
+        predicted = word_tags(self.collector.examples(), examples, self.label_list)
+        evaluation = ner_metrics.evaluate([example.labels for example in examples], predicted)
+        results.update(evaluation.to_dict())
+        runner.write_results(options.run.output_dir, results)
+        ner_data.write_conll_predictions(
+            os.path.join(options.run.output_dir, "eval_predictions.txt"), examples, predicted)
+        logging.info("conlleval:\n%s", ner_metrics.format_report(evaluation))
+        return results
+
+    def predict(self, estimator, input_fn, examples, options):
+        predicted = word_tags(estimator.predict(input_fn), examples, self.label_list)
+        path = os.path.join(options.run.output_dir, "test_predictions.txt")
+        ner_data.write_conll_predictions(path, examples, predicted)
+        logging.info("Wrote %s", path)
         return None
 
-    results = None
-    if options.do_eval:
-        eval_file = cached_features(eval_examples, "eval.tf_record")
-        logging.info("***** Evaluating %d sentences *****", len(eval_examples))
-        results = finetuning.evaluate(estimator, input_fn_builder(
-            eval_file, options.max_seq_length, False))
-        predicted = word_tags(collector.examples(), eval_examples, label_list)
-        evaluation = ner_metrics.evaluate([e.labels for e in eval_examples], predicted)
-        results.update(evaluation.to_dict())
-        path = fileio.write_eval_results(options.output_dir, results)
-        ner_data.write_conll_predictions(os.path.join(options.output_dir,
-                                                      "eval_predictions.txt"),
-                                         eval_examples, predicted)
-        logging.info("***** Eval results (%s) *****\n%s", path,
-                     ner_metrics.format_report(evaluation))
+    def export_files(self):
+        return {"label_list.txt": self._label_file_text()}
 
-    if options.do_predict:
-        predict_file = cached_features(predict_examples, "predict.tf_record")
-        logging.info("***** Predicting %d sentences *****", len(predict_examples))
-        outputs = estimator.predict(input_fn_builder(predict_file, options.max_seq_length,
-                                                     False))
-        predicted = word_tags(outputs, predict_examples, label_list)
-        path = os.path.join(options.output_dir, "test_predictions.txt")
-        ner_data.write_conll_predictions(path, predict_examples, predicted)
-        logging.info("Wrote %s", path)
+    def _label_file_text(self):
+        return "".join(f"{label}\n" for label in self.label_list)
 
-    if options.export_dir:
-        finetuning.export_saved_model(estimator, options.export_dir,
-                                      extra_files={"label_list.txt": label_file_text})
-    return results
+
+def run_ner(task_options, options):
+    """Fine-tunes, evaluates, predicts and exports as `scripts/run_ner.py` configures (see
+    `NerTask`).
+
+    Args:
+      task_options: `bert_tf.options.NerOptions`.
+      options: `bert_tf.options.FinetuneOptions`.
+
+    Returns:
+      The eval results dict if do_eval (on the chief), else None.
+    """
+    return finetuning.run_finetuning(NerTask(task_options), options)

@@ -5,16 +5,21 @@ The heads and their variables follow the Google checkpoint layout
 to the word embeddings, with its own output bias.
 """
 
+import functools
+
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
-from bert_tf import distribute, errors, modeling, precision
+from bert_tf import errors, fileio, heads, modeling, precision
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import tfrecords
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import model_fn_parts
+from bert_tf.tasks import model_fn_parts, runner
 
 tf1 = tf.compat.v1
+
+_RECORDS = "TFRecord files written by create_pretraining_data.py (comma-separated, globs allowed)"
 
 
 def gather_indexes(sequence_tensor, positions):
@@ -59,21 +64,11 @@ def masked_lm_output(bert_config, input_tensor, output_weights, positions, label
                 kernel_initializer=modeling.create_initializer(bert_config.initializer_range))
             input_tensor = modeling.layer_norm(
                 input_tensor, epsilon=getattr(bert_config, "layer_norm_eps", 1e-12))
-        output_bias = tf1.get_variable("output_bias", shape=[bert_config.vocab_size],
-                                       initializer=tf1.zeros_initializer())
-        logits = tf.matmul(input_tensor, output_weights, transpose_b=True)  # [B*P, V]
-        # Softmax and loss in float32 whatever the compute dtype.
-        logits = tf.nn.bias_add(tf.cast(logits, tf.float32), output_bias)
-        log_probs = tf.nn.log_softmax(logits, axis=-1)
-
-        label_ids = tf.reshape(label_ids, [-1])
-        label_weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])
-        one_hot_labels = tf.one_hot(label_ids, depth=bert_config.vocab_size, dtype=tf.float32)
-        per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
-        # Padding predictions carry weight 0; 1e-5 keeps an all-padding batch finite.
-        numerator = tf.reduce_sum(label_weights * per_example_loss)
-        denominator = tf.reduce_sum(label_weights) + 1e-5
-        loss = numerator / denominator
+        logits = heads.output_projection(input_tensor, bert_config.vocab_size,
+                                         output_weights=output_weights)  # [B*P, V]
+        # Padding predictions carry weight 0.
+        loss, per_example_loss, log_probs = heads.softmax_cross_entropy(
+            logits, tf.reshape(label_ids, [-1]), weights=tf.reshape(label_weights, [-1]))
     return loss, per_example_loss, log_probs
 
 
@@ -89,19 +84,9 @@ def next_sentence_output(bert_config, input_tensor, labels):
       (loss scalar, per_example_loss [B], log_probs [B, 2]), all float32.
     """
     with tf1.variable_scope("cls/seq_relationship"):
-        output_weights = tf1.get_variable(
-            "output_weights", shape=[2, bert_config.hidden_size],
-            initializer=modeling.create_initializer(bert_config.initializer_range),
-            dtype=input_tensor.dtype)
-        output_bias = tf1.get_variable("output_bias", shape=[2],
-                                       initializer=tf1.zeros_initializer())
-        logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
-        logits = tf.nn.bias_add(tf.cast(logits, tf.float32), output_bias)
-        log_probs = tf.nn.log_softmax(logits, axis=-1)
-        labels = tf.reshape(labels, [-1])
-        one_hot_labels = tf.one_hot(labels, depth=2, dtype=tf.float32)
-        per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
-        loss = tf.reduce_mean(per_example_loss)
+        logits = heads.output_projection(input_tensor, 2, bert_config.initializer_range)
+        loss, per_example_loss, log_probs = heads.softmax_cross_entropy(
+            logits, tf.reshape(labels, [-1]))
     return loss, per_example_loss, log_probs
 
 
@@ -184,22 +169,8 @@ def pretraining_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, n
     }
 
 
-def expand_input_files(input_file, flag="input_file"):
-    """Expands a comma-separated list of files and globs; errors name the flag and pattern."""
-    patterns = [p.strip() for p in (input_file or "").split(",") if p.strip()]
-    if not patterns:
-        raise BertTfError(f"--{flag}: no input files given; pass a file, a glob or a "
-                          "comma-separated list.")
-    files = []
-    for pattern in patterns:
-        matched = sorted(tf.io.gfile.glob(pattern))
-        if not matched:
-            raise BertTfError(f"--{flag}: '{pattern}' matches no file; check the path or glob.")
-        files.extend(m for m in matched if not tf.io.gfile.isdir(m))
-    return files
-
-
-def check_pretraining_records(input_files, max_seq_length, max_predictions_per_seq):
+def check_pretraining_records(input_files, max_seq_length, max_predictions_per_seq,
+                              flag="input_file"):
     """Checks the first record of each file against the flags before training starts.
 
     Raises:
@@ -212,23 +183,23 @@ def check_pretraining_records(input_files, max_seq_length, max_predictions_per_s
         try:
             record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
         except (tf.errors.OpError, RuntimeError) as e:
-            raise BertTfError(f"--input_file: '{path}' is not a readable TFRecord file "
+            raise BertTfError(f"--{flag}: '{path}' is not a readable TFRecord file "
                               f"({errors.short_tf_error(e)}); pass files written by "
                               "create_pretraining_data.py.") from None
         if record is None:
-            raise BertTfError(f"--input_file: '{path}' holds no records; regenerate it with "
+            raise BertTfError(f"--{flag}: '{path}' holds no records; regenerate it with "
                               "create_pretraining_data.py.")
         example = tf.train.Example.FromString(record.numpy())
         feature = example.features.feature
         missing = sorted(set(tfrecords.pretraining_feature_spec(1, 1)) - set(feature))
         if missing:
-            raise BertTfError(f"--input_file: '{path}' lacks pre-training keys {missing}; pass "
+            raise BertTfError(f"--{flag}: '{path}' lacks pre-training keys {missing}; pass "
                               "files written by create_pretraining_data.py.")
         for key, (flag, value) in expected.items():
             length = len(feature[key].int64_list.value)
             if length != value:
                 raise BertTfError(
-                    f"--input_file: records in '{path}' have {key} of length {length} but "
+                    f"--{flag}: records in '{path}' have {key} of length {length} but "
                     f"--{flag}={value}; pass --{flag}={length} or regenerate the data with "
                     f"--{flag}={value}.")
 
@@ -237,30 +208,16 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
                      num_cpu_threads=4, shuffle=True):
     """Returns an input_fn(params, input_context=None) reading pre-training TFRecords.
 
-    Batches of params["batch_size"] (per replica under a distribution strategy). Training
-    repeats and, with `shuffle`, shuffles: files interleaved in parallel, then records.
-    Evaluation reads each record once, in order. Under a multi-worker strategy each worker
-    reads its own files, or its own records when there are fewer files than workers
-    (`distribute.record_dataset`). Int64 features arrive as int32.
+    Batches of params["batch_size"] (per replica under a distribution strategy), always full
+    (eval too, as the original). Training repeats and, with `shuffle`, shuffles: files
+    interleaved in parallel, then records. Evaluation reads each record once, in order. Under
+    a multi-worker strategy each worker reads its own files, or its own records when there
+    are fewer files than workers (`distribute.record_dataset`). Int64 features arrive as
+    int32.
     """
-    feature_spec = tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
-
-    def parse(serialized):
-        features = tf.io.parse_example(serialized, feature_spec)
-        return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
-                for k, v in features.items()}
-
-    def input_fn(params, input_context=None):
-        batch_size = params["batch_size"]
-        d = distribute.record_dataset(input_files, is_training, input_context=input_context,
-                                      shuffle=shuffle, num_cpu_threads=num_cpu_threads)
-        # Batch first so one vectorised parse handles the whole batch.
-        d = d.batch(batch_size, drop_remainder=True)
-        d = d.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-        return d.prefetch(tf.data.AUTOTUNE)
-
-    return input_fn
-
+    return runner.record_input_fn(
+        input_files, tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq),
+        is_training, shuffle=shuffle, drop_remainder=True, num_cpu_threads=num_cpu_threads)
 
 
 def masked_lm_majority_baseline(train_files, eval_files):
@@ -299,87 +256,67 @@ def masked_lm_majority_baseline(train_files, eval_files):
 def run_pretraining(options):
     """Runs pre-training and/or evaluation as `scripts/run_pretraining.py` configures it.
 
+    Every check runs before any graph is built or anything is written (see `tasks.runner`).
+
     Args:
-      options: an object with the script's flag values as attributes (absl FLAGS).
+      options: `bert_tf.options.PretrainOptions`.
 
     Returns:
-      The eval results dict if `do_eval`, else None.
+      The eval results dict if --do_eval (on the chief), else None.
     """
-    from bert_tf import fileio
-    from bert_tf import flags as flag_lib
-
-    if not options.do_train and not options.do_eval:
-        raise BertTfError("At least one of --do_train or --do_eval must be True.")
-    flag_lib.check_positive(options, "train_batch_size", "eval_batch_size", "max_seq_length",
-                            "max_predictions_per_seq", "num_accumulation_steps")
-    bert_config = modeling.BertConfig.from_json_file(options.bert_config_file)
-    if options.max_seq_length > bert_config.max_position_embeddings:
-        raise BertTfError(
-            f"--max_seq_length={options.max_seq_length} is longer than max_position_embeddings "
-            f"({bert_config.max_position_embeddings}) in {options.bert_config_file}; lower "
-            "--max_seq_length.")
-    if options.train_batch_size % options.num_accumulation_steps:
-        raise BertTfError(
-            f"--train_batch_size={options.train_batch_size} is not divisible by "
-            f"--num_accumulation_steps={options.num_accumulation_steps}; the micro-batch is "
-            "train_batch_size / num_accumulation_steps, pick values where it divides.")
-    input_files = expand_input_files(options.input_file)
-    check_pretraining_records(input_files, options.max_seq_length,
-                              options.max_predictions_per_seq)
-    eval_files = input_files
-    if options.do_eval and getattr(options, "eval_input_file", None):
-        eval_files = expand_input_files(options.eval_input_file, flag="eval_input_file")
-        check_pretraining_records(eval_files, options.max_seq_length,
-                                  options.max_predictions_per_seq)
-    tf1.logging.info("Input files: %d for training, %d for eval", len(input_files),
-                     len(eval_files))
-    strategy = distribute.strategy_from_flags(options)
-    micro_batch = options.train_batch_size // options.num_accumulation_steps
-    if options.do_train:
-        per_replica_batch = distribute.per_replica_batch_size(
-            options.train_batch_size, strategy,
-            num_accumulation_steps=options.num_accumulation_steps)
-    fileio.ensure_output_dir(options.output_dir)
-
+    bert_config, init_checkpoint, input_files, eval_files = prepare_run(options)
+    train, run = options.train, options.run
+    strategy = runner.make_strategy(run, train)
+    runner.create_output_dir(run)
     model_fn = model_fn_builder(
-        bert_config=bert_config, init_checkpoint=options.init_checkpoint,
-        learning_rate=options.learning_rate, num_train_steps=options.num_train_steps,
-        num_warmup_steps=options.num_warmup_steps, optimizer=options.optimizer,
-        num_accumulation_steps=options.num_accumulation_steps,
-        compute_dtype=flag_lib.compute_dtype(options))
-    run_config = flag_lib.run_config_from_flags(options, strategy)
-    estimator = estimator_lib.Estimator(
-        model_fn, options.output_dir, config=run_config, train_batch_size=micro_batch,
-        eval_batch_size=options.eval_batch_size)
-
-    if options.do_train:
-        tf1.logging.info("Training: batch %d (%d micro-batches of %d), %d steps; %d replicas "
-                         "with %d examples each per micro-batch", options.train_batch_size,
-                         options.num_accumulation_steps, micro_batch, options.num_train_steps,
-                         distribute.num_replicas(strategy), per_replica_batch)
-        estimator.train(input_fn_builder(input_files, options.max_seq_length,
-                                         options.max_predictions_per_seq, is_training=True,
-                                         shuffle=getattr(options, "shuffle_train_input", True)),
-                        max_steps=options.num_train_steps)
-    if not options.do_eval:
+        bert_config=bert_config, init_checkpoint=init_checkpoint,
+        learning_rate=train.learning_rate, num_train_steps=train.num_train_steps,
+        num_warmup_steps=options.num_warmup_steps, optimizer=train.optimizer,
+        num_accumulation_steps=train.num_accumulation_steps,
+        compute_dtype=options.model.compute_dtype)
+    estimator = runner.make_estimator(model_fn, run, train, strategy,
+                                      eval_batch_size=options.evaluation.eval_batch_size)
+    input_fn = functools.partial(input_fn_builder, max_seq_length=options.model.max_seq_length,
+                                 max_predictions_per_seq=options.max_predictions_per_seq)
+    if train.do_train:
+        estimator.train(input_fn(input_files, is_training=True,
+                                 shuffle=run.shuffle_train_input),
+                        max_steps=train.num_train_steps)
+    if not options.evaluation.do_eval:
         return None
-    if not distribute.is_chief(strategy):
-        tf1.logging.info("Not the chief: skipping --do_eval (the chief evaluates).")
+    if not runner.is_chief(strategy):
+        logging.info("Not the chief: skipping --do_eval (the chief evaluates).")
         return None
-    results = estimator.evaluate(
-        input_fn_builder(eval_files, options.max_seq_length, options.max_predictions_per_seq,
-                         is_training=False),
-        steps=options.max_eval_steps)
-    results = {key: (int(value) if key == "global_step" else float(value))
-               for key, value in results.items()}
-    path = fileio.write_eval_results(options.output_dir, results)
-    tf1.logging.info("***** Eval results (%s) *****", path)
-    for key in sorted(results):
-        tf1.logging.info("  %s = %s", key, results[key])
-    if getattr(options, "report_majority_baseline", False):
+    results = runner.evaluate(estimator, input_fn(eval_files, is_training=False),
+                              steps=options.max_eval_steps)
+    runner.write_results(run.output_dir, results)
+    if options.report_majority_baseline:
         token_id, accuracy = masked_lm_majority_baseline(input_files, eval_files)
-        tf1.logging.info("  majority baseline: always predicting token id %d gives "
-                         "masked_lm_accuracy = %.4f (model: %.4f)", token_id, accuracy,
-                         results["masked_lm_accuracy"])
+        logging.info("  majority baseline: always predicting token id %d gives "
+                     "masked_lm_accuracy = %.4f (model: %.4f)", token_id, accuracy,
+                     results["masked_lm_accuracy"])
         results["majority_baseline_accuracy"] = accuracy
     return results
+
+
+def prepare_run(options):
+    """Checks every option and the input records; returns (bert_config, init_checkpoint,
+    input_files, eval_files), all before any graph is built or anything is written."""
+    if not options.train.do_train and not options.evaluation.do_eval:
+        raise BertTfError("At least one of --do_train or --do_eval must be True.")
+    runner.check_train_options(options.train, options.model.max_seq_length)
+    runner.check_positive(options, "max_predictions_per_seq")
+    runner.check_positive(options.evaluation, "eval_batch_size")
+    bert_config = runner.load_bert_config(options.model)
+    init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)
+    input_files = fileio.expand_input_files(options.input_file, what=_RECORDS)
+    check_pretraining_records(input_files, options.model.max_seq_length,
+                              options.max_predictions_per_seq)
+    eval_files = input_files
+    if options.evaluation.do_eval and options.eval_input_file:
+        eval_files = fileio.expand_input_files(options.eval_input_file, flag="eval_input_file",
+                                               what=_RECORDS)
+        check_pretraining_records(eval_files, options.model.max_seq_length,
+                                  options.max_predictions_per_seq, flag="eval_input_file")
+    logging.info("Input files: %d for training, %d for eval", len(input_files), len(eval_files))
+    return bert_config, init_checkpoint, input_files, eval_files

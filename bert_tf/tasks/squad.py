@@ -12,12 +12,11 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, modeling, precision
-from bert_tf import flags as flag_lib
+from bert_tf import fileio, heads, modeling, precision
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import squad as squad_metrics
-from bert_tf.tasks import finetuning, model_fn_parts, squad_postprocess
+from bert_tf.tasks import finetuning, model_fn_parts, runner, squad_postprocess
 
 tf1 = tf.compat.v1
 
@@ -32,17 +31,8 @@ def squad_logits(sequence_output, initializer_range=0.02):
     Returns:
       (start_logits [B, S], end_logits [B, S]), float32.
     """
-    batch_size, seq_length, hidden_size = modeling.get_shape_list(
-        sequence_output, expected_rank=3, name="sequence_output")
-    output_weights = tf1.get_variable(
-        "cls/squad/output_weights", [2, hidden_size], dtype=sequence_output.dtype,
-        initializer=modeling.create_initializer(initializer_range))
-    output_bias = tf1.get_variable("cls/squad/output_bias", [2],
-                                   initializer=tf1.zeros_initializer())
-    final_hidden_matrix = tf.reshape(sequence_output, [batch_size * seq_length, hidden_size])
-    logits = tf.matmul(final_hidden_matrix, output_weights, transpose_b=True)  # [B*S, 2]
-    logits = tf.nn.bias_add(tf.cast(logits, tf.float32), output_bias)
-    logits = tf.reshape(logits, [batch_size, seq_length, 2])
+    with tf1.variable_scope("cls/squad"):
+        logits = heads.output_projection(sequence_output, 2, initializer_range)  # [B, S, 2]
     start_logits, end_logits = tf.unstack(tf.transpose(logits, [2, 0, 1]), axis=0)
     return start_logits, end_logits
 
@@ -57,15 +47,9 @@ def squad_loss(start_logits, end_logits, start_positions, end_positions):
     Returns:
       float32 scalar.
     """
-    seq_length = modeling.get_shape_list(start_logits, expected_rank=2)[1]
-
-    def position_loss(logits, positions):
-        one_hot = tf.one_hot(tf.reshape(positions, [-1]), depth=seq_length, dtype=tf.float32)
-        log_probs = tf.nn.log_softmax(logits, axis=-1)
-        return -tf.reduce_mean(tf.reduce_sum(one_hot * log_probs, axis=-1))
-
-    return (position_loss(start_logits, start_positions)
-            + position_loss(end_logits, end_positions)) / 2.0
+    start_loss = heads.softmax_cross_entropy(start_logits, tf.reshape(start_positions, [-1]))[0]
+    end_loss = heads.softmax_cross_entropy(end_logits, tf.reshape(end_positions, [-1]))[0]
+    return (start_loss + end_loss) / 2.0
 
 
 def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_train_steps=1,
@@ -102,7 +86,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
 def feature_spec(seq_length, is_training):
     """The SQuAD TFRecord keys (SPEC section 6), all int64; positions only for training."""
     spec = {"unique_ids": tf.io.FixedLenFeature([1], tf.int64)}
-    for key in finetuning.SERVING_INPUT_NAMES:
+    for key in runner.SEQUENCE_FEATURES:
         spec[key] = tf.io.FixedLenFeature([seq_length], tf.int64)
     if is_training:
         for key in ("start_positions", "end_positions", "is_impossible"):
@@ -114,9 +98,9 @@ def input_fn_builder(input_file, seq_length, is_training, shuffle=True):
     """Returns an input_fn over SQuAD TFRecords written by `squad_data.FeatureWriter` (fixed
     length for training, shuffled with `shuffle`; each predict batch trimmed to its longest
     window)."""
-    return finetuning.tfrecord_input_fn_builder(input_file,
-                                                feature_spec(seq_length, is_training),
-                                                is_training, shuffle=shuffle)
+    return runner.record_input_fn([input_file], feature_spec(seq_length, is_training),
+                                  is_training, shuffle=shuffle,
+                                  trim_keys=runner.SEQUENCE_FEATURES)
 
 
 def predict_raw_results(estimator, input_fn):
@@ -128,28 +112,8 @@ def predict_raw_results(estimator, input_fn):
             for prediction in estimator.predict(input_fn)]
 
 
-def _write_features(examples, tokenizer, options, path, is_training):
-    """Windows `examples` into features written to the TFRecord `path` (whole or not at all).
-
-    Returns:
-      The features (for postprocessing predictions) when not training, else their number.
-    """
-    collected = []
-    with squad_data.FeatureWriter(path, is_training=is_training) as writer:
-        def output_fn(feature):
-            writer.process_feature(feature)
-            if not is_training:
-                collected.append(feature)
-
-        squad_data.convert_examples_to_features(
-            examples, tokenizer, options.max_seq_length, options.doc_stride,
-            options.max_query_length, is_training=is_training, output_fn=output_fn)
-    logging.info("%d examples -> %d features in %s", len(examples), writer.num_features, path)
-    return writer.num_features if is_training else collected
-
-
-def run_squad(options):
-    """Fine-tunes on and / or predicts SQuAD v1.1 / v2.0 as `scripts/run_squad.py` configures.
+class SquadTask(finetuning.FinetuningTask):
+    """SQuAD v1.1 / v2.0 span prediction.
 
     Writes to --output_dir: train.tf_record / eval.tf_record (windowed features),
     checkpoints, predictions.json ({question id: answer}), nbest_predictions.json,
@@ -158,85 +122,105 @@ def run_squad(options):
     `scripts/squad_evaluate.py PREDICT_FILE predictions.json [--version_2
     --na_prob_file null_odds.json]` would); with --export_dir a SavedModel returning
     start_logits and end_logits [batch, seq].
-
-    Args:
-      options: an object with the script's flag values as attributes (absl FLAGS).
-
-    Returns:
-      The eval results dict when computed, else None.
     """
-    finetuning.check_actions(options, ("do_train", "do_predict"))
-    finetuning.check_run_options(options)
-    flag_lib.check_positive(options, "n_best_size", "max_answer_length")
-    if options.do_train and not options.train_file:
-        raise BertTfError("--train_file: required with --do_train; pass a SQuAD JSON file "
-                          "such as train-v1.1.json.")
-    if options.do_predict and not options.predict_file:
-        raise BertTfError("--predict_file: required with --do_predict; pass a SQuAD JSON file "
-                          "such as dev-v1.1.json.")
-    squad_data.check_window_flags(options.max_seq_length, options.doc_stride,
-                                  options.max_query_length)
-    bert_config, init_checkpoint, tokenizer = finetuning.prepare_run(options)
-    version_2 = options.version_2_with_negative
 
-    # Read both files first, so bad data stops the run before any training.
-    train_examples = predict_examples = None
-    if options.do_train:
-        train_examples = squad_data.read_squad_examples(
-            options.train_file, is_training=True, version_2_with_negative=version_2,
-            flag="train_file")
-        # Shuffled once with the original's seed; the input pipeline shuffles records too.
-        random.Random(12345).shuffle(train_examples)
-    if options.do_predict:
-        predict_examples = squad_data.read_squad_examples(
-            options.predict_file, is_training=False, version_2_with_negative=version_2,
-            flag="predict_file")
-        has_answers = squad_metrics.dataset_has_answers(
-            squad_data.load_squad_dataset(options.predict_file, flag="predict_file"))
+    actions = ("do_train", "do_predict")
+    feature_files = {"train": "train.tf_record", "predict": "eval.tf_record"}
 
-    training = finetuning.training_args(options, train_examples)
-    model_fn = model_fn_builder(bert_config, init_checkpoint=init_checkpoint, **training)
-    estimator = finetuning.make_estimator(model_fn, options)
+    def __init__(self, task_options):
+        """`task_options`: `bert_tf.options.SquadOptions`."""
+        self.task_options = task_options
+        self.has_answers = False
+        self.predict_features = None
 
-    if options.do_train:
-        train_file = os.path.join(finetuning.feature_cache_dir(estimator, options),
-                                  "train.tf_record")
-        num_features = _write_features(train_examples, tokenizer, options, train_file, True)
-        logging.info("***** Training: %d examples (%d features), batch %d, %d steps *****",
-                     len(train_examples), num_features, options.train_batch_size,
-                     training["num_train_steps"])
-        estimator.train(input_fn_builder(train_file, options.max_seq_length, True,
-                                         shuffle=options.shuffle_train_input),
-                        max_steps=training["num_train_steps"])
-    if finetuning.stop_unless_chief(estimator, options):
-        return None
+    def check(self, options):
+        t = self.task_options
+        runner.check_positive(t, "n_best_size", "max_answer_length")
+        if options.train.do_train and not t.train_file:
+            raise BertTfError("--train_file: required with --do_train; pass a SQuAD JSON file "
+                              "such as train-v1.1.json.")
+        if options.do_predict and not t.predict_file:
+            raise BertTfError("--predict_file: required with --do_predict; pass a SQuAD JSON "
+                              "file such as dev-v1.1.json.")
+        squad_data.check_window_flags(options.model.max_seq_length, t.doc_stride,
+                                      t.max_query_length)
 
-    results = None
-    if options.do_predict:
-        eval_file = os.path.join(options.output_dir, "eval.tf_record")
-        predict_features = _write_features(predict_examples, tokenizer, options, eval_file,
-                                           False)
-        logging.info("***** Predicting: %d examples (%d features), batch %d *****",
-                     len(predict_examples), len(predict_features), options.predict_batch_size)
-        raw_results = predict_raw_results(
-            estimator, input_fn_builder(eval_file, options.max_seq_length, False))
-        paths = {name: os.path.join(options.output_dir, name) for name in
+    def read_examples(self, options):
+        t = self.task_options
+        version_2 = t.version_2_with_negative
+        train_examples = predict_examples = None
+        if options.train.do_train:
+            train_examples = squad_data.read_squad_examples(
+                t.train_file, is_training=True, version_2_with_negative=version_2,
+                flag="train_file")
+            # Shuffled once with the original's seed; the input pipeline shuffles records too.
+            random.Random(12345).shuffle(train_examples)
+        if options.do_predict:
+            predict_examples = squad_data.read_squad_examples(
+                t.predict_file, is_training=False, version_2_with_negative=version_2,
+                flag="predict_file")
+            self.has_answers = squad_metrics.dataset_has_answers(
+                squad_data.load_squad_dataset(t.predict_file, flag="predict_file"))
+        return train_examples, None, predict_examples
+
+    def model_fn(self, bert_config, init_checkpoint, training):
+        return model_fn_builder(bert_config, init_checkpoint=init_checkpoint, **training)
+
+    def write_features(self, examples, path, tokenizer, options, is_training):
+        """Windows `examples` into features at `path`; keeps the predict features for
+        post-processing."""
+        t = self.task_options
+        collected = []
+        with squad_data.FeatureWriter(path, is_training=is_training) as writer:
+            def output_fn(feature):
+                writer.process_feature(feature)
+                if not is_training:
+                    collected.append(feature)
+
+            squad_data.convert_examples_to_features(
+                examples, tokenizer, options.model.max_seq_length, t.doc_stride,
+                t.max_query_length, is_training=is_training, output_fn=output_fn)
+        logging.info("%d examples -> %d features in %s", len(examples), writer.num_features,
+                     path)
+        if not is_training:
+            self.predict_features = collected
+
+    def input_fn(self, path, is_training, options):
+        return input_fn_builder(path, options.model.max_seq_length, is_training,
+                                shuffle=options.run.shuffle_train_input)
+
+    def predict(self, estimator, input_fn, examples, options):
+        t = self.task_options
+        raw_results = predict_raw_results(estimator, input_fn)
+        paths = {name: os.path.join(options.run.output_dir, name) for name in
                  ("predictions.json", "nbest_predictions.json", "null_odds.json")}
         squad_postprocess.write_predictions(
-            predict_examples, predict_features, raw_results, options.n_best_size,
-            options.max_answer_length, options.do_lower_case, paths["predictions.json"],
+            examples, self.predict_features, raw_results, t.n_best_size, t.max_answer_length,
+            options.tokenizer.do_lower_case, paths["predictions.json"],
             paths["nbest_predictions.json"], paths["null_odds.json"],
-            version_2_with_negative=version_2,
-            null_score_diff_threshold=options.null_score_diff_threshold,
-            verbose_logging=options.verbose_logging)
-        if has_answers:
-            results = squad_metrics.evaluate_files(
-                options.predict_file, paths["predictions.json"], version_2=version_2,
-                na_prob_file=paths["null_odds.json"] if version_2 else None)
-            path = os.path.join(options.output_dir, "eval_results.json")
-            fileio.atomic_write_text(path, json.dumps(results, indent=2, sort_keys=True) + "\n")
-            logging.info("***** Eval results (%s): %s", path, json.dumps(results))
+            version_2_with_negative=t.version_2_with_negative,
+            null_score_diff_threshold=t.null_score_diff_threshold,
+            verbose_logging=t.verbose_logging)
+        if not self.has_answers:
+            return None
+        results = squad_metrics.evaluate_files(
+            t.predict_file, paths["predictions.json"], version_2=t.version_2_with_negative,
+            na_prob_file=paths["null_odds.json"] if t.version_2_with_negative else None)
+        path = os.path.join(options.run.output_dir, "eval_results.json")
+        fileio.atomic_write_text(path, json.dumps(results, indent=2, sort_keys=True) + "\n")
+        logging.info("***** Eval results (%s): %s", path, json.dumps(results))
+        return results
 
-    if options.export_dir:
-        finetuning.export_saved_model(estimator, options.export_dir)
-    return results
+
+def run_squad(task_options, options):
+    """Fine-tunes on and / or predicts SQuAD v1.1 / v2.0 as `scripts/run_squad.py` configures
+    (see `SquadTask`).
+
+    Args:
+      task_options: `bert_tf.options.SquadOptions`.
+      options: `bert_tf.options.FinetuneOptions`.
+
+    Returns:
+      The eval results dict when computed (on the chief), else None.
+    """
+    return finetuning.run_finetuning(SquadTask(task_options), options)

@@ -1,0 +1,229 @@
+"""Typed options: what each entry point needs, built once from the parsed flags.
+
+The flag groups in `bert_tf.flags` are the single place where a flag and its default are
+defined. A script parses its flags and turns them into one of the frozen dataclasses below with
+`from_flags(FLAGS)`; the library only ever sees these objects. Each field is named after the
+flag it comes from, so `from_flags` reads every field by name, and a nested group (a field whose
+type is another options class) is read from the same flags.
+
+    RunOptions          where and how a run executes: output dir, checkpoints, seed, XLA,
+                        distribution (DistributionOptions)
+    ModelOptions        the BERT config, init checkpoint, sequence length and precision
+    TrainOptions        batch, learning rate, steps, optimizer, accumulation
+    TokenizerOptions    vocab file and casing
+    EvalOptions         --do_eval and its batch size
+    FinetuneOptions     a fine-tuning run (run_classifier / run_ner / run_squad)
+    PretrainOptions     a pre-training run (run_pretraining)
+
+Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.flags.parse`).
+"""
+
+import dataclasses
+
+from bert_tf import precision as precision_lib
+
+
+def _group(options_class, optional=False):
+    """A field holding the nested options group `options_class` (None when `optional` and the
+    script does not define the group's flags)."""
+    return dataclasses.field(metadata={"group": options_class, "optional": optional})
+
+
+def _from_flags(options_class, flag_values):
+    values = {}
+    for field in dataclasses.fields(options_class):
+        group = field.metadata.get("group")
+        if group is None:
+            values[field.name] = flag_values[field.name].value
+        elif field.metadata["optional"] and dataclasses.fields(group)[0].name not in flag_values:
+            values[field.name] = None
+        else:
+            values[field.name] = _from_flags(group, flag_values)
+    return options_class(**values)
+
+
+class _FromFlags:
+    """Adds `from_flags(flag_values)` to an options dataclass."""
+
+    @classmethod
+    def from_flags(cls, flag_values):
+        """The options read from parsed absl flags (each field from the flag of its name)."""
+        return _from_flags(cls, flag_values)
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributionOptions(_FromFlags):
+    """How training is replicated (see `bert_tf.distribute` and README "Scaling out")."""
+
+    distribution_strategy: str  # "none", "mirrored", "multi_worker" or "tpu".
+    num_gpus: int | None  # GPUs per host; None: all.
+    step_timeout_secs: float  # multi_worker: seconds a step may wait for the others; 0: forever.
+    use_tpu: bool  # The original flag; means distribution_strategy="tpu".
+    tpu_name: str | None
+    tpu_zone: str | None
+    gcp_project: str | None
+    master: str | None
+    num_tpu_cores: int
+    iterations_per_loop: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions(_FromFlags):
+    """Where a training run writes and how it executes."""
+
+    output_dir: str
+    save_checkpoints_steps: int
+    keep_checkpoint_max: int
+    log_every_n_steps: int
+    save_summary_steps: int
+    random_seed: int | None  # Graph-level seed for repeatable runs.
+    use_xla: bool
+    shuffle_train_input: bool  # False: training records in file order.
+    distribution: DistributionOptions = _group(DistributionOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions(_FromFlags):
+    """The model a run builds: config, starting weights, sequence length, compute precision."""
+
+    bert_config_file: str
+    init_checkpoint: str | None  # A checkpoint prefix or a directory; None: random weights.
+    max_seq_length: int
+    precision: str  # "fp32", "bf16" or "fp16"; variables stay float32.
+
+    @property
+    def compute_dtype(self):
+        """The tf.DType of `precision`."""
+        return precision_lib.compute_dtype_from_name(self.precision)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions(_FromFlags):
+    """The optimizer side of a run; `train_batch_size` is the global batch per update."""
+
+    do_train: bool
+    train_batch_size: int
+    learning_rate: float
+    num_train_steps: int | None  # Fine-tuning: None derives it from the epochs.
+    optimizer: str  # "adamw" or "lamb".
+    num_accumulation_steps: int  # Micro-batches per update.
+
+    @property
+    def micro_batch_size(self):
+        """Examples in one session run: train_batch_size / num_accumulation_steps."""
+        return self.train_batch_size // self.num_accumulation_steps
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerOptions(_FromFlags):
+    """The WordPiece vocabulary and casing of the checkpoint."""
+
+    vocab_file: str
+    do_lower_case: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOptions(_FromFlags):
+    """Evaluation on the dev split (pre-training: the eval input files)."""
+
+    do_eval: bool
+    eval_batch_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneOptions(_FromFlags):
+    """A fine-tuning run (`bert_tf.tasks.finetuning.run_finetuning`)."""
+
+    do_predict: bool
+    predict_batch_size: int
+    num_train_epochs: float
+    warmup_proportion: float
+    export_dir: str | None
+    model: ModelOptions = _group(ModelOptions)
+    train: TrainOptions = _group(TrainOptions)
+    run: RunOptions = _group(RunOptions)
+    tokenizer: TokenizerOptions = _group(TokenizerOptions)
+    # None where the script has no --do_eval (SQuAD evaluates its predictions).
+    evaluation: EvalOptions | None = _group(EvalOptions, optional=True)
+
+    @property
+    def do_eval(self):
+        return self.evaluation is not None and self.evaluation.do_eval
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainOptions(_FromFlags):
+    """A pre-training run (`bert_tf.tasks.pretraining.run_pretraining`)."""
+
+    input_file: str  # Comma-separated files and globs.
+    eval_input_file: str | None  # Default: input_file.
+    max_predictions_per_seq: int
+    num_warmup_steps: int
+    max_eval_steps: int
+    report_majority_baseline: bool
+    model: ModelOptions = _group(ModelOptions)
+    train: TrainOptions = _group(TrainOptions)
+    run: RunOptions = _group(RunOptions)
+    evaluation: EvalOptions = _group(EvalOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierOptions(_FromFlags):
+    """The task flags of run_classifier.py (`bert_tf.tasks.classification`)."""
+
+    task_name: str
+    data_dir: str
+    text_a_column: str | None  # csv/tsv task: header name or 0-based index.
+    text_b_column: str | None
+    label_column: str | None
+    labels: list[str] | None
+    has_header: bool | None
+    regression: bool | None
+    language: str | None  # xnli.
+
+
+@dataclasses.dataclass(frozen=True)
+class NerOptions(_FromFlags):
+    """The task flags of run_ner.py (`bert_tf.tasks.ner`)."""
+
+    data_dir: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadOptions(_FromFlags):
+    """The task flags of run_squad.py (`bert_tf.tasks.squad`)."""
+
+    train_file: str | None
+    predict_file: str | None
+    doc_stride: int
+    max_query_length: int
+    n_best_size: int
+    max_answer_length: int
+    verbose_logging: bool
+    version_2_with_negative: bool
+    null_score_diff_threshold: float
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkOptions(_FromFlags):
+    """The flags of scripts/benchmark.py (`bert_tf.benchmark.run`)."""
+
+    bert_config_file: str
+    task: str
+    mode: str  # "train" or "infer".
+    batch_size: int  # Global micro-batch over all replicas.
+    max_seq_length: int
+    precision: str
+    use_xla: bool
+    num_warmup_steps: int
+    num_steps: int
+    num_accumulation_steps: int
+    max_predictions_per_seq: int
+    num_labels: int
+    peak_matmul_size: int
+    output_json: str | None
+    output_plot: str | None
+    plot_batch_sizes: str
+    trace_file: str | None
+    check_onednn: bool
+    distribution: DistributionOptions = _group(DistributionOptions)

@@ -1,0 +1,230 @@
+"""The set-up every training run shares, pre-training and fine-tuning alike.
+
+A run (`tasks.pretraining.run_pretraining`, `tasks.finetuning.run_finetuning`) goes through the
+same steps, each done here once:
+
+  1. check the options (`check_train_options`, `check_positive`) and read the BERT config,
+     checking `--max_seq_length` against it (`load_bert_config`); resolve `--init_checkpoint`
+     (`resolve_init_checkpoint`) and build the tokenizer (`make_tokenizer`): all before any
+     graph is built or anything is written, so bad input stops the run with one line and an
+     untouched `--output_dir`;
+  2. create `--output_dir` (`create_output_dir`), the strategy and the Estimator
+     (`make_estimator`);
+  3. read TFRecords through one input pipeline (`record_input_fn`);
+  4. train; only the chief (`is_chief`) evaluates and writes results (`evaluate`,
+     `write_results`).
+"""
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import distribute, errors, fileio, modeling, tokenization
+from bert_tf import estimator as estimator_lib
+from bert_tf.errors import BertTfError
+
+# Fine-tuning and feature extraction need these in the vocab ([MASK] only pre-training).
+NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+# The [batch, seq] features every BERT input has; eval / predict batches trim them.
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+# ------------------------------------------------------------------------------- checks
+
+
+def check_positive(options, *names):
+    """Raises BertTfError naming the first flag among `names` whose value in `options` (an
+    options dataclass) is not > 0."""
+    for name in names:
+        value = getattr(options, name)
+        if value is None or value <= 0:
+            raise BertTfError(f"--{name} must be a positive number, got {value}.")
+
+
+def check_train_options(train, max_seq_length):
+    """Checks the sizes and the batch / accumulation flags of a training run.
+
+    Args:
+      train: `options.TrainOptions`.
+      max_seq_length: the run's `--max_seq_length`.
+    """
+    if max_seq_length <= 0:
+        raise BertTfError(f"--max_seq_length must be a positive number, got {max_seq_length}.")
+    check_positive(train, "train_batch_size", "num_accumulation_steps", "learning_rate")
+    if train.num_train_steps is not None and train.num_train_steps < 1:
+        raise BertTfError(f"--num_train_steps must be a positive number, got "
+                          f"{train.num_train_steps}.")
+    if train.do_train and train.train_batch_size % train.num_accumulation_steps:
+        raise BertTfError(
+            f"--train_batch_size={train.train_batch_size} is not divisible by "
+            f"--num_accumulation_steps={train.num_accumulation_steps}; the micro-batch is "
+            "train_batch_size / num_accumulation_steps, pick values where it divides.")
+
+
+def load_bert_config(model):
+    """Reads `--bert_config_file` and checks `--max_seq_length` against it.
+
+    Args:
+      model: `options.ModelOptions`.
+
+    Returns:
+      The `modeling.BertConfig`.
+    """
+    errors.require_file(model.bert_config_file, flag="bert_config_file",
+                        what="BERT config file")
+    bert_config = modeling.BertConfig.from_json_file(model.bert_config_file)
+    if model.max_seq_length > bert_config.max_position_embeddings:
+        raise BertTfError(
+            f"--max_seq_length={model.max_seq_length} is longer than max_position_embeddings "
+            f"({bert_config.max_position_embeddings}) in {model.bert_config_file}; lower "
+            "--max_seq_length.")
+    return bert_config
+
+
+def resolve_init_checkpoint(init_checkpoint):
+    """The checkpoint prefix for `--init_checkpoint` (a prefix or a directory), or None.
+
+    Without one the encoder starts from random weights (a warning says so).
+    """
+    if not init_checkpoint:
+        logging.warning("No --init_checkpoint: the model starts from random weights.")
+        return None
+    return modeling.resolve_checkpoint(init_checkpoint)
+
+
+def make_tokenizer(tokenizer_options, bert_config, model):
+    """A `FullTokenizer` for `--vocab_file`, checked against the casing and the config.
+
+    Args:
+      tokenizer_options: `options.TokenizerOptions`.
+      bert_config: the run's `BertConfig` (its vocab_size bounds the vocab's ids).
+      model: `options.ModelOptions` (names the config file and the init checkpoint).
+    """
+    vocab_file = tokenizer_options.vocab_file
+    errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
+    tokenization.validate_case_matches_checkpoint(tokenizer_options.do_lower_case,
+                                                  model.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file,
+                                           do_lower_case=tokenizer_options.do_lower_case)
+    tokenization.check_vocab_has_special_tokens(tokenizer.vocab, vocab_file,
+                                                tokens=NEEDED_SPECIAL_TOKENS)
+    largest_id = max(tokenizer.vocab.values())
+    if largest_id >= bert_config.vocab_size:
+        raise BertTfError(
+            f"--vocab_file {vocab_file} has token id {largest_id} but vocab_size in "
+            f"{model.bert_config_file} is {bert_config.vocab_size}; pass the vocab.txt that "
+            "came with the checkpoint.")
+    return tokenizer
+
+
+# ---------------------------------------------------------------------- estimator and chief
+
+
+def create_output_dir(run):
+    """Creates `--output_dir` (the first thing a run writes, after every check)."""
+    return fileio.ensure_output_dir(run.output_dir)
+
+
+def make_strategy(run, train):
+    """The training strategy of `--distribution_strategy` (None: one device), with the
+    global batch checked against its replicas; None when not training."""
+    if not train.do_train:
+        return None
+    strategy = distribute.strategy_from_options(run.distribution)
+    per_replica = distribute.per_replica_batch_size(
+        train.train_batch_size, strategy, num_accumulation_steps=train.num_accumulation_steps)
+    logging.info("Training: batch %d (%d micro-batches of %d); %d replicas with %d examples "
+                 "each per micro-batch.", train.train_batch_size, train.num_accumulation_steps,
+                 train.micro_batch_size, distribute.num_replicas(strategy), per_replica)
+    return strategy
+
+
+def make_estimator(model_fn, run, train, strategy, eval_batch_size=None,
+                   predict_batch_size=None):
+    """An Estimator writing to `--output_dir`; its train batch is the micro-batch.
+
+    Training runs under `strategy` (see `bert_tf.distribute`): the train batch stays global,
+    each replica computes train_batch_size / replicas of it. Evaluation and prediction run on
+    one device of the chief.
+    """
+    return estimator_lib.Estimator(
+        model_fn, run.output_dir, config=estimator_lib.run_config(run, strategy),
+        train_batch_size=train.micro_batch_size, eval_batch_size=eval_batch_size,
+        predict_batch_size=predict_batch_size)
+
+
+def is_chief(strategy):
+    """Whether this process writes to `--output_dir`, evaluates, predicts and exports: always,
+    except on the non-chief workers of `--distribution_strategy=multi_worker`."""
+    return distribute.is_chief(strategy)
+
+
+def evaluate(estimator, input_fn, steps=None):
+    """`estimator.evaluate` as plain Python numbers (global_step an int, the rest floats)."""
+    return {key: int(value) if key == "global_step" else float(value)
+            for key, value in estimator.evaluate(input_fn, steps=steps).items()}
+
+
+def write_results(output_dir, results):
+    """Writes eval_results.txt (`key = value` lines) and logs each result."""
+    path = fileio.write_eval_results(output_dir, results)
+    logging.info("***** Eval results (%s) *****", path)
+    for key in sorted(results):
+        logging.info("  %s = %s", key, results[key])
+    return path
+
+
+# ------------------------------------------------------------------------------------- input
+
+
+def trim_to_longest(features, sequence_keys=SEQUENCE_FEATURES):
+    """Cuts the [B, max_seq_length] features in `sequence_keys` to the batch's longest example.
+
+    The attention costs O(S^2) and every other layer O(S), so on short texts a batch of
+    length max(sum(input_mask)) is much cheaper than padding to max_seq_length; outputs for
+    the real tokens are the same (padding is masked out of attention).
+    """
+    length = tf.reduce_max(tf.reduce_sum(features["input_mask"], axis=1))
+    return {key: value[:, :length] if key in sequence_keys else value
+            for key, value in features.items()}
+
+
+def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_keys=None,
+                    drop_remainder=None, shuffle_buffer=1000, num_cpu_threads=4):
+    """Returns an input_fn(params, input_context=None) over TFRecord files, batch
+    params["batch_size"] (per replica under a distribution strategy).
+
+    Training repeats forever, shuffles (with `shuffle`) and keeps full batches; several input
+    pipelines (workers) each read their own files or records (`distribute.record_dataset`).
+    Evaluation / prediction read each record once, in order. Int64 features arrive as int32.
+
+    Args:
+      input_files: list of TFRecord files.
+      feature_spec: dict name -> `tf.io.FixedLenFeature`.
+      is_training: see above.
+      shuffle: shuffle the training records (False: file order).
+      trim_keys: when not training, cut these [B, S] features of each batch to its longest
+        example (`trim_to_longest`); None: keep max_seq_length.
+      drop_remainder: drop a last smaller batch (default: when training).
+      shuffle_buffer: records in the shuffle buffer (training).
+      num_cpu_threads: files read in parallel (training).
+    """
+    drop_remainder = is_training if drop_remainder is None else drop_remainder
+
+    def parse(serialized):
+        features = tf.io.parse_example(serialized, feature_spec)
+        features = {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+                    for key, value in features.items()}
+        if trim_keys and not is_training:
+            features = trim_to_longest(features, trim_keys)
+        return features
+
+    def input_fn(params, input_context=None):
+        dataset = distribute.record_dataset(input_files, is_training, input_context,
+                                            shuffle=shuffle, shuffle_buffer=shuffle_buffer,
+                                            num_cpu_threads=num_cpu_threads)
+        # Batch first so one vectorised parse handles the whole batch.
+        dataset = dataset.batch(params["batch_size"], drop_remainder=drop_remainder)
+        dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    return input_fn
