@@ -108,20 +108,35 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
                 optimizer, num_accumulation_steps, compute_dtype)
 
-        is_real_example = tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)
-        metrics = {"eval_loss": tf1.metrics.mean(per_example_loss, weights=is_real_example)}
-        if not is_regression:
-            metrics["eval_accuracy"] = tf1.metrics.accuracy(
-                labels=label_ids, predictions=outputs["predictions"], weights=is_real_example)
-        hooks = []
-        if eval_collector is not None:
-            hooks.append(eval_collector.hook({"predictions": outputs["predictions"],
-                                              "label_ids": label_ids,
-                                              "is_real_example": is_real_example}))
-        return estimator_lib.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=metrics,
-                                           evaluation_hooks=hooks)
+        return eval_spec(loss, per_example_loss, outputs, label_ids,
+                         features["is_real_example"], is_regression, eval_collector)
 
     return model_fn
+
+
+def eval_spec(loss, per_example_loss, outputs, label_ids, is_real_example, is_regression,
+              eval_collector=None):
+    """The EVAL-mode EstimatorSpec: eval_loss (and eval_accuracy) over the real examples.
+
+    Args:
+      loss: float32 scalar; per_example_loss: [B]; outputs: see `classifier_loss`.
+      label_ids: [B] gold labels; is_real_example: [B] or [B, 1], 0 for padding examples.
+      is_regression: no accuracy for regression.
+      eval_collector: a `finetuning.ExampleCollector` receiving each example's
+        "predictions", "label_ids" and "is_real_example".
+    """
+    is_real_example = tf.cast(tf.reshape(is_real_example, [-1]), tf.float32)
+    metrics = {"eval_loss": tf1.metrics.mean(per_example_loss, weights=is_real_example)}
+    if not is_regression:
+        metrics["eval_accuracy"] = tf1.metrics.accuracy(
+            labels=label_ids, predictions=outputs["predictions"], weights=is_real_example)
+    hooks = []
+    if eval_collector is not None:
+        hooks.append(eval_collector.hook({"predictions": outputs["predictions"],
+                                          "label_ids": label_ids,
+                                          "is_real_example": is_real_example}))
+    return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.EVAL, loss=loss,
+                                       eval_metric_ops=metrics, evaluation_hooks=hooks)
 
 
 def feature_spec(seq_length, is_regression=False):

@@ -88,7 +88,14 @@ def resolve_init_checkpoint(init_checkpoint):
     if not init_checkpoint:
         logging.warning("No --init_checkpoint: the model starts from random weights.")
         return None
-    return modeling.resolve_checkpoint(init_checkpoint)
+    prefix = modeling.resolve_checkpoint(init_checkpoint)
+    try:
+        tf.train.load_checkpoint(prefix)  # Reads the index, so a damaged one fails here.
+    except (tf.errors.OpError, ValueError) as e:
+        raise BertTfError(f"--init_checkpoint: checkpoint '{prefix}' cannot be read "
+                          f"({errors.short_tf_error(e)}); re-copy it or pass another "
+                          "checkpoint.") from None
+    return prefix
 
 
 def make_tokenizer(tokenizer_options, bert_config, model):

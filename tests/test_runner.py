@@ -1,0 +1,89 @@
+"""The shared run set-up (bert_tf/tasks/runner.py): pre-training and every fine-tuning task stop
+on the same bad input with the same one-line error, before any graph is built and before
+anything is written to --output_dir."""
+
+import json
+import os
+
+import pytest
+import tensorflow as tf
+from finetune_helpers import DATA, FINETUNE_DATA, TINY_CONFIG, options
+from test_pretraining import pretrain_options, write_records
+
+from bert_tf import options as bert_options
+from bert_tf.errors import BertTfError
+from bert_tf.tasks import classification, ner, squad
+from bert_tf.tasks import pretraining as pretraining_task
+
+tf1 = tf.compat.v1
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, minilm_dir):
+    """A config both runs accept, pre-training records, and a checkpoint whose index is junk."""
+    d = tmp_path_factory.mktemp("runner")
+    (d / "bert_config.json").write_text(json.dumps(TINY_CONFIG))
+    write_records(str(d / "train.tfrecord"), num=16)
+    (d / "junk.ckpt.index").write_bytes(b"not a checkpoint index" * 8)
+    (d / "junk.ckpt.data-00000-of-00001").write_bytes(b"\0" * 64)
+    return {"dir": d, "vocab": os.path.join(minilm_dir, "vocab.txt")}
+
+
+# name -> (flag values of the bad run, fragments its one error line must name).
+BAD_INPUTS = {
+    "missing config": (dict(bert_config_file="{d}/nope.json"),
+                       ["--bert_config_file", "nope.json"]),
+    "missing init checkpoint": (dict(init_checkpoint="{d}/nowhere/model.ckpt"),
+                                ["--init_checkpoint", "nowhere/model.ckpt"]),
+    "unreadable init checkpoint": (dict(init_checkpoint="{d}/junk.ckpt"),
+                                   ["--init_checkpoint", "junk.ckpt", "cannot be read"]),
+    "sequence over max_position_embeddings": (dict(max_seq_length=256),
+                                              ["--max_seq_length=256",
+                                               "max_position_embeddings"]),
+    "batch not divisible": (dict(train_batch_size=6, num_accumulation_steps=4),
+                            ["--train_batch_size=6", "--num_accumulation_steps=4"]),
+}
+
+
+def _run(kind, values, files, output_dir):
+    """Runs `kind` in-process with the bad `values`; returns the BertTfError message."""
+    d = files["dir"]
+    values = {key: value.format(d=d) if isinstance(value, str) else value
+              for key, value in values.items()}
+    common = {**dict(bert_config_file=str(d / "bert_config.json"), output_dir=output_dir,
+                     max_seq_length=32, do_train=True, train_batch_size=8), **values}
+    if kind == "pretraining":
+        run_options = pretrain_options(d, input_file=str(d / "train.tfrecord"),
+                                       max_predictions_per_seq=4, **common)
+        assert isinstance(run_options, bert_options.PretrainOptions)
+        call = lambda: pretraining_task.run_pretraining(run_options)  # noqa: E731
+    else:
+        data = {"classifier": dict(task_name="mrpc", data_dir=os.path.join(DATA, "glue", "MRPC")),
+                "ner": dict(data_dir=os.path.join(DATA, "ner")),
+                "squad": dict(train_file=os.path.join(FINETUNE_DATA, "squad_small.json"),
+                              max_query_length=8)}[kind]
+        run = {"classifier": classification.run_classifier, "ner": ner.run_ner,
+               "squad": squad.run_squad}[kind]
+        task_options, finetune_options = options(kind, vocab_file=files["vocab"], **common,
+                                                 **data)
+        call = lambda: run(task_options, finetune_options)  # noqa: E731
+    with pytest.raises(BertTfError) as error:
+        call()
+    return str(error.value)
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_same_early_error_for_pretraining_and_every_finetuning_task(name, files, tmp_path):
+    values, fragments = BAD_INPUTS[name]
+    messages = {}
+    for kind in ("pretraining", "classifier", "ner", "squad"):
+        output_dir = tmp_path / f"out_{kind}"
+        tf1.reset_default_graph()
+        messages[kind] = _run(kind, values, files, str(output_dir))
+        assert "\n" not in messages[kind]
+        for fragment in fragments:
+            assert fragment in messages[kind], (kind, messages[kind])
+        # Stopped before any graph was built and before --output_dir was created.
+        assert not tf1.get_default_graph().get_operations(), kind
+        assert not output_dir.exists(), kind
+    assert len(set(messages.values())) == 1, messages
