@@ -21,7 +21,7 @@ import os
 from absl import logging
 
 from bert_tf import errors, tokenization
-from bert_tf.data import tfrecords
+from bert_tf.data import packing, tfrecords
 
 # First `unique_id` given to a feature, as in the original (ids are unique within one run).
 FIRST_UNIQUE_ID = 1000000000
@@ -399,36 +399,26 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
         doc_spans = compute_doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
 
         for doc_span_index, doc_span in enumerate(doc_spans):
-            tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
-            segment_ids = [0] * len(tokens)
+            doc_start = doc_span.start
+            doc_end = doc_span.start + doc_span.length - 1
+            tokens, segment_ids = packing.pack_tokens(
+                query_tokens, all_doc_tokens[doc_start:doc_end + 1])
+            input_ids, input_mask, segment_ids = packing.encode_and_pad(
+                tokens, segment_ids, tokenizer, max_seq_length)
+            # The window's tokens follow [CLS] query [SEP].
+            doc_offset = len(query_tokens) + 2
             token_to_orig_map = {}
             token_is_max_context = {}
             for i in range(doc_span.length):
-                split_token_index = doc_span.start + i
-                token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
-                token_is_max_context[len(tokens)] = check_is_max_context(
-                    doc_spans, doc_span_index, split_token_index)
-                tokens.append(all_doc_tokens[split_token_index])
-                segment_ids.append(1)
-            tokens.append("[SEP]")
-            segment_ids.append(1)
-
-            input_ids = tokenizer.convert_tokens_to_ids(tokens)
-            # 1 for real tokens, 0 for padding: only real tokens are attended to.
-            input_mask = [1] * len(input_ids)
-            padding = max_seq_length - len(input_ids)
-            input_ids += [0] * padding
-            input_mask += [0] * padding
-            segment_ids += [0] * padding
+                token_to_orig_map[doc_offset + i] = tok_to_orig_index[doc_start + i]
+                token_is_max_context[doc_offset + i] = check_is_max_context(
+                    doc_spans, doc_span_index, doc_start + i)
 
             start_position = None
             end_position = None
             if is_training and not example.is_impossible:
                 # A window without the whole answer is trained to point at [CLS].
-                doc_start = doc_span.start
-                doc_end = doc_span.start + doc_span.length - 1
                 if tok_start_position >= doc_start and tok_end_position <= doc_end:
-                    doc_offset = len(query_tokens) + 2
                     start_position = tok_start_position - doc_start + doc_offset
                     end_position = tok_end_position - doc_start + doc_offset
                 else:
