@@ -698,7 +698,7 @@ def write_tf_examples(tf_examples, output_file):
     """Writes `tf.train.Example`s to the TFRecord file `output_file`, whole or not at all.
 
     They go to a temporary file renamed to `output_file` at the end (see
-    `tfrecords.RoundRobinRecordWriter`), so an interrupted run never leaves a truncated file
+    `tfrecords.AtomicRecordWriter`), so an interrupted run never leaves a truncated file
     under the real name.
 
     Returns:
@@ -706,7 +706,7 @@ def write_tf_examples(tf_examples, output_file):
     """
     from bert_tf.data import tfrecords
 
-    with tfrecords.RoundRobinRecordWriter([output_file]) as writer:
+    with tfrecords.AtomicRecordWriter(output_file) as writer:
         for tf_example in tf_examples:
             writer.write(tf_example.SerializeToString())
     return writer.num_written

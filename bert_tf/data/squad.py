@@ -16,7 +16,6 @@ Mapping predicted spans back to the original text is in `bert_tf.tasks.squad_pos
 
 import collections
 import json
-import os
 
 from absl import logging
 
@@ -457,29 +456,29 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
     return collected
 
 
-class FeatureWriter:
+class FeatureWriter(tfrecords.AtomicRecordWriter):
     """Writes `InputFeatures` to a TFRecord file of `tf.train.Example`s (SPEC §6 keys).
 
     Keys: `unique_ids` [1], `input_ids`, `input_mask`, `segment_ids` [max_seq_length], and for
-    training `start_positions` [1], `end_positions` [1], `is_impossible` [1]. The records go to
-    a temporary file that `close()` renames to `filename`, so an interrupted run leaves no
-    partial file under that name. Usable as a context manager (an exception discards the file).
+    training `start_positions` [1], `end_positions` [1], `is_impossible` [1]. Whole or nothing
+    (see `tfrecords.AtomicRecordWriter`): `close()` renames the temporary file to `filename`,
+    `discard()` (or an exception in a `with` block) deletes it.
     """
 
     def __init__(self, filename, is_training):
-        import tensorflow as tf
-
+        super().__init__(filename)
         self.filename = filename
         self.is_training = is_training
-        self.num_features = 0
-        self._tmp_filename = f"{filename}.tmp-{os.getpid()}"
-        self._writer = tf.io.TFRecordWriter(self._tmp_filename)
+
+    @property
+    def num_features(self):
+        """Features written so far."""
+        return self.num_written
 
     def process_feature(self, feature):
         """Serializes one `InputFeatures` and appends it to the file."""
         import tensorflow as tf
 
-        self.num_features += 1
         features = collections.OrderedDict()
         features["unique_ids"] = tfrecords.create_int_feature([feature.unique_id])
         features["input_ids"] = tfrecords.create_int_feature(feature.input_ids)
@@ -491,25 +490,8 @@ class FeatureWriter:
             features["is_impossible"] = tfrecords.create_int_feature(
                 [1 if feature.is_impossible else 0])
         tf_example = tf.train.Example(features=tf.train.Features(feature=features))
-        self._writer.write(tf_example.SerializeToString())
-
-    def close(self):
-        """Finishes the file and moves it to `filename`."""
-        self._writer.close()
-        os.replace(self._tmp_filename, self.filename)
+        self.write(tf_example.SerializeToString())
 
     def discard(self):
         """Closes and deletes the unfinished file; `filename` is left untouched."""
-        self._writer.close()
-        if os.path.exists(self._tmp_filename):
-            os.remove(self._tmp_filename)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
-        return False
+        self.abort()
