@@ -336,13 +336,9 @@ class QnliProcessor(GlueProcessor):
     test_layout = TsvLayout("test.tsv", has_header=True, text_a=1, text_b=2)
 
 
-class RteProcessor(GlueProcessor):
-    """RTE: header (index, sentence1, sentence2, label); test.tsv without label."""
+class RteProcessor(QnliProcessor):
+    """RTE: QNLI's layouts and labels, header (index, sentence1, sentence2, label)."""
     task_name = "rte"
-    labels = ("entailment", "not_entailment")
-    train_layout = TsvLayout("train.tsv", has_header=True, text_a=1, text_b=2, label=3)
-    dev_layout = TsvLayout("dev.tsv", has_header=True, text_a=1, text_b=2, label=3)
-    test_layout = TsvLayout("test.tsv", has_header=True, text_a=1, text_b=2)
 
 
 class WnliProcessor(RteProcessor):
