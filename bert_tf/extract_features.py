@@ -18,6 +18,7 @@ pipeline that pads each batch to its longest sequence (or to `max_seq_length`) -
 example) -> `write_jsonl` (a temp file renamed at the end, so no half output has the final name).
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -41,24 +42,31 @@ _LOG_EVERY_SECS = 10.0
 _NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 
 
+# eq=False: instances compare and hash by identity, as plain classes do.
+@dataclasses.dataclass(eq=False)
 class InputExample:
-    """One line of the input file: a text, or a pair of texts."""
+    """One line of the input file: a text, or a pair of texts (`text_b` None for one text)."""
 
-    def __init__(self, unique_id, text_a, text_b):
-        self.unique_id = unique_id
-        self.text_a = text_a
-        self.text_b = text_b
+    unique_id: int
+    text_a: str
+    text_b: str | None
 
 
+@dataclasses.dataclass(eq=False)
 class InputFeatures:
-    """One example as model inputs, each list `seq_length` long (padded with 0)."""
+    """One example as model inputs.
 
-    def __init__(self, unique_id, tokens, input_ids, input_mask, input_type_ids):
-        self.unique_id = unique_id
-        self.tokens = tokens
-        self.input_ids = input_ids
-        self.input_mask = input_mask
-        self.input_type_ids = input_type_ids
+    Attributes:
+      unique_id: the example's id (its line number).
+      tokens: the packed word pieces [num_tokens], unpadded.
+      input_ids, input_mask, input_type_ids: int lists [seq_length], zero-padded.
+    """
+
+    unique_id: int
+    tokens: list
+    input_ids: list
+    input_mask: list
+    input_type_ids: list
 
 
 def read_examples(input_file):
