@@ -211,7 +211,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     check_labels([example], label_list)
 
     word_pieces = []
-    # Per word piece, [CLS] and [SEP] included: the word's label id on its first piece.
+    # Aligned with the packed tokens: 0 on [CLS] / [SEP], a word's label on its first piece.
     label_ids = [0]
     label_mask = [0]
     num_words = 0
