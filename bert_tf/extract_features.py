@@ -18,6 +18,7 @@ pipeline that pads each batch to its longest sequence (or to `max_seq_length`) -
 example) -> `write_jsonl` (a temp file renamed at the end, so no half output has the final name).
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from absl import logging
 
 from bert_tf import errors, modeling, tokenization
 from bert_tf import estimator as estimator_lib
+from bert_tf.data import packing
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -42,24 +44,31 @@ _LOG_EVERY_SECS = 10.0
 _NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
 
 
+# eq=False: instances compare and hash by identity, as plain classes do.
+@dataclasses.dataclass(eq=False)
 class InputExample:
-    """One line of the input file: a text, or a pair of texts."""
+    """One line of the input file: a text, or a pair of texts (`text_b` None for one text)."""
 
-    def __init__(self, unique_id, text_a, text_b):
-        self.unique_id = unique_id
-        self.text_a = text_a
-        self.text_b = text_b
+    unique_id: int
+    text_a: str
+    text_b: str | None
 
 
+@dataclasses.dataclass(eq=False)
 class InputFeatures:
-    """One example as model inputs, each list `seq_length` long (padded with 0)."""
+    """One example as model inputs.
 
-    def __init__(self, unique_id, tokens, input_ids, input_mask, input_type_ids):
-        self.unique_id = unique_id
-        self.tokens = tokens
-        self.input_ids = input_ids
-        self.input_mask = input_mask
-        self.input_type_ids = input_type_ids
+    Attributes:
+      unique_id: the example's id (its line number).
+      tokens: the packed word pieces [num_tokens], unpadded.
+      input_ids, input_mask, input_type_ids: int lists [seq_length], zero-padded.
+    """
+
+    unique_id: int
+    tokens: list
+    input_ids: list
+    input_mask: list
+    input_type_ids: list
 
 
 def read_examples(input_file):
@@ -102,8 +111,8 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     """Tokenizes examples into `InputFeatures` of `seq_length`, as the original does.
 
     The layout is `[CLS] a [SEP]` (token type 0), then `b [SEP]` (token type 1) for a pair.
-    Pairs are truncated by `_truncate_seq_pair` to seq_length - 3 tokens, single texts to
-    seq_length - 2. Ids, mask and token types are zero-padded to `seq_length`.
+    Pairs are truncated by `packing.truncate_seq_pair` to seq_length - 3 tokens, single
+    texts to seq_length - 2. Ids, mask and token types are zero-padded to `seq_length`.
 
     Args:
       examples: list of `InputExample`.
@@ -116,47 +125,15 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     features = []
     for example in examples:
         tokens_a = tokenizer.tokenize(example.text_a)
-        tokens_b = None
-        if example.text_b:
-            tokens_b = tokenizer.tokenize(example.text_b)
-
-        if tokens_b:
-            # Account for [CLS], [SEP], [SEP] with "- 3".
-            _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
-        elif len(tokens_a) > seq_length - 2:
-            # Account for [CLS] and [SEP] with "- 2".
-            tokens_a = tokens_a[0:(seq_length - 2)]
-
-        tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-        input_type_ids = [0] * len(tokens)
-        if tokens_b:
-            tokens += tokens_b + ["[SEP]"]
-            input_type_ids += [1] * (len(tokens_b) + 1)
-
-        input_ids = tokenizer.convert_tokens_to_ids(tokens)
-        # The mask has 1 for real tokens and 0 for padding tokens; only real tokens are attended to.
-        input_mask = [1] * len(input_ids)
-        padding = [0] * (seq_length - len(input_ids))
+        tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+        packed = packing.pack_and_pad(tokens_a, tokens_b, tokenizer, seq_length)
         features.append(InputFeatures(
             unique_id=example.unique_id,
-            tokens=tokens,
-            input_ids=input_ids + padding,
-            input_mask=input_mask + padding,
-            input_type_ids=input_type_ids + padding))
+            tokens=packed.tokens,
+            input_ids=packed.input_ids,
+            input_mask=packed.input_mask,
+            input_type_ids=packed.segment_ids))
     return features
-
-
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Truncates a sequence pair in place to at most `max_length` tokens in total.
-
-    One token at a time from the longer sequence: a longer sequence is more likely to lose
-    little of its meaning per token than a shorter one.
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
 
 
 def parse_layer_indexes(layers, num_hidden_layers):

@@ -35,6 +35,7 @@ import os
 from absl import logging
 
 from bert_tf import errors, tokenization
+from bert_tf.data import packing
 
 # Bumped when the TFRecord contents change for the same inputs, so old caches are rebuilt.
 FEATURE_CACHE_FORMAT = 1
@@ -335,13 +336,9 @@ class QnliProcessor(GlueProcessor):
     test_layout = TsvLayout("test.tsv", has_header=True, text_a=1, text_b=2)
 
 
-class RteProcessor(GlueProcessor):
-    """RTE: header (index, sentence1, sentence2, label); test.tsv without label."""
+class RteProcessor(QnliProcessor):
+    """RTE: QNLI's layouts and labels, header (index, sentence1, sentence2, label)."""
     task_name = "rte"
-    labels = ("entailment", "not_entailment")
-    train_layout = TsvLayout("train.tsv", has_header=True, text_a=1, text_b=2, label=3)
-    dev_layout = TsvLayout("dev.tsv", has_header=True, text_a=1, text_b=2, label=3)
-    test_layout = TsvLayout("test.tsv", has_header=True, text_a=1, text_b=2)
 
 
 class WnliProcessor(RteProcessor):
@@ -622,19 +619,6 @@ def get_processor(task_name, **options):
 # Features.
 
 
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Truncates a sequence pair in place to the maximum length.
-
-    One token at a time from the longer sequence: a shorter sequence keeps more of its
-    (proportionally more valuable) tokens than cutting both by the same fraction would.
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
     """Converts a single `InputExample` into a single `InputFeatures`.
 
@@ -672,24 +656,8 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
 
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    if tokens_b:
-        # Account for [CLS], [SEP], [SEP] with "- 3".
-        _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    elif len(tokens_a) > max_seq_length - 2:
-        # Account for [CLS] and [SEP] with "- 2".
-        tokens_a = tokens_a[:max_seq_length - 2]
-
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        segment_ids += [1] * (len(tokens_b) + 1)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    input_mask = [1] * len(input_ids)
-    padding = max_seq_length - len(input_ids)
-    input_ids += [0] * padding
-    input_mask += [0] * padding
-    segment_ids += [0] * padding
+    tokens, input_ids, input_mask, segment_ids = packing.pack_and_pad(
+        tokens_a, tokens_b, tokenizer, max_seq_length)
 
     if ex_index < _NUM_EXAMPLES_TO_LOG:
         logging.info("*** Example ***")
@@ -731,7 +699,7 @@ def write_tf_examples(tf_examples, output_file):
     """Writes `tf.train.Example`s to the TFRecord file `output_file`, whole or not at all.
 
     They go to a temporary file renamed to `output_file` at the end (see
-    `tfrecords.RoundRobinRecordWriter`), so an interrupted run never leaves a truncated file
+    `tfrecords.AtomicRecordWriter`), so an interrupted run never leaves a truncated file
     under the real name.
 
     Returns:
@@ -739,7 +707,7 @@ def write_tf_examples(tf_examples, output_file):
     """
     from bert_tf.data import tfrecords
 
-    with tfrecords.RoundRobinRecordWriter([output_file]) as writer:
+    with tfrecords.AtomicRecordWriter(output_file) as writer:
         for tf_example in tf_examples:
             writer.write(tf_example.SerializeToString())
     return writer.num_written

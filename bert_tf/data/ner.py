@@ -26,7 +26,7 @@ import os
 from absl import logging
 
 from bert_tf import errors
-from bert_tf.data import classification
+from bert_tf.data import classification, packing
 
 # Where `NerProcessor` looks for each split in data_dir, in order (CoNLL-2003 names too).
 TRAIN_FILES = ("train.txt", "eng.train")
@@ -210,35 +210,36 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     label_map = {label: i for i, label in enumerate(label_list)}
     check_labels([example], label_list)
 
-    tokens = ["[CLS]"]
+    word_pieces = []
+    # Aligned with the packed tokens: 0 on [CLS] / [SEP], a word's label on its first piece.
     label_ids = [0]
     label_mask = [0]
     num_words = 0
     for word, label in zip(example.words, example.labels, strict=True):
         pieces = tokenizer.tokenize(word) or ["[UNK]"]
-        # Leave room for the final [SEP].
-        if len(tokens) + len(pieces) > max_seq_length - 1:
+        # Leave room for [CLS] and [SEP].
+        if len(word_pieces) + len(pieces) > max_seq_length - 2:
             break
-        tokens.extend(pieces)
+        word_pieces.extend(pieces)
         label_ids.extend([label_map[label]] + [0] * (len(pieces) - 1))
         label_mask.extend([1] + [0] * (len(pieces) - 1))
         num_words += 1
-    tokens.append("[SEP]")
     label_ids.append(0)
     label_mask.append(0)
 
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    input_mask = [1] * len(input_ids)
-    padding = [0] * (max_seq_length - len(input_ids))
+    tokens, segment_ids = packing.pack_tokens(word_pieces)
+    input_ids, input_mask, segment_ids = packing.encode_and_pad(
+        tokens, segment_ids, tokenizer, max_seq_length)
     if ex_index < 5:
         logging.info("*** Example ***")
         logging.info("guid: %s", example.guid)
         logging.info("tokens: %s", " ".join(tokens))
         logging.info("label_ids: %s", " ".join(str(x) for x in label_ids))
-    return NerInputFeatures(input_ids=input_ids + padding, input_mask=input_mask + padding,
-                            segment_ids=list(zeros), label_ids=label_ids + padding,
-                            label_mask=label_mask + padding, is_real_example=True,
-                            num_words=num_words)
+    return NerInputFeatures(input_ids=input_ids, input_mask=input_mask,
+                            segment_ids=segment_ids,
+                            label_ids=packing.pad(label_ids, max_seq_length),
+                            label_mask=packing.pad(label_mask, max_seq_length),
+                            is_real_example=True, num_words=num_words)
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):

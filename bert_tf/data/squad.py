@@ -16,12 +16,11 @@ Mapping predicted spans back to the original text is in `bert_tf.tasks.squad_pos
 
 import collections
 import json
-import os
 
 from absl import logging
 
 from bert_tf import errors, tokenization
-from bert_tf.data import tfrecords
+from bert_tf.data import packing, tfrecords
 
 # First `unique_id` given to a feature, as in the original (ids are unique within one run).
 FIRST_UNIQUE_ID = 1000000000
@@ -399,36 +398,26 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
         doc_spans = compute_doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
 
         for doc_span_index, doc_span in enumerate(doc_spans):
-            tokens = ["[CLS]"] + query_tokens + ["[SEP]"]
-            segment_ids = [0] * len(tokens)
+            doc_start = doc_span.start
+            doc_end = doc_span.start + doc_span.length - 1
+            tokens, segment_ids = packing.pack_tokens(
+                query_tokens, all_doc_tokens[doc_start:doc_end + 1])
+            input_ids, input_mask, segment_ids = packing.encode_and_pad(
+                tokens, segment_ids, tokenizer, max_seq_length)
+            # The window's tokens follow [CLS] query [SEP].
+            doc_offset = len(query_tokens) + 2
             token_to_orig_map = {}
             token_is_max_context = {}
             for i in range(doc_span.length):
-                split_token_index = doc_span.start + i
-                token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
-                token_is_max_context[len(tokens)] = check_is_max_context(
-                    doc_spans, doc_span_index, split_token_index)
-                tokens.append(all_doc_tokens[split_token_index])
-                segment_ids.append(1)
-            tokens.append("[SEP]")
-            segment_ids.append(1)
-
-            input_ids = tokenizer.convert_tokens_to_ids(tokens)
-            # 1 for real tokens, 0 for padding: only real tokens are attended to.
-            input_mask = [1] * len(input_ids)
-            padding = max_seq_length - len(input_ids)
-            input_ids += [0] * padding
-            input_mask += [0] * padding
-            segment_ids += [0] * padding
+                token_to_orig_map[doc_offset + i] = tok_to_orig_index[doc_start + i]
+                token_is_max_context[doc_offset + i] = check_is_max_context(
+                    doc_spans, doc_span_index, doc_start + i)
 
             start_position = None
             end_position = None
             if is_training and not example.is_impossible:
                 # A window without the whole answer is trained to point at [CLS].
-                doc_start = doc_span.start
-                doc_end = doc_span.start + doc_span.length - 1
                 if tok_start_position >= doc_start and tok_end_position <= doc_end:
-                    doc_offset = len(query_tokens) + 2
                     start_position = tok_start_position - doc_start + doc_offset
                     end_position = tok_end_position - doc_start + doc_offset
                 else:
@@ -467,29 +456,29 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
     return collected
 
 
-class FeatureWriter:
+class FeatureWriter(tfrecords.AtomicRecordWriter):
     """Writes `InputFeatures` to a TFRecord file of `tf.train.Example`s (SPEC §6 keys).
 
     Keys: `unique_ids` [1], `input_ids`, `input_mask`, `segment_ids` [max_seq_length], and for
-    training `start_positions` [1], `end_positions` [1], `is_impossible` [1]. The records go to
-    a temporary file that `close()` renames to `filename`, so an interrupted run leaves no
-    partial file under that name. Usable as a context manager (an exception discards the file).
+    training `start_positions` [1], `end_positions` [1], `is_impossible` [1]. Whole or nothing
+    (see `tfrecords.AtomicRecordWriter`): `close()` renames the temporary file to `filename`,
+    `discard()` (or an exception in a `with` block) deletes it.
     """
 
     def __init__(self, filename, is_training):
-        import tensorflow as tf
-
+        super().__init__(filename)
         self.filename = filename
         self.is_training = is_training
-        self.num_features = 0
-        self._tmp_filename = f"{filename}.tmp-{os.getpid()}"
-        self._writer = tf.io.TFRecordWriter(self._tmp_filename)
+
+    @property
+    def num_features(self):
+        """Features written so far."""
+        return self.num_written
 
     def process_feature(self, feature):
         """Serializes one `InputFeatures` and appends it to the file."""
         import tensorflow as tf
 
-        self.num_features += 1
         features = collections.OrderedDict()
         features["unique_ids"] = tfrecords.create_int_feature([feature.unique_id])
         features["input_ids"] = tfrecords.create_int_feature(feature.input_ids)
@@ -501,25 +490,8 @@ class FeatureWriter:
             features["is_impossible"] = tfrecords.create_int_feature(
                 [1 if feature.is_impossible else 0])
         tf_example = tf.train.Example(features=tf.train.Features(feature=features))
-        self._writer.write(tf_example.SerializeToString())
-
-    def close(self):
-        """Finishes the file and moves it to `filename`."""
-        self._writer.close()
-        os.replace(self._tmp_filename, self.filename)
+        self.write(tf_example.SerializeToString())
 
     def discard(self):
         """Closes and deletes the unfinished file; `filename` is left untouched."""
-        self._writer.close()
-        if os.path.exists(self._tmp_filename):
-            os.remove(self._tmp_filename)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc_value, traceback):
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
-        return False
+        self.abort()

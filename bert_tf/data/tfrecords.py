@@ -181,52 +181,8 @@ class PretrainingExampleEncoder:
         return _TAG_1 + (varints[length] if length < len(varints) else _varint(length)) + features
 
 
-class RoundRobinRecordWriter:
-    """Writes records to several TFRecord files in turn, each whole or not at all.
-
-    Records go to `<path>.tmp-<pid>` files, renamed to the final names by `close()`; `abort()`
-    (or leaving a `with` block by an exception) deletes them, so an interrupted run never leaves
-    a half-written file under a final name and earlier complete files survive.
-    """
-
-    def __init__(self, output_files):
-        import os
-
-        import tensorflow as tf
-
-        self._tf = tf
-        self.output_files = list(output_files)
-        self._tmp_files = [f"{path}.tmp-{os.getpid()}" for path in self.output_files]
-        self._writers = [tf.io.TFRecordWriter(path) for path in self._tmp_files]
-        self.num_written = 0
-        self._closed = False
-
-    def write(self, record):
-        self._writers[self.num_written % len(self._writers)].write(record)
-        self.num_written += 1
-
-    def close(self):
-        """Finishes the files and renames them to their final names (once)."""
-        if self._closed:
-            return
-        self._closed = True
-        for writer in self._writers:
-            writer.close()
-        for tmp, path in zip(self._tmp_files, self.output_files, strict=True):
-            self._tf.io.gfile.rename(tmp, path, overwrite=True)
-        self._writers = []
-
-    def abort(self):
-        """Deletes the temporary files; the final names are left as they were."""
-        if self._closed:
-            return
-        self._closed = True
-        for writer in self._writers:
-            writer.close()
-        self._writers = []
-        for tmp in self._tmp_files:
-            if self._tf.io.gfile.exists(tmp):
-                self._tf.io.gfile.remove(tmp)
+class _WholeOrNothing:
+    """Context manager protocol of the writers below: `close()` on success, else `abort()`."""
 
     def __enter__(self):
         return self
@@ -236,3 +192,76 @@ class RoundRobinRecordWriter:
             self.close()
         else:
             self.abort()
+
+
+class AtomicRecordWriter(_WholeOrNothing):
+    """Writes one TFRecord file whole or not at all, on any path `tf.io.gfile` supports.
+
+    Records go to `<path>.tmp-<pid>`, renamed to `path` by `close()`; `abort()` (or leaving a
+    `with` block by an exception) deletes it, so an interrupted run never leaves a half-written
+    file under `path` and an earlier complete file there survives.
+
+    Args:
+      path: the TFRecord file to write (local, or e.g. gs://...).
+    """
+
+    def __init__(self, path):
+        import os
+
+        import tensorflow as tf
+
+        self._gfile = tf.io.gfile
+        self.path = path
+        self._tmp_path = f"{path}.tmp-{os.getpid()}"
+        self._writer = tf.io.TFRecordWriter(self._tmp_path)
+        self.num_written = 0
+        self._closed = False
+
+    def write(self, record):
+        """Appends one serialized record (bytes)."""
+        self._writer.write(record)
+        self.num_written += 1
+
+    def close(self):
+        """Finishes the file and renames it to `path` (once)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.close()
+        self._gfile.rename(self._tmp_path, self.path, overwrite=True)
+
+    def abort(self):
+        """Deletes the temporary file; `path` is left as it was."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.close()
+        if self._gfile.exists(self._tmp_path):
+            self._gfile.remove(self._tmp_path)
+
+
+class RoundRobinRecordWriter(_WholeOrNothing):
+    """Writes records to several TFRecord files in turn, each an `AtomicRecordWriter`.
+
+    `close()` renames every file to its final name; `abort()` (or leaving a `with` block by an
+    exception) deletes the temporary files, so earlier complete files survive.
+    """
+
+    def __init__(self, output_files):
+        self.output_files = list(output_files)
+        self._writers = [AtomicRecordWriter(path) for path in self.output_files]
+        self.num_written = 0
+
+    def write(self, record):
+        self._writers[self.num_written % len(self._writers)].write(record)
+        self.num_written += 1
+
+    def close(self):
+        """Finishes the files and renames them to their final names (once)."""
+        for writer in self._writers:
+            writer.close()
+
+    def abort(self):
+        """Deletes the temporary files; the final names are left as they were."""
+        for writer in self._writers:
+            writer.abort()
