@@ -26,6 +26,45 @@ _PrelimPrediction = collections.namedtuple(
 _NbestPrediction = collections.namedtuple(
     "NbestPrediction", ["text", "start_logit", "end_logit"])
 
+# The lowest null score (start + end logit at [CLS]) over an example's windows, and its window.
+_NullScore = collections.namedtuple(
+    "NullScore", ["score", "feature_index", "start_logit", "end_logit"])
+
+
+def _strip_spaces(text):
+    """Removes the spaces from `text`, remembering where each remaining character came from.
+
+    Args:
+      text: any string.
+
+    Returns:
+      (text without " " characters, OrderedDict {index in that text: index in `text`}).
+    """
+    ns_chars = []
+    ns_to_s_map = collections.OrderedDict()
+    for i, c in enumerate(text):
+        if c == " ":
+            continue
+        ns_to_s_map[len(ns_chars)] = i
+        ns_chars.append(c)
+    return "".join(ns_chars), ns_to_s_map
+
+
+def _project_position(tok_position, tok_s_to_ns_map, orig_ns_to_s_map):
+    """Maps a character index of the tokenized text to the same character of the original.
+
+    Args:
+      tok_position: a character index into the tokenized text (with spaces).
+      tok_s_to_ns_map: {index in the tokenized text: index in it without spaces}.
+      orig_ns_to_s_map: {index in the original text without spaces: index in the original}.
+
+    Returns:
+      The character index into the original text (int), or None when it cannot be mapped.
+    """
+    if tok_position not in tok_s_to_ns_map:
+        return None
+    return orig_ns_to_s_map.get(tok_s_to_ns_map[tok_position])
+
 
 def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     """Projects the de-tokenized prediction back onto the original text.
@@ -46,17 +85,6 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     Returns:
       A substring of `orig_text` (str).
     """
-
-    def _strip_spaces(text):
-        ns_chars = []
-        ns_to_s_map = collections.OrderedDict()
-        for i, c in enumerate(text):
-            if c == " ":
-                continue
-            ns_to_s_map[len(ns_chars)] = i
-            ns_chars.append(c)
-        return "".join(ns_chars), ns_to_s_map
-
     tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
     tok_text = " ".join(tokenizer.tokenize(orig_text))
 
@@ -78,21 +106,13 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     # Project the characters of `pred_text` back to `orig_text` through the alignment.
     tok_s_to_ns_map = {tok_index: i for i, tok_index in tok_ns_to_s_map.items()}
 
-    orig_start_position = None
-    if start_position in tok_s_to_ns_map:
-        ns_start_position = tok_s_to_ns_map[start_position]
-        if ns_start_position in orig_ns_to_s_map:
-            orig_start_position = orig_ns_to_s_map[ns_start_position]
+    orig_start_position = _project_position(start_position, tok_s_to_ns_map, orig_ns_to_s_map)
     if orig_start_position is None:
         if verbose_logging:
             logging.info("Couldn't map start position")
         return orig_text
 
-    orig_end_position = None
-    if end_position in tok_s_to_ns_map:
-        ns_end_position = tok_s_to_ns_map[end_position]
-        if ns_end_position in orig_ns_to_s_map:
-            orig_end_position = orig_ns_to_s_map[ns_end_position]
+    orig_end_position = _project_position(end_position, tok_s_to_ns_map, orig_ns_to_s_map)
     if orig_end_position is None:
         if verbose_logging:
             logging.info("Couldn't map end position")
@@ -120,6 +140,208 @@ def _compute_softmax(scores):
 def _to_json(obj):
     # The original's layout: indented JSON and a final newline.
     return json.dumps(obj, indent=4) + "\n"
+
+
+def _min_null_score(results):
+    """Finds the window whose null answer (both logits at [CLS]) scores lowest.
+
+    Args:
+      results: the `RawResult`s of one example's features, in feature order.
+
+    Returns:
+      A `_NullScore` (score, feature_index, start_logit, end_logit) of the first window with the
+      lowest start + end logit at position 0; (1000000, 0, 0, 0) if there is none.
+    """
+    null = _NullScore(score=1000000, feature_index=0, start_logit=0, end_logit=0)
+    for feature_index, result in enumerate(results):
+        feature_null_score = result.start_logits[0] + result.end_logits[0]
+        if feature_null_score < null.score:
+            null = _NullScore(score=feature_null_score, feature_index=feature_index,
+                              start_logit=result.start_logits[0],
+                              end_logit=result.end_logits[0])
+    return null
+
+
+def _is_valid_span(feature, start_index, end_index, max_answer_length):
+    """Whether a window's span can be an answer.
+
+    Args:
+      feature: the window (`InputFeatures`).
+      start_index: the span's first position in the window.
+      end_index: the span's last position in the window.
+      max_answer_length: longest answer, in word pieces.
+
+    Returns:
+      True iff both ends lie in the document part, the window is the start token's max context,
+      end >= start and the span has at most `max_answer_length` word pieces.
+    """
+    if start_index >= len(feature.tokens) or end_index >= len(feature.tokens):
+        return False
+    if (start_index not in feature.token_to_orig_map
+            or end_index not in feature.token_to_orig_map):
+        return False
+    if not feature.token_is_max_context.get(start_index, False):
+        return False
+    if end_index < start_index:
+        return False
+    return end_index - start_index + 1 <= max_answer_length
+
+
+def _window_candidates(feature_index, feature, result, n_best_size, max_answer_length):
+    """Combines a window's best start and end positions into candidate spans.
+
+    Args:
+      feature_index: the window's index among its example's features.
+      feature: the window (`InputFeatures`).
+      result: its `RawResult`.
+      n_best_size: best start and best end positions considered.
+      max_answer_length: longest answer, in word pieces.
+
+    Returns:
+      The valid spans as `_PrelimPrediction`s, ordered by start rank, then end rank.
+    """
+    start_indexes = _get_best_indexes(result.start_logits, n_best_size)
+    end_indexes = _get_best_indexes(result.end_logits, n_best_size)
+    candidates = []
+    for start_index in start_indexes:
+        for end_index in end_indexes:
+            if not _is_valid_span(feature, start_index, end_index, max_answer_length):
+                continue
+            candidates.append(_PrelimPrediction(
+                feature_index=feature_index,
+                start_index=start_index,
+                end_index=end_index,
+                start_logit=result.start_logits[start_index],
+                end_logit=result.end_logits[end_index]))
+    return candidates
+
+
+def _prelim_predictions(features, results, n_best_size, max_answer_length, null):
+    """Collects and ranks the candidate spans of all of an example's windows.
+
+    Args:
+      features: the example's windows (`InputFeatures`), in order.
+      results: their `RawResult`s, in the same order.
+      n_best_size: best start and best end positions considered per window.
+      max_answer_length: longest answer, in word pieces.
+      null: the example's `_NullScore` (v2.0), added as a [CLS]-[CLS] candidate; None for v1.1.
+
+    Returns:
+      The `_PrelimPrediction`s sorted by start + end logit, best first (stable on ties).
+    """
+    prelim_predictions = []
+    for feature_index, (feature, result) in enumerate(zip(features, results, strict=True)):
+        prelim_predictions.extend(_window_candidates(
+            feature_index, feature, result, n_best_size, max_answer_length))
+    if null is not None:
+        prelim_predictions.append(_PrelimPrediction(
+            feature_index=null.feature_index,
+            start_index=0,
+            end_index=0,
+            start_logit=null.start_logit,
+            end_logit=null.end_logit))
+    return sorted(
+        prelim_predictions, key=lambda x: (x.start_logit + x.end_logit), reverse=True)
+
+
+def _span_text(example, feature, pred, do_lower_case, verbose_logging):
+    """Turns a non-null candidate span back into text of the original context.
+
+    Args:
+      example: the `SquadExample`.
+      feature: the window (`InputFeatures`) the span lies in.
+      pred: the `_PrelimPrediction` (start_index > 0).
+      do_lower_case: the tokenizer's casing.
+      verbose_logging: log failed mappings back to the original text.
+
+    Returns:
+      The answer text (str), from `get_final_text`.
+    """
+    tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
+    orig_doc_start = feature.token_to_orig_map[pred.start_index]
+    orig_doc_end = feature.token_to_orig_map[pred.end_index]
+    orig_tokens = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
+    # De-tokenize WordPieces that have been split off, and clean whitespace.
+    tok_text = " ".join(tok_tokens)
+    tok_text = tok_text.replace(" ##", "").replace("##", "")
+    tok_text = " ".join(tok_text.strip().split())
+    orig_text = " ".join(orig_tokens)
+    return get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+
+
+def _nbest_predictions(example, features, prelim_predictions, n_best_size, do_lower_case, null,
+                       verbose_logging):
+    """Picks the n-best distinct answer texts of an example.
+
+    Args:
+      example: the `SquadExample`.
+      features: its windows (`InputFeatures`), in order.
+      prelim_predictions: its ranked `_PrelimPrediction`s (from `_prelim_predictions`).
+      n_best_size: most entries taken from `prelim_predictions`.
+      do_lower_case: the tokenizer's casing.
+      null: the example's `_NullScore` (v2.0), or None (v1.1).
+      verbose_logging: log failed mappings back to the original text.
+
+    Returns:
+      A list of `_NbestPrediction`, best first, the first of each distinct text; for v2.0 the
+      null answer "" is appended if missing, and a nonce "empty" (logits 0.0) if no entry has
+      text.
+    """
+    seen_predictions = set()
+    nbest = []
+    for pred in prelim_predictions:
+        if len(nbest) >= n_best_size:
+            break
+        if pred.start_index > 0:  # a non-null prediction
+            final_text = _span_text(example, features[pred.feature_index], pred, do_lower_case,
+                                    verbose_logging)
+            if final_text in seen_predictions:
+                continue
+        else:
+            final_text = ""
+        seen_predictions.add(final_text)
+        nbest.append(_NbestPrediction(
+            text=final_text, start_logit=pred.start_logit, end_logit=pred.end_logit))
+
+    # If the empty answer did not make the n-best, add it.
+    if null is not None and "" not in seen_predictions:
+        nbest.append(_NbestPrediction(
+            text="", start_logit=null.start_logit, end_logit=null.end_logit))
+    # In rare cases there is no valid span (v2.0: only the null answer); add a nonce
+    # non-null prediction so there is something to report.
+    if not any(entry.text for entry in nbest):
+        nbest.append(_NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0))
+    return nbest
+
+
+def _nbest_to_json(nbest):
+    """Turns an n-best list into its JSON form, with probabilities.
+
+    Args:
+      nbest: a non-empty list of `_NbestPrediction`, best first.
+
+    Returns:
+      (nbest_json, best_non_null_entry): a list of OrderedDicts {"text", "probability" (softmax
+      of start + end logit over the list), "start_logit", "end_logit"}, all floats but the text;
+      and the first `_NbestPrediction` with non-empty text (None if there is none).
+    """
+    total_scores = []
+    best_non_null_entry = None
+    for entry in nbest:
+        total_scores.append(entry.start_logit + entry.end_logit)
+        if best_non_null_entry is None and entry.text:
+            best_non_null_entry = entry
+    probs = _compute_softmax(total_scores)
+
+    nbest_json = []
+    for i, entry in enumerate(nbest):
+        output = collections.OrderedDict()
+        output["text"] = entry.text
+        output["probability"] = float(probs[i])
+        output["start_logit"] = float(entry.start_logit)
+        output["end_logit"] = float(entry.end_logit)
+        nbest_json.append(output)
+    return nbest_json, best_non_null_entry
 
 
 def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
@@ -154,113 +376,19 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
 
     for example_index, example in enumerate(all_examples):
         features = example_index_to_features[example_index]
-
-        prelim_predictions = []
-        # The lowest null score (start + end logit at [CLS]) over the windows, and its window.
-        score_null = 1000000  # large and positive
-        min_null_feature_index = 0
-        null_start_logit = 0
-        null_end_logit = 0
-        for feature_index, feature in enumerate(features):
-            result = unique_id_to_result[feature.unique_id]
-            start_indexes = _get_best_indexes(result.start_logits, n_best_size)
-            end_indexes = _get_best_indexes(result.end_logits, n_best_size)
-            if version_2_with_negative:
-                feature_null_score = result.start_logits[0] + result.end_logits[0]
-                if feature_null_score < score_null:
-                    score_null = feature_null_score
-                    min_null_feature_index = feature_index
-                    null_start_logit = result.start_logits[0]
-                    null_end_logit = result.end_logits[0]
-            for start_index in start_indexes:
-                for end_index in end_indexes:
-                    # Drop spans outside the document part or otherwise invalid.
-                    if start_index >= len(feature.tokens) or end_index >= len(feature.tokens):
-                        continue
-                    if (start_index not in feature.token_to_orig_map
-                            or end_index not in feature.token_to_orig_map):
-                        continue
-                    if not feature.token_is_max_context.get(start_index, False):
-                        continue
-                    if end_index < start_index:
-                        continue
-                    if end_index - start_index + 1 > max_answer_length:
-                        continue
-                    prelim_predictions.append(_PrelimPrediction(
-                        feature_index=feature_index,
-                        start_index=start_index,
-                        end_index=end_index,
-                        start_logit=result.start_logits[start_index],
-                        end_logit=result.end_logits[end_index]))
-
-        if version_2_with_negative:
-            prelim_predictions.append(_PrelimPrediction(
-                feature_index=min_null_feature_index,
-                start_index=0,
-                end_index=0,
-                start_logit=null_start_logit,
-                end_logit=null_end_logit))
-        prelim_predictions = sorted(
-            prelim_predictions, key=lambda x: (x.start_logit + x.end_logit), reverse=True)
-
-        seen_predictions = {}
-        nbest = []
-        for pred in prelim_predictions:
-            if len(nbest) >= n_best_size:
-                break
-            if pred.start_index > 0:  # a non-null prediction
-                feature = features[pred.feature_index]
-                tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
-                orig_doc_start = feature.token_to_orig_map[pred.start_index]
-                orig_doc_end = feature.token_to_orig_map[pred.end_index]
-                orig_tokens = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
-                # De-tokenize WordPieces that have been split off, and clean whitespace.
-                tok_text = " ".join(tok_tokens)
-                tok_text = tok_text.replace(" ##", "").replace("##", "")
-                tok_text = " ".join(tok_text.strip().split())
-                orig_text = " ".join(orig_tokens)
-
-                final_text = get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
-                if final_text in seen_predictions:
-                    continue
-                seen_predictions[final_text] = True
-            else:
-                final_text = ""
-                seen_predictions[final_text] = True
-            nbest.append(_NbestPrediction(
-                text=final_text, start_logit=pred.start_logit, end_logit=pred.end_logit))
-
-        # If the empty answer did not make the n-best, add it.
-        if version_2_with_negative and "" not in seen_predictions:
-            nbest.append(_NbestPrediction(
-                text="", start_logit=null_start_logit, end_logit=null_end_logit))
-        # In rare cases there is no valid span (v2.0: only the null answer); add a nonce
-        # non-null prediction so there is something to report.
-        if not any(entry.text for entry in nbest):
-            nbest.append(_NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0))
-
-        total_scores = []
-        best_non_null_entry = None
-        for entry in nbest:
-            total_scores.append(entry.start_logit + entry.end_logit)
-            if best_non_null_entry is None and entry.text:
-                best_non_null_entry = entry
-        probs = _compute_softmax(total_scores)
-
-        nbest_json = []
-        for i, entry in enumerate(nbest):
-            output = collections.OrderedDict()
-            output["text"] = entry.text
-            output["probability"] = float(probs[i])
-            output["start_logit"] = float(entry.start_logit)
-            output["end_logit"] = float(entry.end_logit)
-            nbest_json.append(output)
+        results = [unique_id_to_result[feature.unique_id] for feature in features]
+        null = _min_null_score(results) if version_2_with_negative else None
+        prelim_predictions = _prelim_predictions(
+            features, results, n_best_size, max_answer_length, null)
+        nbest = _nbest_predictions(example, features, prelim_predictions, n_best_size,
+                                   do_lower_case, null, verbose_logging)
+        nbest_json, best_non_null_entry = _nbest_to_json(nbest)
 
         if not version_2_with_negative:
             all_predictions[example.qas_id] = nbest_json[0]["text"]
         else:
             # Predict "" iff the null score - the score of the best non-null > threshold.
-            score_diff = float(score_null - best_non_null_entry.start_logit
+            score_diff = float(null.score - best_non_null_entry.start_logit
                                - best_non_null_entry.end_logit)
             scores_diff_json[example.qas_id] = score_diff
             if score_diff > null_score_diff_threshold:
