@@ -19,15 +19,15 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import classification
+from bert_tf.tasks import classification, finetuning
 
 bert_flags.define_classifier_flags()
 bert_flags.define_finetuning_flags(max_seq_length=128)
 
 
 def main(_):
-    classification.run_classifier(options.ClassifierOptions.from_flags(flags.FLAGS),
-                                  options.FinetuneOptions.from_flags(flags.FLAGS))
+    finetuning.run_finetuning(classification.ClassificationTask(options.ClassifierOptions.from_flags(flags.FLAGS)),
+                              options.FinetuneOptions.from_flags(flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -18,15 +18,15 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import ner
+from bert_tf.tasks import finetuning, ner
 
 bert_flags.define_ner_flags()
 bert_flags.define_finetuning_flags(max_seq_length=128)
 
 
 def main(_):
-    ner.run_ner(options.NerOptions.from_flags(flags.FLAGS),
-                options.FinetuneOptions.from_flags(flags.FLAGS))
+    finetuning.run_finetuning(ner.NerTask(options.NerOptions.from_flags(flags.FLAGS)),
+                              options.FinetuneOptions.from_flags(flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -14,15 +14,15 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf import flags as bert_flags
-from bert_tf.tasks import squad
+from bert_tf.tasks import finetuning, squad
 
 bert_flags.define_squad_flags()
 bert_flags.define_finetuning_flags(max_seq_length=384, has_eval=False)
 
 
 def main(_):
-    squad.run_squad(options.SquadOptions.from_flags(flags.FLAGS),
-                    options.FinetuneOptions.from_flags(flags.FLAGS))
+    finetuning.run_finetuning(squad.SquadTask(options.SquadOptions.from_flags(flags.FLAGS)),
+                              options.FinetuneOptions.from_flags(flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import pytest
 
 from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
+from bert_tf.tasks import classification, ner, squad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -25,11 +26,13 @@ TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_at
 _TEST_VALUES = dict(max_seq_length=32, train_batch_size=8, eval_batch_size=8,
                     predict_batch_size=8, learning_rate=1e-3, num_train_epochs=1.0,
                     keep_checkpoint_max=2, save_summary_steps=0, random_seed=1)
-# kind -> (the script's task flag group, its options class, whether it has --do_eval).
+# kind -> (the script's task flag group, its options class, its task, whether it has
+# --do_eval).
 _TASKS = {
-    "classifier": (bert_flags.define_classifier_flags, bert_options.ClassifierOptions, True),
-    "squad": (bert_flags.define_squad_flags, bert_options.SquadOptions, False),
-    "ner": (bert_flags.define_ner_flags, bert_options.NerOptions, True),
+    "classifier": (bert_flags.define_classifier_flags, bert_options.ClassifierOptions,
+                   classification.ClassificationTask, True),
+    "squad": (bert_flags.define_squad_flags, bert_options.SquadOptions, squad.SquadTask, False),
+    "ner": (bert_flags.define_ner_flags, bert_options.NerOptions, ner.NerTask, True),
 }
 
 
@@ -42,10 +45,10 @@ def write_tiny_config(directory, **overrides):
 
 
 def options(kind, **values):
-    """(task options, FinetuneOptions) for run_classifier / run_squad / run_ner ("classifier",
-    "squad", "ner"), parsed from the script's own flag groups: the flag defaults, then
-    `_TEST_VALUES`, then `values`."""
-    define_task, task_class, has_eval = _TASKS[kind]
+    """(task, FinetuneOptions) for `finetuning.run_finetuning`, as run_classifier / run_squad /
+    run_ner ("classifier", "squad", "ner") build them from the script's own flag groups: the
+    flag defaults, then `_TEST_VALUES`, then `values`."""
+    define_task, options_class, task_class, has_eval = _TASKS[kind]
 
     def define(flag_values):
         define_task(flag_values)
@@ -57,7 +60,8 @@ def options(kind, **values):
             setattr(flag_values, name, value)
         else:
             assert name not in values, f"not a {kind} flag: {name}"
-    return task_class.from_flags(flag_values), bert_options.FinetuneOptions.from_flags(flag_values)
+    return (task_class(options_class.from_flags(flag_values)),
+            bert_options.FinetuneOptions.from_flags(flag_values))
 
 
 def run_script(name, *args, timeout=300):

@@ -11,7 +11,7 @@ from finetune_helpers import DATA, FINETUNE_DATA, only_export, options, write_ti
 
 from bert_tf import estimator as estimator_lib
 from bert_tf import modeling
-from bert_tf.tasks import classification, ner, squad
+from bert_tf.tasks import classification, finetuning, ner, squad
 
 MAX_SEQ_LENGTH = 24
 
@@ -26,17 +26,17 @@ def _train_and_export(kind, directory, vocab_file):
                   train_batch_size=4)
     bert_config = modeling.BertConfig.from_json_file(config_file)
     if kind == "classifier":
-        classification.run_classifier(*options(
+        finetuning.run_finetuning(*options(
             "classifier", task_name="tsv", text_a_column="sentence",
             data_dir=os.path.join(FINETUNE_DATA, "topics"), **common))
         model_fn = classification.model_fn_builder(bert_config, num_labels=2)
     elif kind == "squad":
-        squad.run_squad(*options(
+        finetuning.run_finetuning(*options(
             "squad", train_file=os.path.join(DATA, "squad", "windows_v2.json"),
             version_2_with_negative=True, doc_stride=8, max_query_length=6, **common))
         model_fn = squad.model_fn_builder(bert_config)
     else:
-        ner.run_ner(*options("ner", data_dir=os.path.join(DATA, "ner"), **common))
+        finetuning.run_finetuning(*options("ner", data_dir=os.path.join(DATA, "ner"), **common))
         model_fn = ner.model_fn_builder(bert_config, num_labels=7)
     return model_fn, common["output_dir"], only_export(common["export_dir"])
 

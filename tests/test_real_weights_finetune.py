@@ -16,7 +16,7 @@ import os
 import pytest
 from finetune_helpers import FINETUNE_DATA, check_prediction_files, load_json, options
 
-from bert_tf.tasks import classification, squad
+from bert_tf.tasks import finetuning
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def _minilm_files(minilm_converted):
 def test_pretrained_minilm_learns_unseen_topics_random_init_does_not(tmp_path,
                                                                       minilm_converted):
     def fine_tune(name, init_checkpoint):
-        return classification.run_classifier(*options(
+        return finetuning.run_finetuning(*options(
             "classifier", task_name="tsv", text_a_column="sentence",
             data_dir=os.path.join(FINETUNE_DATA, "topics"), init_checkpoint=init_checkpoint,
             output_dir=str(tmp_path / name), do_train=True, do_eval=True, max_seq_length=20,
@@ -48,7 +48,7 @@ def test_pretrained_minilm_learns_unseen_topics_random_init_does_not(tmp_path,
 def test_run_squad_end_to_end_with_minilm(tmp_path, minilm_converted):
     squad_file = os.path.join(FINETUNE_DATA, "squad_small.json")
     out = tmp_path / "out"
-    results = squad.run_squad(*options(
+    results = finetuning.run_finetuning(*options(
         "squad", init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
         output_dir=str(out), do_train=True, train_file=squad_file, do_predict=True,
         predict_file=squad_file, max_seq_length=64, doc_stride=24, max_query_length=16,

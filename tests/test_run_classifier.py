@@ -21,7 +21,7 @@ from finetune_helpers import (
 
 from bert_tf.data import classification as classification_data
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import classification
+from bert_tf.tasks import classification, finetuning, runner
 
 TOPICS = os.path.join(FINETUNE_DATA, "topics")
 
@@ -102,7 +102,7 @@ def test_regression_metrics_match_numpy_on_predictions(tmp_path, vocab_file):
     out = tmp_path / "out"
     # Enough steps to learn the scores: after 40 every prediction was 2.718 +- 1e-4, and the
     # correlations of such near-constant values swing by 1e-4 with float rounding alone.
-    results = classification.run_classifier(*options(
+    results = finetuning.run_finetuning(*options(
         "classifier", task_name="csv", data_dir=str(data_dir), text_a_column="text",
         label_column="score", regression=True, vocab_file=vocab_file,
         bert_config_file=write_tiny_config(tmp_path), output_dir=str(out), do_train=True,
@@ -124,7 +124,7 @@ def test_regression_metrics_match_numpy_on_predictions(tmp_path, vocab_file):
 
 def test_glue_sentence_pair_task_writes_its_metrics(tmp_path, vocab_file):
     """MRPC: sentence pairs (segment ids 0 / 1) and GLUE's accuracy + F1."""
-    results = classification.run_classifier(*options(
+    results = finetuning.run_finetuning(*options(
         "classifier", task_name="MRPC", data_dir=os.path.join(DATA, "glue", "MRPC"),
         vocab_file=vocab_file, bert_config_file=write_tiny_config(tmp_path),
         output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, num_train_steps=2,
@@ -147,14 +147,16 @@ def test_eval_and_predict_batches_are_trimmed_to_their_longest_example(tmp_path,
                                                                 tokenizer, path)
     lengths = [len(tokenizer.tokenize(text)) + 2 for text in texts]
 
-    eval_batches = list(classification.input_fn_builder(path, 20, is_training=False)(
-        {"batch_size": 2}))
+    eval_batches = list(runner.record_input_fn(
+        [path], classification.feature_spec(20), is_training=False,
+        trim_keys=runner.SEQUENCE_FEATURES)({"batch_size": 2}))
     assert [batch["input_ids"].shape[1] for batch in eval_batches] == [
         max(lengths[0:2]), max(lengths[2:4]), lengths[4]]
     assert eval_batches[-1]["input_ids"].shape[0] == 1  # The last, partial batch is kept.
     assert eval_batches[0]["input_ids"].dtype == tf.int32
-    train_batch = next(iter(classification.input_fn_builder(path, 20, is_training=True)(
-        {"batch_size": 4})))
+    train_batch = next(iter(runner.record_input_fn(
+        [path], classification.feature_spec(20), is_training=True,
+        trim_keys=runner.SEQUENCE_FEATURES)({"batch_size": 4})))
     assert train_batch["input_ids"].shape == (4, 20)
 
 
@@ -171,7 +173,7 @@ def _bad_run(tmp_path, vocab, **values):
               "vocab_file": vocab, "bert_config_file": write_tiny_config(tmp_path),
               "output_dir": str(tmp_path / "out"), "do_train": True, **values}
     with pytest.raises(BertTfError) as raised:
-        classification.run_classifier(*options("classifier", **values))
+        finetuning.run_finetuning(*options("classifier", **values))
     return str(raised.value)
 
 

@@ -19,7 +19,7 @@ from finetune_helpers import (
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
-from bert_tf.tasks import ner
+from bert_tf.tasks import finetuning
 
 NER_DATA = os.path.join(DATA, "ner")
 
@@ -99,7 +99,7 @@ def test_words_cut_by_max_seq_length_are_predicted_o(tmp_path, vocab_file):
     data_dir = _data_dir(tmp_path)
     out = tmp_path / "out"
     examples = ner_data.NerProcessor().get_dev_examples(str(data_dir))
-    results = ner.run_ner(*options(
+    results = finetuning.run_finetuning(*options(
         "ner", data_dir=str(data_dir), vocab_file=vocab_file,
         bert_config_file=write_tiny_config(tmp_path), output_dir=str(out), do_train=True,
         do_eval=True, max_seq_length=6, num_train_steps=2, train_batch_size=2))
@@ -129,7 +129,7 @@ def test_dev_tag_not_in_train_labels_names_file_and_line(tmp_path, vocab_file):
     with open(data_dir / "dev.txt", "a") as f:
         f.write("\nAcme B-COMPANY\nrocks O\n")
     with pytest.raises(BertTfError, match=r"dev\.txt:\d+: tag 'B-COMPANY'"):
-        ner.run_ner(*options(
+        finetuning.run_finetuning(*options(
             "ner", data_dir=str(data_dir), vocab_file=vocab_file,
             bert_config_file=write_tiny_config(tmp_path), output_dir=str(tmp_path / "out"),
             do_train=True, do_eval=True))

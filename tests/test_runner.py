@@ -12,7 +12,7 @@ from test_pretraining import pretrain_options, write_records
 
 from bert_tf import options as bert_options
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import classification, ner, squad
+from bert_tf.tasks import finetuning
 from bert_tf.tasks import pretraining as pretraining_task
 
 tf1 = tf.compat.v1
@@ -62,11 +62,8 @@ def _run(kind, values, files, output_dir):
                 "ner": dict(data_dir=os.path.join(DATA, "ner")),
                 "squad": dict(train_file=os.path.join(FINETUNE_DATA, "squad_small.json"),
                               max_query_length=8)}[kind]
-        run = {"classifier": classification.run_classifier, "ner": ner.run_ner,
-               "squad": squad.run_squad}[kind]
-        task_options, finetune_options = options(kind, vocab_file=files["vocab"], **common,
-                                                 **data)
-        call = lambda: run(task_options, finetune_options)  # noqa: E731
+        task, finetune_options = options(kind, vocab_file=files["vocab"], **common, **data)
+        call = lambda: finetuning.run_finetuning(task, finetune_options)  # noqa: E731
     with pytest.raises(BertTfError) as error:
         call()
     return str(error.value)

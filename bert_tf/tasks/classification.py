@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, heads, modeling, precision
+from bert_tf import fileio, heads
 from bert_tf.data import classification as classification_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as classification_metrics
@@ -83,16 +83,16 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         "predictions", "label_ids" and "is_real_example".
     """
 
+    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
+                                     use_one_hot_embeddings)
+
+    def head(model, is_training):
+        return classifier_logits(model.get_pooled_output(), num_labels, is_training,
+                                 bert_config.initializer_range)
+
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
-        is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = model_fn_parts.bert_from_features(bert_config, features, is_training,
-                                                  use_one_hot_embeddings, compute_dtype)
-        with precision.compute_dtype_scope(compute_dtype):
-            logits = classifier_logits(model.get_pooled_output(), num_labels, is_training,
-                                       bert_config.initializer_range)
-        if init_checkpoint:
-            modeling.init_from_checkpoint(init_checkpoint)
+        logits = encoder.build(features, mode, head)
 
         if mode == estimator_lib.ModeKeys.PREDICT:
             if is_regression:
@@ -103,7 +103,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
 
         label_ids = tf.reshape(features["label_ids"], [-1])
         loss, per_example_loss, outputs = classifier_loss(logits, label_ids, is_regression)
-        if is_training:
+        if mode == estimator_lib.ModeKeys.TRAIN:
             return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
                 optimizer, num_accumulation_steps, compute_dtype)
@@ -150,15 +150,6 @@ def feature_spec(seq_length, is_regression=False):
     }
 
 
-def input_fn_builder(input_file, seq_length, is_training, is_regression=False, shuffle=True):
-    """Returns an input_fn over classification TFRecords (see `runner.record_input_fn`: fixed
-    length for training, shuffled with `shuffle`; each eval / predict batch trimmed to its
-    longest example)."""
-    return runner.record_input_fn([input_file], feature_spec(seq_length, is_regression),
-                                  is_training, shuffle=shuffle,
-                                  trim_keys=runner.SEQUENCE_FEATURES)
-
-
 def format_test_results(outputs):
     """test_results.tsv: per example, the class probabilities tab separated (regression: the
     predicted value), one line each, as the original."""
@@ -175,12 +166,14 @@ class ClassificationTask(finetuning.FinetuningTask):
     and test_results.tsv; with --export_dir a SavedModel (see `finetuning`).
     """
 
+    cached_features = staticmethod(
+        classification_data.cached_file_based_convert_examples_to_features)
+
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.ClassifierOptions`."""
         self.task_options = task_options
         self.task_name = classification_data.normalize_task_name(task_options.task_name)
         self.processor = None
-        self.label_list = None
         self.collector = finetuning.ExampleCollector()
 
     @property
@@ -209,14 +202,9 @@ class ClassificationTask(finetuning.FinetuningTask):
                                 init_checkpoint=init_checkpoint, eval_collector=self.collector,
                                 **training)
 
-    def write_features(self, examples, path, tokenizer, options, is_training):
+    def feature_spec(self, seq_length, is_training):
         del is_training
-        classification_data.cached_file_based_convert_examples_to_features(
-            examples, self.label_list, options.model.max_seq_length, tokenizer, path)
-
-    def input_fn(self, path, is_training, options):
-        return input_fn_builder(path, options.model.max_seq_length, is_training,
-                                self.is_regression, shuffle=options.run.shuffle_train_input)
+        return feature_spec(seq_length, self.is_regression)
 
     def evaluate(self, estimator, input_fn, examples, options):
         results = runner.evaluate(estimator, input_fn)
@@ -243,15 +231,3 @@ class ClassificationTask(finetuning.FinetuningTask):
         labels = self.label_list or ["prediction"]
         return {"label_list.txt": "".join(f"{label}\n" for label in labels)}
 
-
-def run_classifier(task_options, options):
-    """Fine-tunes, evaluates, predicts and exports as `scripts/run_classifier.py` configures.
-
-    Args:
-      task_options: `bert_tf.options.ClassifierOptions`.
-      options: `bert_tf.options.FinetuneOptions`.
-
-    Returns:
-      The eval results dict if do_eval (on the chief), else None.
-    """
-    return finetuning.run_finetuning(ClassificationTask(task_options), options)

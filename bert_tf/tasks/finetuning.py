@@ -51,11 +51,18 @@ class FinetuningTask:
     Attributes:
       actions: the action flags the task's script offers (one must be set, or --export_dir).
       feature_files: the cached feature file of each split in the output directory.
+      sequence_keys: the [B, S] features cut to each eval / predict batch's longest example.
+      label_list: the task's labels, in id order (None: it has none).
+      cached_features: `bert_tf.data.<task>.cached_file_based_convert_examples_to_features`
+        for the default `write_features`.
     """
 
     actions = ("do_train", "do_eval", "do_predict")
     feature_files = {"train": "train.tf_record", "eval": "eval.tf_record",
                      "predict": "predict.tf_record"}
+    sequence_keys = runner.SEQUENCE_FEATURES
+    label_list = None
+    cached_features = None
 
     def check(self, options):
         """Raises BertTfError for bad task flags; runs before any other work."""
@@ -70,12 +77,25 @@ class FinetuningTask:
         raise NotImplementedError
 
     def write_features(self, examples, path, tokenizer, options, is_training):
-        """Writes `examples` as TFRecord features to `path` (whole or not at all)."""
+        """Writes `examples` as TFRecord features to `path` (whole or not at all). By default
+        through `cached_features(examples, label_list, max_seq_length, tokenizer, path)`,
+        which reuses the file while the data and settings are unchanged."""
+        del is_training
+        self.cached_features(examples, self.label_list, options.model.max_seq_length,
+                             tokenizer, path)
+
+    def feature_spec(self, seq_length, is_training):
+        """dict name -> `tf.io.FixedLenFeature` of the task's TFRecords."""
         raise NotImplementedError
 
     def input_fn(self, path, is_training, options):
-        """The input_fn over the features at `path`."""
-        raise NotImplementedError
+        """The input_fn over the features at `path` (`runner.record_input_fn`): training
+        batches keep max_seq_length and are shuffled unless --shuffle_train_input=false; each
+        eval / predict batch is cut to its longest example."""
+        spec = self.feature_spec(options.model.max_seq_length, is_training)
+        return runner.record_input_fn([path], spec, is_training,
+                                      shuffle=options.run.shuffle_train_input,
+                                      trim_keys=self.sequence_keys)
 
     def run_files(self):
         """{file name: text} the chief writes to --output_dir before training."""

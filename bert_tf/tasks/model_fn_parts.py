@@ -1,10 +1,13 @@
-"""The pieces every task's model_fn shares: the encoder over the task features and the
-TRAIN-mode spec (pre-training, classification, NER and SQuAD all build on them)."""
+"""The pieces every task's model_fn shares: the encoder over the task features with the task's
+head (`Encoder.build`) and the TRAIN-mode spec (pre-training, classification, NER and SQuAD all
+build on them)."""
+
+import dataclasses
 
 import tensorflow as tf
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import modeling, optimization
+from bert_tf import modeling, optimization, precision
 
 
 def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,
@@ -14,6 +17,39 @@ def bert_from_features(bert_config, features, is_training, use_one_hot_embedding
         config=bert_config, is_training=is_training, input_ids=features["input_ids"],
         input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoder:
+    """How a task's model_fn builds BERT: the config, the checkpoint that initializes it, the
+    compute dtype and the embedding lookup."""
+
+    bert_config: modeling.BertConfig
+    init_checkpoint: str | None = None  # Same-named variables are initialized from it.
+    compute_dtype: tf.DType = tf.float32  # tf.float32, tf.bfloat16 or tf.float16.
+    use_one_hot_embeddings: bool = False  # One-hot embedding lookup (TPUs).
+
+    def build(self, features, mode, head_fn):
+        """The encoder over `features` and the task's head on it.
+
+        Args:
+          features: dict with input_ids, input_mask, segment_ids [B, S].
+          mode: an `estimator.ModeKeys` value; dropout is on only in TRAIN.
+          head_fn: `head_fn(model, is_training)` builds the head on the `BertModel` and
+            returns its outputs; it runs in the compute dtype (heads cast their logits to
+            float32).
+
+        Returns:
+          What `head_fn` returns.
+        """
+        is_training = mode == estimator_lib.ModeKeys.TRAIN
+        model = bert_from_features(self.bert_config, features, is_training,
+                                   self.use_one_hot_embeddings, self.compute_dtype)
+        with precision.compute_dtype_scope(self.compute_dtype):
+            outputs = head_fn(model, is_training)
+        if self.init_checkpoint:
+            modeling.init_from_checkpoint(self.init_checkpoint)
+        return outputs
 
 
 def train_spec(loss, input_ids, learning_rate, num_train_steps, num_warmup_steps, optimizer,

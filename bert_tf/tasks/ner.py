@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import heads, modeling, precision
+from bert_tf import heads
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
@@ -72,16 +72,13 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
       example's "tag_ids" and "label_mask".
     """
 
+    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
+                                     use_one_hot_embeddings)
+
     def model_fn(features, labels, mode, params):
         del labels, params
-        is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = model_fn_parts.bert_from_features(bert_config, features, is_training,
-                                                  use_one_hot_embeddings, compute_dtype)
-        with precision.compute_dtype_scope(compute_dtype):
-            logits = token_logits(model.get_sequence_output(), num_labels, is_training,
-                                  bert_config.initializer_range)
-        if init_checkpoint:
-            modeling.init_from_checkpoint(init_checkpoint)
+        logits = encoder.build(features, mode, lambda model, is_training: token_logits(
+            model.get_sequence_output(), num_labels, is_training, bert_config.initializer_range))
         tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
 
         if mode == estimator_lib.ModeKeys.PREDICT:
@@ -93,7 +90,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
         is_real_example = tf.cast(tf.reshape(features["is_real_example"], [-1, 1]), tf.float32)
         label_weights = tf.cast(features["label_mask"], tf.float32) * is_real_example
         loss, per_token_loss = token_loss(logits, features["label_ids"], label_weights)
-        if is_training:
+        if mode == estimator_lib.ModeKeys.TRAIN:
             return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
                 optimizer, num_accumulation_steps, compute_dtype)
@@ -119,13 +116,6 @@ def feature_spec(seq_length):
     spec = {key: tf.io.FixedLenFeature([seq_length], tf.int64) for key in SEQUENCE_KEYS}
     spec["is_real_example"] = tf.io.FixedLenFeature([1], tf.int64)
     return spec
-
-
-def input_fn_builder(input_file, seq_length, is_training, shuffle=True):
-    """Returns an input_fn over NER TFRecords (fixed length for training, shuffled with
-    `shuffle`; each eval / predict batch trimmed to its longest example)."""
-    return runner.record_input_fn([input_file], feature_spec(seq_length), is_training,
-                                  shuffle=shuffle, trim_keys=SEQUENCE_KEYS)
 
 
 def word_tags(outputs, examples, label_list):
@@ -158,10 +148,12 @@ class NerTask(finetuning.FinetuningTask):
     conlleval input format); with --export_dir a SavedModel returning tag_ids.
     """
 
+    sequence_keys = SEQUENCE_KEYS
+    cached_features = staticmethod(ner_data.cached_file_based_convert_examples_to_features)
+
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.NerOptions`."""
         self.data_dir = task_options.data_dir
-        self.label_list = None
         self.collector = finetuning.ExampleCollector()
 
     def check(self, options):
@@ -179,14 +171,9 @@ class NerTask(finetuning.FinetuningTask):
                                 init_checkpoint=init_checkpoint, eval_collector=self.collector,
                                 **training)
 
-    def write_features(self, examples, path, tokenizer, options, is_training):
+    def feature_spec(self, seq_length, is_training):
         del is_training
-        ner_data.cached_file_based_convert_examples_to_features(
-            examples, self.label_list, options.model.max_seq_length, tokenizer, path)
-
-    def input_fn(self, path, is_training, options):
-        return input_fn_builder(path, options.model.max_seq_length, is_training,
-                                shuffle=options.run.shuffle_train_input)
+        return feature_spec(seq_length)
 
     def run_files(self):
         return {"label_list.txt": self._label_file_text()}
@@ -215,16 +202,3 @@ class NerTask(finetuning.FinetuningTask):
     def _label_file_text(self):
         return "".join(f"{label}\n" for label in self.label_list)
 
-
-def run_ner(task_options, options):
-    """Fine-tunes, evaluates, predicts and exports as `scripts/run_ner.py` configures (see
-    `NerTask`).
-
-    Args:
-      task_options: `bert_tf.options.NerOptions`.
-      options: `bert_tf.options.FinetuneOptions`.
-
-    Returns:
-      The eval results dict if do_eval (on the chief), else None.
-    """
-    return finetuning.run_finetuning(NerTask(task_options), options)

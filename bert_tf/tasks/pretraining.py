@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio, heads, modeling, precision
+from bert_tf import errors, fileio, heads, modeling
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import tfrecords
 from bert_tf.errors import BertTfError
@@ -107,23 +107,24 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
       use_one_hot_embeddings: one-hot embedding lookup (TPUs).
     """
 
+    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
+                                     use_one_hot_embeddings)
+
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
-        is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = model_fn_parts.bert_from_features(bert_config, features, is_training,
-                                                  use_one_hot_embeddings, compute_dtype)
 
-        with precision.compute_dtype_scope(compute_dtype):
-            mlm_loss, mlm_example_loss, mlm_log_probs = masked_lm_output(
-                bert_config, model.get_sequence_output(), model.get_embedding_table(),
-                features["masked_lm_positions"], features["masked_lm_ids"],
-                features["masked_lm_weights"])
-            nsp_loss, nsp_example_loss, nsp_log_probs = next_sentence_output(
-                bert_config, model.get_pooled_output(), features["next_sentence_labels"])
+        def heads_fn(model, is_training):
+            del is_training  # The pre-training heads have no dropout of their own.
+            return (masked_lm_output(bert_config, model.get_sequence_output(),
+                                     model.get_embedding_table(),
+                                     features["masked_lm_positions"],
+                                     features["masked_lm_ids"], features["masked_lm_weights"]),
+                    next_sentence_output(bert_config, model.get_pooled_output(),
+                                         features["next_sentence_labels"]))
+
+        (mlm_loss, mlm_example_loss, mlm_log_probs), (
+            nsp_loss, nsp_example_loss, nsp_log_probs) = encoder.build(features, mode, heads_fn)
         total_loss = mlm_loss + nsp_loss
-
-        if init_checkpoint:
-            modeling.init_from_checkpoint(init_checkpoint)
 
         if mode == estimator_lib.ModeKeys.TRAIN:
             return model_fn_parts.train_spec(

@@ -12,7 +12,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, heads, modeling, precision
+from bert_tf import fileio, heads
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import squad as squad_metrics
@@ -57,16 +57,14 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
                      compute_dtype=tf.float32, use_one_hot_embeddings=False):
     """Returns a model_fn for SQuAD: TRAIN (span loss) and PREDICT (unique_ids + logits)."""
 
+    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
+                                     use_one_hot_embeddings)
+
     def model_fn(features, labels, mode, params):
         del labels, params
-        is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = model_fn_parts.bert_from_features(bert_config, features, is_training,
-                                                  use_one_hot_embeddings, compute_dtype)
-        with precision.compute_dtype_scope(compute_dtype):
-            start_logits, end_logits = squad_logits(model.get_sequence_output(),
-                                                    bert_config.initializer_range)
-        if init_checkpoint:
-            modeling.init_from_checkpoint(init_checkpoint)
+        start_logits, end_logits = encoder.build(
+            features, mode, lambda model, _: squad_logits(model.get_sequence_output(),
+                                                          bert_config.initializer_range))
 
         if mode == estimator_lib.ModeKeys.TRAIN:
             loss = squad_loss(start_logits, end_logits, features["start_positions"],
@@ -92,15 +90,6 @@ def feature_spec(seq_length, is_training):
         for key in ("start_positions", "end_positions", "is_impossible"):
             spec[key] = tf.io.FixedLenFeature([1], tf.int64)
     return spec
-
-
-def input_fn_builder(input_file, seq_length, is_training, shuffle=True):
-    """Returns an input_fn over SQuAD TFRecords written by `squad_data.FeatureWriter` (fixed
-    length for training, shuffled with `shuffle`; each predict batch trimmed to its longest
-    window)."""
-    return runner.record_input_fn([input_file], feature_spec(seq_length, is_training),
-                                  is_training, shuffle=shuffle,
-                                  trim_keys=runner.SEQUENCE_FEATURES)
 
 
 def predict_raw_results(estimator, input_fn):
@@ -185,9 +174,8 @@ class SquadTask(finetuning.FinetuningTask):
         if not is_training:
             self.predict_features = collected
 
-    def input_fn(self, path, is_training, options):
-        return input_fn_builder(path, options.model.max_seq_length, is_training,
-                                shuffle=options.run.shuffle_train_input)
+    def feature_spec(self, seq_length, is_training):
+        return feature_spec(seq_length, is_training)
 
     def predict(self, estimator, input_fn, examples, options):
         t = self.task_options
@@ -211,16 +199,3 @@ class SquadTask(finetuning.FinetuningTask):
         logging.info("***** Eval results (%s): %s", path, json.dumps(results))
         return results
 
-
-def run_squad(task_options, options):
-    """Fine-tunes on and / or predicts SQuAD v1.1 / v2.0 as `scripts/run_squad.py` configures
-    (see `SquadTask`).
-
-    Args:
-      task_options: `bert_tf.options.SquadOptions`.
-      options: `bert_tf.options.FinetuneOptions`.
-
-    Returns:
-      The eval results dict when computed (on the chief), else None.
-    """
-    return finetuning.run_finetuning(SquadTask(task_options), options)
