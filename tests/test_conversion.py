@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from bert_tf import conversion, modeling
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import pretraining
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "convert_checkpoint.py")
@@ -20,6 +21,12 @@ SCRIPT = os.path.join(REPO, "scripts", "convert_checkpoint.py")
 # BertForPreTraining has and the ones its save_pretrained writes, for a tiny config.
 with open(os.path.join(REPO, "tests", "fixtures", "bert_for_pretraining_keys.json")) as _f:
     HF_KEYS = json.load(_f)
+# Written by tests/fixtures/make_pretraining_reference.py with transformers, for the
+# same tiny config: a BertForPreTraining as save_pretrained writes it, its outputs,
+# and what loading needs (BertConfig defaults, BertModel's saved keys).
+PRETRAINING_TINY = os.path.join(REPO, "tests", "fixtures", "pretraining_tiny")
+with open(os.path.join(PRETRAINING_TINY, "transformers_facts.json")) as _f:
+    HF_FACTS = json.load(_f)
 
 
 def _strip_prefix(tensors):
@@ -286,3 +293,98 @@ def test_script_rejects_bad_hf_dir_with_one_line(tmp_path, case):
     assert len(error_lines) == 1 and expected in error_lines[0], result.stderr
     assert result.stderr.rstrip().endswith(error_lines[0])
     assert not (tmp_path / "tf").exists()
+
+
+def _bert_with_heads_outputs(tf_dir, ref):
+    """bert_tf's BertModel + pre-training heads on a converted checkpoint: returns
+    (sequence output, masked-LM log-probs [B*P, V], next-sentence log-probs [B, 2])."""
+    config = modeling.BertConfig.from_json_file(os.path.join(tf_dir, "bert_config.json"))
+    positions = ref["masked_lm_positions"]
+    with tf.Graph().as_default():
+        model = modeling.BertModel(config, False, tf.constant(ref["input_ids"]),
+                                   tf.constant(ref["input_mask"]),
+                                   tf.constant(ref["segment_ids"]))
+        _, _, mlm_log_probs = pretraining.masked_lm_output(
+            config, model.get_sequence_output(), model.get_embedding_table(),
+            tf.constant(positions), tf.zeros_like(positions), tf.ones(positions.shape))
+        _, _, nsp_log_probs = pretraining.next_sentence_output(
+            config, model.get_pooled_output(), tf.zeros([positions.shape[0]], tf.int32))
+        _, not_initialized = modeling.init_from_checkpoint(
+            os.path.join(tf_dir, "bert_model.ckpt"), log=False)
+        assert not_initialized == []
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            return sess.run([model.get_sequence_output(), mlm_log_probs, nsp_log_probs])
+
+
+def test_tf_to_hf_output_is_what_transformers_loads(tmp_path):
+    """README: `tf_to_hf` writes a directory BertForPreTraining.from_pretrained loads.
+
+    Without torch: the fixture is a BertForPreTraining saved by transformers and its
+    outputs. Ours, converted to a Google checkpoint and back, must be that file
+    (keys, shapes, dtypes, values), with a config.json from which transformers
+    builds the same BertConfig; and bert_tf on the Google checkpoint must give
+    transformers' outputs. So transformers on tf_to_hf(checkpoint) computes what
+    bert_tf computes on the checkpoint.
+    """
+    ref = dict(np.load(os.path.join(PRETRAINING_TINY, "reference.npz")))
+    conversion.convert_hf_to_tf(PRETRAINING_TINY, str(tmp_path / "tf"))
+    conversion.convert_tf_to_hf(str(tmp_path / "tf" / "bert_config.json"),
+                                str(tmp_path / "tf" / "bert_model.ckpt"), str(tmp_path / "hf"))
+
+    saved = safetensors.numpy.load_file(os.path.join(PRETRAINING_TINY, "model.safetensors"))
+    ours = safetensors.numpy.load_file(str(tmp_path / "hf" / "model.safetensors"))
+    assert sorted(saved) == HF_KEYS["saved_keys"]  # The two fixtures agree.
+    assert sorted(ours) == sorted(saved)
+    for key, value in saved.items():
+        assert (ours[key].dtype, ours[key].shape) == (value.dtype, value.shape), key
+        assert np.array_equal(ours[key], value), key
+
+    hf_config = json.load(open(tmp_path / "hf" / "config.json"))
+    transformers_config = json.load(open(os.path.join(PRETRAINING_TINY, "config.json")))
+    assert hf_config["architectures"] == transformers_config["architectures"] == [
+        "BertForPreTraining"]
+    for key, value in transformers_config.items():
+        if key in ("architectures", "dtype", "transformers_version"):
+            continue  # Bookkeeping, not the model.
+        # Written, or left out where transformers' default is the value needed.
+        assert hf_config.get(key, HF_FACTS["config_defaults"][key]) == value, key
+    # Fields BertConfig defaults differently must really be written (a check of the check).
+    assert all(key in hf_config for key in ("vocab_size", "hidden_size", "num_hidden_layers",
+                                            "num_attention_heads", "intermediate_size",
+                                            "max_position_embeddings"))
+
+    sequence_output, mlm_log_probs, nsp_log_probs = _bert_with_heads_outputs(
+        str(tmp_path / "tf"), ref)
+    diffs = {key: float(np.abs(ours - ref[key]).max()) for key, ours in (
+        ("sequence_output", sequence_output), ("masked_lm_log_probs", mlm_log_probs),
+        ("next_sentence_log_probs", nsp_log_probs))}
+    print("max abs diff against transformers:", diffs)
+    # Measured 1.9e-6, 7.6e-6, 4.8e-7. The MLM log-probs reach -20.3, where a float32
+    # ulp is 1.9e-6: their bound is 2e-5 (about 10 ulp), the others' 1e-5.
+    bounds = {"sequence_output": 1e-5, "masked_lm_log_probs": 2e-5,
+              "next_sentence_log_probs": 1e-5}
+    for key, value in diffs.items():
+        assert value <= bounds[key], (key, value)
+    # Not trivially close: the MLM distributions are far from uniform.
+    assert np.ptp(ref["masked_lm_log_probs"], axis=-1).min() > 1.0
+
+
+def test_tf_to_hf_without_heads_has_bert_model_keys(tmp_path):
+    """A checkpoint without pre-training heads converts to BertModel's keys (under the
+    `bert.` prefix transformers strips when loading a base model) and architecture."""
+    conversion.convert_hf_to_tf(PRETRAINING_TINY, str(tmp_path / "tf"))
+    prefix = str(tmp_path / "tf" / "bert_model.ckpt")
+    reader = tf.train.load_checkpoint(prefix)
+    headless = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+                if not name.startswith("cls/")}
+    conversion.write_tf_checkpoint(headless, str(tmp_path / "headless" / "bert_model.ckpt"))
+    conversion.convert_tf_to_hf(str(tmp_path / "tf" / "bert_config.json"),
+                                str(tmp_path / "headless" / "bert_model.ckpt"),
+                                str(tmp_path / "hf"))
+    ours = safetensors.numpy.load_file(str(tmp_path / "hf" / "model.safetensors"))
+    assert {key: list(value.shape) for key, value in ours.items()} == {
+        "bert." + key: shape for key, shape in HF_FACTS["bert_model_saved_shapes"].items()}
+    assert all(value.dtype == np.float32 for value in ours.values())
+    hf_config = json.load(open(tmp_path / "hf" / "config.json"))
+    assert hf_config["architectures"] == ["BertModel"]

@@ -17,7 +17,14 @@ from bert_tf import modeling
 tf1 = tf.compat.v1
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures",
                          "minilm_reference.npz")
-TOLERANCE = 1e-4
+# Real tokens and the pooled output: measured max 3.2e-6 and 3.0e-7; the fixture
+# itself, remade with its pinned versions on another machine, moves by <= 2.6e-6 there.
+TOLERANCE = 2e-5
+# Padded positions are computed (attending to the real tokens) but meaningless, and
+# float32-fragile: remade on another machine with the same pinned versions the
+# fixture moves by 5.6e-5 there (measured here: 4.6e-5). A loose bound still
+# catches a padded query that attends to padding or is zeroed (differences ~1).
+PADDED_TOLERANCE = 1e-3
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +67,12 @@ def test_sequence_and_pooled_output_match_transformers(minilm_converted, referen
     diff = np.abs(sequence_output - reference["sequence_output"])
     pooled_diff = np.abs(pooled_output - reference["pooled_output"]).max()
     print(f"max abs diff: sequence output {diff[mask].max():.3g} (real tokens), "
-          f"{diff.max():.3g} (all positions); pooled output {pooled_diff:.3g}")
+          f"{diff[~mask].max():.3g} (padded positions); pooled output {pooled_diff:.3g}")
     assert diff[mask].max() <= TOLERANCE
-    # Padded positions are computed too (attending to the real tokens) and agree as well.
-    assert diff.max() <= TOLERANCE
     assert pooled_diff <= TOLERANCE
+    assert diff[~mask].max() <= PADDED_TOLERANCE
     # The outputs are not trivially close: tokens differ from each other by far more.
-    assert np.abs(sequence_output[0, 1] - sequence_output[0, 2]).max() > 100 * TOLERANCE
+    assert np.abs(sequence_output[0, 1] - sequence_output[0, 2]).max() > 0.01
 
 
 def test_assignment_map_restores_every_bert_variable(minilm_converted, reference):
