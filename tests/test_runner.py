@@ -7,8 +7,8 @@ import os
 
 import pytest
 import tensorflow as tf
-from finetune_helpers import DATA, FINETUNE_DATA, TINY_CONFIG, options
-from test_pretraining import pretrain_options, write_records
+from finetune_helpers import DATA, FINETUNE_DATA, TINY_CONFIG, assert_ok, options, run_script
+from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf import options as bert_options
 from bert_tf.errors import BertTfError
@@ -84,3 +84,26 @@ def test_same_early_error_for_pretraining_and_every_finetuning_task(name, files,
         assert not tf1.get_default_graph().get_operations(), kind
         assert not output_dir.exists(), kind
     assert len(set(messages.values())) == 1, messages
+
+
+def test_each_log_message_is_printed_once(files, tmp_path):
+    """TensorFlow's own Python log records (the Saver's "Saving checkpoints for N") and
+    bert_tf's go through one handler: each appears once, in absl's format, never also as
+    "INFO:tensorflow:..."."""
+    d = files["dir"]
+    (tmp_path / "pretrain_config.json").write_text(json.dumps(TINY))
+    result = run_script(
+        "run_pretraining.py", f"--bert_config_file={tmp_path / 'pretrain_config.json'}",
+        f"--input_file={d / 'train.tfrecord'}", f"--output_dir={tmp_path / 'out'}",
+        "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train",
+        "--train_batch_size=8", "--num_train_steps=4", "--save_checkpoints_steps=2",
+        "--log_every_n_steps=1")
+    assert_ok(result)
+    lines = result.stderr.splitlines()
+    assert not [line for line in lines if ":tensorflow:" in line]
+    for step in (0, 2, 4):
+        saving = [line for line in lines if f"Saving checkpoints for {step} into" in line]
+        assert len(saving) == 1, saving
+    # bert_tf's own progress line: one per logged step.
+    progress = [line for line in lines if "step 3/4 loss=" in line]
+    assert len(progress) == 1, progress
