@@ -111,13 +111,15 @@ class RunConfig:
 
 
 ServingInputReceiver = collections.namedtuple(
-    "ServingInputReceiver", ["features", "receiver_tensors", "receiver_tensors_alternatives"],
-    defaults=[None])
+    "ServingInputReceiver", ["features", "receiver_tensors", "receiver_tensors_alternatives",
+                             "alternative_outputs"],
+    defaults=[None, None])
 ServingInputReceiver.__doc__ = """What a serving_input_receiver_fn returns: the features fed to
 the model_fn, the tensors (a dict name -> tensor) that become the signatures' inputs, and
 optionally {signature name: {name: tensor}}: more signatures with the "serving_default"
 outputs and other input tensors (any graph tensor can be fed, e.g. an int64 placeholder that
-is cast to the features' int32)."""
+is cast to the features' int32), and {signature name: {name: tensor}}: outputs such an
+alternative signature returns besides those."""
 
 
 def build_raw_serving_input_receiver_fn(feature_specs, default_batch_size=None):
@@ -382,9 +384,10 @@ class Estimator:
             signatures = {
                 name: tf.compat.v1.saved_model.predict_signature_def(receiver_tensors, outputs)
                 for name, outputs in outputs_by_name.items()}
+            extra_outputs = receiver.alternative_outputs or {}
             for name, inputs in (receiver.receiver_tensors_alternatives or {}).items():
                 signatures[name] = tf.compat.v1.saved_model.predict_signature_def(
-                    inputs, outputs_by_name["serving_default"])
+                    inputs, {**outputs_by_name["serving_default"], **extra_outputs.get(name, {})})
             try:
                 with tf.compat.v1.Session(config=self._session_config) as sess:
                     tf.compat.v1.train.Saver(sharded=True).restore(sess, checkpoint_path)

@@ -168,6 +168,7 @@ class ClassificationTask(finetuning.FinetuningTask):
 
     cached_features = staticmethod(
         classification_data.cached_file_based_convert_examples_to_features)
+    name = "classifier"
 
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.ClassifierOptions`."""
@@ -226,8 +227,16 @@ class ClassificationTask(finetuning.FinetuningTask):
         logging.info("Wrote %s", path)
         return None
 
+    def run_files(self):
+        # What `Predictor.from_checkpoint(output_dir, ...)` reads when no labels are given.
+        return self.export_files()
+
     def export_files(self):
         # The order of the probabilities (regression: one predicted value).
         labels = self.label_list or ["prediction"]
         return {"label_list.txt": "".join(f"{label}\n" for label in labels)}
+
+    def predict_settings(self, options):
+        del options
+        return {"task_name": self.task_name, "is_regression": self.is_regression}
 

@@ -25,6 +25,7 @@ Python lists of either integer type work with both.
 """
 
 import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -34,7 +35,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import fileio
+from bert_tf import fileio, serving_text, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import runner
 
@@ -55,6 +56,9 @@ class FinetuningTask:
       label_list: the task's labels, in id order (None: it has none).
       cached_features: `bert_tf.data.<task>.cached_file_based_convert_examples_to_features`
         for the default `write_features`.
+      name: the task's name in an export's `predict_config.json` ("classifier", "squad",
+        "ner"), which `bert_tf.predict.Predictor` reads.
+      text_inputs: the string inputs of the export's `serving_text` signature.
     """
 
     actions = ("do_train", "do_eval", "do_predict")
@@ -63,6 +67,8 @@ class FinetuningTask:
     sequence_keys = runner.SEQUENCE_FEATURES
     label_list = None
     cached_features = None
+    name = None
+    text_inputs = ("text",)
 
     def check(self, options):
         """Raises BertTfError for bad task flags; runs before any other work."""
@@ -112,6 +118,12 @@ class FinetuningTask:
 
     def export_files(self):
         """{file name: text} written to the export's assets.extra/ (e.g. the label list)."""
+        return {}
+
+    def predict_settings(self, options):
+        """The task's settings a Predictor needs beyond the shared ones (see
+        `prediction_assets`), e.g. SQuAD's windowing; JSON-serializable."""
+        del options
         return {}
 
 
@@ -165,7 +177,9 @@ def run_finetuning(task, options):
                                  predict_examples, options)
         results = predicted if predicted is not None else results
     if options.export_dir:
-        export_saved_model(estimator, options.export_dir, task.export_files())
+        export_saved_model(estimator, options.export_dir,
+                           {**task.export_files(), **prediction_assets(task, options)},
+                           text_signature=text_signature(task, options))
     return results
 
 
@@ -301,8 +315,46 @@ class _CollectHook(tf1.train.SessionRunHook):
 
 # ------------------------------------------------------------------------------------ export
 
+# What an export carries in assets.extra/ for `bert_tf.predict.Predictor.from_saved_model`.
+PREDICT_CONFIG_FILE = "predict_config.json"
+VOCAB_FILE = "vocab.txt"
+BERT_CONFIG_FILE = "bert_config.json"
 
-def export_saved_model(estimator, export_dir_base, extra_files=None):
+
+def prediction_assets(task, options):
+    """{file name: text} that make an export self-contained for prediction: the vocab, the
+    BERT config and `predict_config.json` (task, casing, max_seq_length, label list and the
+    task's `predict_settings`)."""
+    config = {"task": task.name, "do_lower_case": options.tokenizer.do_lower_case,
+              "max_seq_length": options.model.max_seq_length,
+              "label_list": list(task.label_list) if task.label_list else None,
+              **task.predict_settings(options)}
+    files = {PREDICT_CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n"}
+    for name, path in ((VOCAB_FILE, options.tokenizer.vocab_file),
+                       (BERT_CONFIG_FILE, options.model.bert_config_file)):
+        with tf.io.gfile.GFile(path) as f:
+            files[name] = f.read()
+    return files
+
+
+def text_signature(task, options):
+    """The `serving_text.TextSignature` of `task`'s export, or None (with a warning) without
+    tensorflow-text."""
+    if not serving_text.available():
+        logging.warning("tensorflow-text is not installed (pip install bert_tf[serving]): the "
+                        "export gets no %s signature.", serving_text.SIGNATURE_NAME)
+        return None
+    squad_settings = task.predict_settings(options)
+    return serving_text.TextSignature(
+        input_names=task.text_inputs,
+        vocab=tokenization.load_vocab(options.tokenizer.vocab_file),
+        do_lower_case=options.tokenizer.do_lower_case,
+        max_seq_length=options.model.max_seq_length,
+        max_query_length=squad_settings.get("max_query_length"),
+        pairs=task.name == "classifier")
+
+
+def export_saved_model(estimator, export_dir_base, extra_files=None, text_signature=None):
     """Exports the latest checkpoint with the signatures of the module docstring.
 
     Args:
@@ -310,26 +362,37 @@ def export_saved_model(estimator, export_dir_base, extra_files=None):
       export_dir_base: the export goes to a new `<timestamp>` directory inside.
       extra_files: {file name: text} written to `<export>/assets.extra/` (the TF Serving
         place for files the model does not read), e.g. the label list.
+      text_signature: a `serving_text.TextSignature`: also add the text-in signatures, which
+        return the model's outputs and the packed `input_ids` [batch, seq] they ran on.
 
     Returns:
       The export directory `<export_dir_base>/<timestamp>`.
     """
     def serving_input_receiver_fn():
-        int32_inputs, int64_inputs = {}, {}
+        int32_inputs, int64_inputs, alternatives, text_ids = {}, {}, {}, {}
+        if text_signature is not None:
+            # The id placeholders default to the tokenized strings, so the text signatures
+            # (which feed only strings) run the same model.
+            alternatives, text_ids = serving_text.receivers(text_signature)
         for name in SERVING_INPUT_NAMES:
-            int64_inputs[name] = tf1.placeholder(tf.int64, [None, None], name=name)
+            int64_inputs[name] = (
+                tf1.placeholder(tf.int64, [None, None], name=name) if not text_ids else
+                tf1.placeholder_with_default(text_ids[name], [None, None], name=name))
             # serving_default feeds the cast directly (any graph tensor can be fed), so it
             # takes int32; serving_int64 feeds the placeholder above it.
             int32_inputs[name] = tf.cast(int64_inputs[name], tf.int32, name=f"{name}_int32")
+        outputs = {name: {"input_ids": int64_inputs["input_ids"]} for name in alternatives}
         return estimator_lib.ServingInputReceiver(
             int32_inputs, int32_inputs,
-            receiver_tensors_alternatives={INT64_SIGNATURE_NAME: int64_inputs})
+            receiver_tensors_alternatives={INT64_SIGNATURE_NAME: int64_inputs, **alternatives},
+            alternative_outputs=outputs)
 
     export_path = estimator.export_saved_model(export_dir_base, serving_input_receiver_fn)
     for name, text in (extra_files or {}).items():
         tf.io.gfile.makedirs(os.path.join(export_path, "assets.extra"))
         fileio.atomic_write_text(os.path.join(export_path, "assets.extra", name), text)
     logging.info("Exported SavedModel to %s (signatures serving_default: int32 inputs, %s: "
-                 "int64 inputs)", export_path, INT64_SIGNATURE_NAME)
+                 "int64 inputs%s)", export_path, INT64_SIGNATURE_NAME,
+                 ", serving_text: strings" if text_signature else "")
     return export_path
 

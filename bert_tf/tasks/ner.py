@@ -149,6 +149,7 @@ class NerTask(finetuning.FinetuningTask):
     """
 
     sequence_keys = SEQUENCE_KEYS
+    name = "ner"
     cached_features = staticmethod(ner_data.cached_file_based_convert_examples_to_features)
 
     def __init__(self, task_options):

@@ -115,6 +115,11 @@ class SquadTask(finetuning.FinetuningTask):
 
     actions = ("do_train", "do_predict")
     feature_files = {"train": "train.tf_record", "predict": "eval.tf_record"}
+    name = "squad"
+    text_inputs = ("question", "context")
+    # The windowing and post-processing flags a Predictor of the export uses.
+    predict_flags = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                     "version_2_with_negative", "null_score_diff_threshold")
 
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.SquadOptions`."""
@@ -176,6 +181,10 @@ class SquadTask(finetuning.FinetuningTask):
 
     def feature_spec(self, seq_length, is_training):
         return feature_spec(seq_length, is_training)
+
+    def predict_settings(self, options):
+        del options
+        return {name: getattr(self.task_options, name) for name in self.predict_flags}
 
     def predict(self, estimator, input_fn, examples, options):
         t = self.task_options

@@ -23,8 +23,13 @@ RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "e
 _PrelimPrediction = collections.namedtuple(
     "PrelimPrediction", ["feature_index", "start_index", "end_index", "start_logit", "end_logit"])
 
+# `span`: where `text` lies in the example's doc tokens, an `AnswerSpan` (None for "").
 _NbestPrediction = collections.namedtuple(
-    "NbestPrediction", ["text", "start_logit", "end_logit"])
+    "NbestPrediction", ["text", "start_logit", "end_logit", "span"], defaults=[None])
+
+# An answer's place in the context: doc tokens first..last (inclusive) and the answer's
+# characters [start, end) in " ".join(those doc tokens).
+AnswerSpan = collections.namedtuple("AnswerSpan", ["first_token", "last_token", "start", "end"])
 
 # The lowest null score (start + end logit at [CLS]) over an example's windows, and its window.
 _NullScore = collections.namedtuple(
@@ -67,6 +72,12 @@ def _project_position(tok_position, tok_s_to_ns_map, orig_ns_to_s_map):
 
 
 def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
+    """The original's `get_final_text`: `orig_text[slice]` of `final_text_range` (below)."""
+    start, end = final_text_range(pred_text, orig_text, do_lower_case, verbose_logging)
+    return orig_text[start:end]
+
+
+def final_text_range(pred_text, orig_text, do_lower_case, verbose_logging=False):
     """Projects the de-tokenized prediction back onto the original text.
 
     `pred_text` is word pieces joined back together (lower-cased, accents stripped, punctuation
@@ -83,8 +94,10 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
       verbose_logging: log why a mapping failed.
 
     Returns:
-      A substring of `orig_text` (str).
+      (start, end): the answer is `orig_text[start:end]`; (0, len(orig_text)) when the
+      mapping fails.
     """
+    whole = (0, len(orig_text))
     tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
     tok_text = " ".join(tokenizer.tokenize(orig_text))
 
@@ -92,7 +105,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     if start_position == -1:
         if verbose_logging:
             logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
-        return orig_text
+        return whole
     end_position = start_position + len(pred_text) - 1
 
     orig_ns_text, orig_ns_to_s_map = _strip_spaces(orig_text)
@@ -101,7 +114,7 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
         if verbose_logging:
             logging.info("Length not equal after stripping spaces: '%s' vs '%s'",
                          orig_ns_text, tok_ns_text)
-        return orig_text
+        return whole
 
     # Project the characters of `pred_text` back to `orig_text` through the alignment.
     tok_s_to_ns_map = {tok_index: i for i, tok_index in tok_ns_to_s_map.items()}
@@ -110,15 +123,15 @@ def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
     if orig_start_position is None:
         if verbose_logging:
             logging.info("Couldn't map start position")
-        return orig_text
+        return whole
 
     orig_end_position = _project_position(end_position, tok_s_to_ns_map, orig_ns_to_s_map)
     if orig_end_position is None:
         if verbose_logging:
             logging.info("Couldn't map end position")
-        return orig_text
+        return whole
 
-    return orig_text[orig_start_position:(orig_end_position + 1)]
+    return orig_start_position, orig_end_position + 1
 
 
 def _get_best_indexes(logits, n_best_size):
@@ -200,8 +213,11 @@ def _window_candidates(feature_index, feature, result, n_best_size, max_answer_l
     Returns:
       The valid spans as `_PrelimPrediction`s, ordered by start rank, then end rank.
     """
-    start_indexes = _get_best_indexes(result.start_logits, n_best_size)
-    end_indexes = _get_best_indexes(result.end_logits, n_best_size)
+    # Only the window's own tokens compete: padding positions (how many depends on the
+    # batch the window ran in) would otherwise push real spans out of the n best.
+    num_tokens = len(feature.tokens)
+    start_indexes = _get_best_indexes(result.start_logits[:num_tokens], n_best_size)
+    end_indexes = _get_best_indexes(result.end_logits[:num_tokens], n_best_size)
     candidates = []
     for start_index in start_indexes:
         for end_index in end_indexes:
@@ -255,7 +271,7 @@ def _span_text(example, feature, pred, do_lower_case, verbose_logging):
       verbose_logging: log failed mappings back to the original text.
 
     Returns:
-      The answer text (str), from `get_final_text`.
+      (answer text, `AnswerSpan`), from `final_text_range`.
     """
     tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
     orig_doc_start = feature.token_to_orig_map[pred.start_index]
@@ -266,7 +282,8 @@ def _span_text(example, feature, pred, do_lower_case, verbose_logging):
     tok_text = tok_text.replace(" ##", "").replace("##", "")
     tok_text = " ".join(tok_text.strip().split())
     orig_text = " ".join(orig_tokens)
-    return get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+    start, end = final_text_range(tok_text, orig_text, do_lower_case, verbose_logging)
+    return orig_text[start:end], AnswerSpan(orig_doc_start, orig_doc_end, start, end)
 
 
 def _nbest_predictions(example, features, prelim_predictions, n_best_size, do_lower_case, null,
@@ -292,16 +309,17 @@ def _nbest_predictions(example, features, prelim_predictions, n_best_size, do_lo
     for pred in prelim_predictions:
         if len(nbest) >= n_best_size:
             break
+        span = None
         if pred.start_index > 0:  # a non-null prediction
-            final_text = _span_text(example, features[pred.feature_index], pred, do_lower_case,
-                                    verbose_logging)
+            final_text, span = _span_text(example, features[pred.feature_index], pred,
+                                          do_lower_case, verbose_logging)
             if final_text in seen_predictions:
                 continue
         else:
             final_text = ""
         seen_predictions.add(final_text)
-        nbest.append(_NbestPrediction(
-            text=final_text, start_logit=pred.start_logit, end_logit=pred.end_logit))
+        nbest.append(_NbestPrediction(text=final_text, start_logit=pred.start_logit,
+                                      end_logit=pred.end_logit, span=span))
 
     # If the empty answer did not make the n-best, add it.
     if null is not None and "" not in seen_predictions:
@@ -346,7 +364,7 @@ def _nbest_to_json(nbest):
 
 def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
                         do_lower_case, version_2_with_negative=False,
-                        null_score_diff_threshold=0.0, verbose_logging=False):
+                        null_score_diff_threshold=0.0, verbose_logging=False, spans=None):
     """Turns model logits into answers, n-best lists and null odds (see module docstring).
 
     Args:
@@ -359,6 +377,8 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
       version_2_with_negative: whether the null answer competes (SQuAD v2.0).
       null_score_diff_threshold: predict "" when null score - best non-null score exceeds it.
       verbose_logging: log failed mappings back to the original text.
+      spans: a dict to fill with {question id: the `AnswerSpan` of the predicted answer, None
+        for ""}, or None.
 
     Returns:
       (predictions, nbest, null_odds): OrderedDicts keyed by question id, in example order, of
@@ -386,16 +406,17 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size, ma
 
         if not version_2_with_negative:
             all_predictions[example.qas_id] = nbest_json[0]["text"]
+            best = nbest[0]
         else:
             # Predict "" iff the null score - the score of the best non-null > threshold.
             score_diff = float(null.score - best_non_null_entry.start_logit
                                - best_non_null_entry.end_logit)
             scores_diff_json[example.qas_id] = score_diff
-            if score_diff > null_score_diff_threshold:
-                all_predictions[example.qas_id] = ""
-            else:
-                all_predictions[example.qas_id] = best_non_null_entry.text
+            best = None if score_diff > null_score_diff_threshold else best_non_null_entry
+            all_predictions[example.qas_id] = best.text if best else ""
         all_nbest_json[example.qas_id] = nbest_json
+        if spans is not None:
+            spans[example.qas_id] = best.span if best else None
 
     return all_predictions, all_nbest_json, scores_diff_json
 

@@ -1,0 +1,574 @@
+"""From text to answers: `Predictor` loads a fine-tuned model once and answers raw text.
+
+    predictor = Predictor.from_saved_model("export/1700000000")
+    predictor.predict(["a fine match"])            # classifier: label + probabilities
+    predictor.answer(["Who?"], ["Ada wrote it."])  # SQuAD: text, score, char offsets, n-best
+    predictor.tag(["Ada lives in Paris"])          # NER: words, tags, char spans
+
+Three backends run the same model: an export (`from_saved_model`, which reads what it needs
+from the export's assets.extra/), a checkpoint (`from_checkpoint`: a run's --output_dir or a
+prefix, plus the config, vocab and task) and an ONNX file (`from_onnx`, made by
+scripts/export_onnx.py, which stores the same assets in the model's metadata).
+
+Pre- and post-processing are the library's own, so the answers are those of
+`run_*.py --do_predict` on the same checkpoint: `classification.convert_single_example`,
+`squad.convert_examples_to_features` + `squad_postprocess.compute_predictions`,
+`ner.convert_single_example` + `tasks.ner.word_tags`. Examples are batched by length (sorted,
+each batch padded to its longest), and results come back in input order.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import time
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import errors, modeling, precision, serving_text, tokenization
+from bert_tf import estimator as estimator_lib
+from bert_tf.data import classification as classification_data
+from bert_tf.data import ner as ner_data
+from bert_tf.data import packing
+from bert_tf.data import squad as squad_data
+from bert_tf.errors import BertTfError
+from bert_tf.tasks import (
+    classification,
+    finetuning,
+    model_fn_parts,
+    ner,
+    pretraining,
+    squad,
+    squad_postprocess,
+)
+
+tf1 = tf.compat.v1
+
+TASKS = ("classifier", "squad", "ner", "fill_mask", "embed")
+POOLINGS = ("cls", "mean")
+MASK_TOKEN = "[MASK]"
+_SEQUENCE_FEATURES = finetuning.SERVING_INPUT_NAMES
+_LOG_EVERY_SECS = 10.0
+# ONNX metadata keys holding the export's assets.extra/ files (scripts/export_onnx.py).
+ONNX_ASSET_PREFIX = "bert_tf/"
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictConfig:
+    """What prediction needs besides the weights: an export's `predict_config.json`.
+
+    Attributes:
+      task: one of TASKS.
+      do_lower_case, max_seq_length: the tokenizer's casing and the packed length limit.
+      label_list: classifier / NER labels in id order (a classifier with one: regression).
+      doc_stride ... null_score_diff_threshold: SQuAD windowing and post-processing, as the
+        run_squad.py flags of the same names.
+    """
+
+    task: str
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    label_list: tuple | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+
+    @property
+    def is_regression(self):
+        return self.task == "classifier" and len(self.label_list or ()) == 1
+
+    @classmethod
+    def from_dict(cls, values, source):
+        """The config from a parsed `predict_config.json` (unknown keys are ignored)."""
+        if not isinstance(values, dict) or values.get("task") not in TASKS:
+            raise BertTfError(f"{source}: needs a \"task\", one of {', '.join(TASKS)}; "
+                              "re-export the model with this version of bert_tf.")
+        names = {field.name for field in dataclasses.fields(cls)}
+        values = {key: value for key, value in values.items() if key in names}
+        if values.get("label_list") is not None:
+            values["label_list"] = tuple(values["label_list"])
+        return cls(**values)
+
+    def check(self):
+        """Raises BertTfError unless the task has what it needs (labels, sizes)."""
+        if self.task not in TASKS:
+            raise BertTfError(f"--task={self.task!r}: use one of {', '.join(TASKS)}.")
+        if self.task in ("classifier", "ner") and not self.label_list:
+            raise BertTfError(f"task {self.task}: no label list; pass --labels (label_list=) "
+                              "in the order the model was trained with, or the output dir "
+                              "whose label_list.txt has them.")
+        if self.task == "squad":
+            squad_data.check_window_flags(self.max_seq_length, self.doc_stride,
+                                          self.max_query_length)
+
+
+# ------------------------------------------------------------------------------- backends
+
+
+class _SavedModelBackend:
+    """The export's `serving_default` signature, loaded with `tf.saved_model.load`."""
+
+    def __init__(self, path):
+        serving_text.available()  # Registers tf-text's ops, which `serving_text` uses.
+        try:
+            self._loaded = tf.saved_model.load(path)
+        except (tf.errors.NotFoundError, ValueError) as e:
+            hint = (" (it has a serving_text signature: pip install bert_tf[serving] for "
+                    "tensorflow-text)" if "not registered" in str(e) else "")
+            raise BertTfError(f"SavedModel {path} cannot be loaded{hint}: "
+                              f"{errors.short_tf_error(e)}") from None
+        self._signature = self._loaded.signatures["serving_default"]
+
+    def __call__(self, inputs):
+        outputs = self._signature(**{name: tf.constant(value, tf.int32)
+                                     for name, value in inputs.items()})
+        return {name: value.numpy() for name, value in outputs.items()}
+
+
+class _GraphBackend:
+    """A graph built by `build_fn(features) -> {name: tensor}` over int32 [B, S] placeholders,
+    with its variables restored from a checkpoint."""
+
+    def __init__(self, build_fn, checkpoint, extra_inputs=()):
+        self._graph = tf.Graph()
+        with self._graph.as_default():
+            self._inputs = {name: tf1.placeholder(tf.int32, [None, None], name=name)
+                            for name in (*_SEQUENCE_FEATURES, *extra_inputs)}
+            self._outputs = build_fn(self._inputs)
+            saver = tf1.train.Saver()
+            self._session = tf1.Session(graph=self._graph)
+            try:
+                saver.restore(self._session, checkpoint)
+            except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
+                raise BertTfError(
+                    f"checkpoint {checkpoint} does not fit this task's model "
+                    f"({errors.short_tf_error(e)}); pass the checkpoint the task was "
+                    "fine-tuned into, with its --task, labels and bert_config.json.") from None
+
+    def __call__(self, inputs):
+        return self._session.run(self._outputs, {self._inputs[name]: value
+                                                 for name, value in inputs.items()})
+
+
+class _OnnxBackend:
+    """An ONNX model of the export's serving_default signature, run by onnxruntime."""
+
+    def __init__(self, path, session):
+        self.path = path
+        self._session = session
+        self._input_names = [node.name for node in session.get_inputs()]
+        self._output_names = [node.name for node in session.get_outputs()]
+
+    def __call__(self, inputs):
+        values = self._session.run(None, {name.split(":")[0]: inputs[name.split(":")[0]]
+                                          for name in self._input_names})
+        return {name.split(":")[0]: value for name, value in zip(self._output_names, values,
+                                                                  strict=True)}
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def _task_outputs(config, bert_config, compute_dtype):
+    """build_fn for `_GraphBackend`: the task's PREDICT-mode outputs over the features."""
+    predict_mode = estimator_lib.ModeKeys.PREDICT
+    if config.task in ("classifier", "squad", "ner"):
+        if config.task == "classifier":
+            model_fn = classification.model_fn_builder(
+                bert_config, len(config.label_list), is_regression=config.is_regression,
+                compute_dtype=compute_dtype)
+        elif config.task == "squad":
+            model_fn = squad.model_fn_builder(bert_config, compute_dtype=compute_dtype)
+        else:
+            model_fn = ner.model_fn_builder(bert_config, len(config.label_list),
+                                            compute_dtype=compute_dtype)
+        return lambda features: model_fn(features, None, predict_mode, {}).predictions
+    encoder = model_fn_parts.Encoder(bert_config, compute_dtype=compute_dtype)
+
+    def fill_mask(features):
+        positions = features["masked_lm_positions"]
+        zeros = tf.zeros_like(positions)
+
+        def head(model, _):
+            return pretraining.masked_lm_output(
+                bert_config, model.get_sequence_output(), model.get_embedding_table(),
+                positions, zeros, tf.cast(zeros, tf.float32))[2]  # log_probs [B*P, V]
+
+        log_probs = encoder.build(features, predict_mode, head)
+        return {"log_probs": tf.reshape(log_probs, [tf.shape(positions)[0], -1,
+                                                    bert_config.vocab_size])}
+
+    def embed(features):
+        def head(model, _):
+            sequence = tf.cast(model.get_sequence_output(), tf.float32)  # [B, S, H]
+            mask = tf.cast(features["input_mask"], tf.float32)[:, :, None]
+            return {"cls": sequence[:, 0],
+                    "mean": tf.reduce_sum(sequence * mask, 1) / tf.reduce_sum(mask, 1)}
+
+        return encoder.build(features, predict_mode, head)
+
+    return fill_mask if config.task == "fill_mask" else embed
+
+
+def _labels_next_to(checkpoint):
+    """The label list of the run directory that holds `checkpoint` (label_list.txt), or None."""
+    path = os.path.join(os.path.dirname(checkpoint), "label_list.txt")
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return tuple(line.rstrip("\n") for line in f if line.strip())
+
+
+def _read_assets(read, source):
+    """(PredictConfig, vocab file text) from `read(name) -> text or None`."""
+    files = {name: read(name) for name in (finetuning.PREDICT_CONFIG_FILE,
+                                           finetuning.VOCAB_FILE)}
+    missing = [name for name, text in files.items() if text is None]
+    if missing:
+        raise BertTfError(
+            f"{source} has no {' or '.join(missing)}: it was exported before bert_tf wrote "
+            "prediction assets. Re-export it (run_*.py --export_dir, no training needed: "
+            "--init_checkpoint=OUTPUT_DIR) or use Predictor.from_checkpoint / "
+            "scripts/predict.py --init_checkpoint.")
+    try:
+        values = json.loads(files[finetuning.PREDICT_CONFIG_FILE])
+    except json.JSONDecodeError as e:
+        raise BertTfError(f"{source}: {finetuning.PREDICT_CONFIG_FILE} is not JSON ({e}).") \
+            from None
+    return PredictConfig.from_dict(values, source), files[finetuning.VOCAB_FILE]
+
+
+def _tokenizer_from_text(vocab_text, do_lower_case):
+    """A FullTokenizer over vocab file contents (written to a temporary file)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8",
+                                     delete=False) as f:
+        f.write(vocab_text)
+    try:
+        return tokenization.FullTokenizer(f.name, do_lower_case=do_lower_case)
+    finally:
+        os.remove(f.name)
+
+
+# -------------------------------------------------------------------------------- predictor
+
+
+class Predictor:
+    """A fine-tuned BERT that answers text; build it with `from_saved_model`,
+    `from_checkpoint` or `from_onnx`.
+
+    Attributes:
+      config: the `PredictConfig`.
+      batch_size: examples (SQuAD: windows) per model call.
+    """
+
+    def __init__(self, backend, config, tokenizer, batch_size=32):
+        config.check()
+        self.config = config
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self._backend = backend
+        self._num_seen = 0  # The first few examples a Predictor packs are logged.
+
+    # ---------------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_saved_model(cls, path, batch_size=32):
+        """Loads a `run_*.py --export_dir` export (`<export_dir>/<timestamp>`)."""
+        if not tf.io.gfile.isdir(path):
+            raise BertTfError(f"SavedModel '{path}' is not a directory; pass "
+                              "<export_dir>/<timestamp>.")
+        extra = os.path.join(path, "assets.extra")
+
+        def read(name):
+            file_path = os.path.join(extra, name)
+            if not tf.io.gfile.exists(file_path):
+                return None
+            with tf.io.gfile.GFile(file_path) as f:
+                return f.read()
+
+        config, vocab_text = _read_assets(read, f"export {path} (assets.extra/)")
+        tokenizer = _tokenizer_from_text(vocab_text, config.do_lower_case)
+        return cls(_SavedModelBackend(path), config, tokenizer, batch_size)
+
+    @classmethod
+    def from_onnx(cls, path, batch_size=32, intra_op_num_threads=0):
+        """Loads an ONNX model written by scripts/export_onnx.py (fp32 or INT8)."""
+        try:
+            import onnxruntime
+        except ImportError:
+            raise BertTfError("Predictor.from_onnx needs onnxruntime: pip install "
+                              "bert_tf[onnx].") from None
+        errors.require_file(path, what="ONNX model")
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = intra_op_num_threads
+        session = onnxruntime.InferenceSession(path, options,
+                                               providers=["CPUExecutionProvider"])
+        metadata = session.get_modelmeta().custom_metadata_map
+        config, vocab_text = _read_assets(
+            lambda name: metadata.get(ONNX_ASSET_PREFIX + name),
+            f"ONNX model {path} (metadata)")
+        tokenizer = _tokenizer_from_text(vocab_text, config.do_lower_case)
+        return cls(_OnnxBackend(path, session), config, tokenizer, batch_size)
+
+    @classmethod
+    def from_checkpoint(cls, output_dir_or_prefix, bert_config_file, vocab_file, task,
+                        do_lower_case=True, max_seq_length=128, label_list=None,
+                        batch_size=32, precision_name="fp32", **settings):
+        """Builds the task's model once and restores a checkpoint into it.
+
+        Args:
+          output_dir_or_prefix: a run's --output_dir (its latest checkpoint) or a prefix.
+          bert_config_file, vocab_file, do_lower_case, max_seq_length: as the run's flags.
+          task: one of TASKS ("fill_mask" needs a pre-training checkpoint, "embed" any).
+          label_list: classifier / NER labels in id order; default: the run directory's
+            label_list.txt.
+          batch_size: examples (SQuAD: windows) per model call.
+          precision_name: "fp32", "bf16" or "fp16" compute.
+          **settings: SQuAD's doc_stride, max_query_length, n_best_size, max_answer_length,
+            version_2_with_negative, null_score_diff_threshold.
+        """
+        checkpoint = modeling.resolve_checkpoint(output_dir_or_prefix)
+        errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
+        errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
+        if label_list is None and task in ("classifier", "ner"):
+            label_list = _labels_next_to(checkpoint)
+        config = PredictConfig(task=task, do_lower_case=do_lower_case,
+                               max_seq_length=max_seq_length,
+                               label_list=tuple(label_list) if label_list else None,
+                               **settings)
+        config.check()
+        bert_config = modeling.BertConfig.from_json_file(bert_config_file)
+        if max_seq_length > bert_config.max_position_embeddings:
+            raise BertTfError(f"--max_seq_length={max_seq_length} is longer than "
+                              f"max_position_embeddings ({bert_config.max_position_embeddings}) "
+                              f"in {bert_config_file}; lower --max_seq_length.")
+        backend = _GraphBackend(
+            _task_outputs(config, bert_config, precision.compute_dtype_from_name(
+                precision_name)), checkpoint,
+            extra_inputs=("masked_lm_positions",) if task == "fill_mask" else ())
+        tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+        return cls(backend, config, tokenizer, batch_size)
+
+    # --------------------------------------------------------------------------- batching
+
+    def _run(self, features, extra_inputs=None):
+        """Runs the model over `features` (objects with input_ids, input_mask, segment_ids
+        [max_seq_length]) in batches of similar length; returns per feature a dict of its
+        outputs, in input order ([S] outputs cut to the feature's batch length S).
+
+        `extra_inputs(indices) -> {name: array [B, ...]}` adds inputs for a batch.
+        """
+        lengths = [int(sum(feature.input_mask)) for feature in features]
+        order = sorted(range(len(features)), key=lengths.__getitem__)
+        results = [None] * len(features)
+        last_log = start = time.time()
+        for begin in range(0, len(order), self.batch_size):
+            indices = order[begin:begin + self.batch_size]
+            width = max(lengths[i] for i in indices)
+            inputs = {name: np.asarray([getattr(features[i], name)[:width] for i in indices],
+                                       np.int32) for name in _SEQUENCE_FEATURES}
+            if extra_inputs is not None:
+                inputs.update(extra_inputs(indices))
+            outputs = self._backend(inputs)
+            for row, index in enumerate(indices):
+                results[index] = {name: value[row] for name, value in outputs.items()}
+            if time.time() - last_log > _LOG_EVERY_SECS:
+                last_log = time.time()
+                done = begin + len(indices)
+                logging.info("predicted %d of %d sequences (%.1f/s)", done, len(features),
+                             done / (last_log - start))
+        return results
+
+    def _require(self, *tasks):
+        if self.config.task not in tasks:
+            raise BertTfError(f"this model is a {self.config.task} model; "
+                              f"{' / '.join(tasks)} models answer this call.")
+
+    def _next_index(self):
+        self._num_seen += 1
+        return self._num_seen - 1
+
+    # ---------------------------------------------------------------------- classification
+
+    def predict(self, texts):
+        """Classifies single texts; see `predict_pairs`."""
+        return self.predict_pairs([(text, None) for text in texts])
+
+    def predict_pairs(self, pairs):
+        """Classifies (text, text_b) pairs (text_b None or "" for a single text).
+
+        Returns:
+          Per pair, {"label": the most probable label, "probabilities": {label: p}}, or
+          for regression {"prediction": value}.
+        """
+        self._require("classifier")
+        regression = self.config.is_regression
+        labels = self.config.label_list
+        # A placeholder gold label: the features carry one, prediction ignores it.
+        gold = "0" if regression else labels[0]
+        features = [classification_data.convert_single_example(
+            self._next_index(), classification_data.InputExample(
+                guid=f"predict-{i}", text_a=text, text_b=text_b or None, label=gold),
+            None if regression else labels, self.config.max_seq_length, self.tokenizer)
+            for i, (text, text_b) in enumerate(pairs)]
+        outputs = self._run(features)
+        if regression:
+            return [{"prediction": float(output["predictions"])} for output in outputs]
+        return [{"label": labels[int(np.argmax(output["probabilities"]))],
+                 "probabilities": {label: float(p) for label, p in
+                                   zip(labels, output["probabilities"], strict=True)}}
+                for output in outputs]
+
+    # ------------------------------------------------------------------------------ SQuAD
+
+    def answer(self, questions, contexts):
+        """Answers each question from its context, as run_squad.py --do_predict would.
+
+        Returns:
+          Per question {"answer": text ("" for no answer, v2.0), "start", "end": character
+          offsets of the answer in the context (None for ""), "score": its n-best
+          probability, "nbest": the n-best list of nbest_predictions.json} and for v2.0
+          "null_odds" (null score minus best non-null score).
+        """
+        self._require("squad")
+        if len(questions) != len(contexts):
+            raise BertTfError(f"{len(questions)} questions for {len(contexts)} contexts; "
+                              "pass one context per question.")
+        c = self.config
+        examples, word_starts = [], []
+        for i, (question, context) in enumerate(zip(questions, contexts, strict=True)):
+            doc_tokens, char_to_word = squad_data.split_context(context)
+            examples.append(squad_data.SquadExample(qas_id=str(i), question_text=question,
+                                                    doc_tokens=doc_tokens))
+            word_starts.append(_word_starts(char_to_word, len(doc_tokens)))
+        features = squad_data.convert_examples_to_features(
+            examples, self.tokenizer, c.max_seq_length, c.doc_stride, c.max_query_length,
+            is_training=False)
+        results = [squad_postprocess.RawResult(feature.unique_id, list(output["start_logits"]),
+                                               list(output["end_logits"]))
+                   for feature, output in zip(features, self._run(features), strict=True)]
+        spans = {}
+        answers, nbest, null_odds = squad_postprocess.compute_predictions(
+            examples, features, results, c.n_best_size, c.max_answer_length, c.do_lower_case,
+            version_2_with_negative=c.version_2_with_negative,
+            null_score_diff_threshold=c.null_score_diff_threshold, spans=spans)
+        return [_answer_record(example, answers, nbest, null_odds, spans, starts)
+                for example, starts in zip(examples, word_starts, strict=True)]
+
+    # -------------------------------------------------------------------------------- NER
+
+    def tag(self, texts):
+        """Tags the whitespace-separated words of each text, as run_ner.py --do_predict.
+
+        Returns:
+          Per text {"words": [...], "tags": [...], "spans": [[start, end], ...]}: character
+          offsets of each word in the text; words past max_seq_length word pieces get "O".
+        """
+        self._require("ner")
+        labels = self.config.label_list
+        examples, spans = [], []
+        for i, text in enumerate(texts):
+            matches = list(re.finditer(r"\S+", text))  # str.split()'s words, with offsets
+            words = [match.group() for match in matches]
+            spans.append([[match.start(), match.end()] for match in matches])
+            examples.append(ner_data.NerExample(guid=f"predict-{i}", words=words,
+                                                labels=[ner_data.OUTSIDE_TAG] * len(words)))
+        features = [ner_data.convert_single_example(self._next_index(), example, labels,
+                                                     self.config.max_seq_length, self.tokenizer)
+                    for example in examples]
+        outputs = [{"tag_ids": output["tag_ids"],
+                    "label_mask": feature.label_mask[:len(output["tag_ids"])]}
+                   for feature, output in zip(features, self._run(features), strict=True)]
+        tags = ner.word_tags(outputs, examples, labels)
+        return [{"words": example.words, "tags": word_tags, "spans": word_spans}
+                for example, word_tags, word_spans in zip(examples, tags, spans, strict=True)]
+
+    # --------------------------------------------------------------- fill_mask and embed
+
+    def fill_mask(self, texts, top_k=5):
+        """The `top_k` most probable tokens for each "[MASK]" of each text (a pre-training
+        checkpoint's masked-LM head).
+
+        Returns:
+          Per text, per [MASK] that fits in max_seq_length: [{"token", "probability"}, ...].
+        """
+        self._require("fill_mask")
+        packed, positions = [], []
+        for text in texts:
+            pieces = []
+            for k, part in enumerate(text.split(MASK_TOKEN)):
+                pieces += ([MASK_TOKEN] if k else []) + self.tokenizer.tokenize(part)
+            packed.append(packing.pack_and_pad(pieces, None, self.tokenizer,
+                                               self.config.max_seq_length))
+            positions.append([i for i, token in enumerate(packed[-1].tokens)
+                              if token == MASK_TOKEN] or [0])
+        most = max((len(p) for p in positions), default=1)
+
+        def mask_positions(indices):
+            return {"masked_lm_positions": np.asarray(
+                [packing.pad(positions[i], most) for i in indices], np.int32)}
+
+        results = []
+        for features, output in zip(packed, self._run(packed, mask_positions), strict=True):
+            probs = np.exp(output["log_probs"])
+            results.append([[{"token": self.tokenizer.convert_ids_to_tokens([int(i)])[0],
+                              "probability": float(probs[m][i])}
+                             for i in np.argsort(-probs[m], kind="stable")[:top_k]]
+                            for m in range(features.tokens.count(MASK_TOKEN))])
+        return results
+
+    def embed(self, texts, pooling="cls"):
+        """Sentence vectors: the final layer at [CLS] ("cls") or averaged over the real
+        tokens ("mean"); float32 [len(texts), hidden_size]."""
+        self._require("embed")
+        if pooling not in POOLINGS:
+            raise BertTfError(f"pooling={pooling!r}: use one of {', '.join(POOLINGS)}.")
+        packed = [packing.pack_and_pad(self.tokenizer.tokenize(text), None, self.tokenizer,
+                                       self.config.max_seq_length) for text in texts]
+        outputs = self._run(packed)
+        width = outputs[0][pooling].shape[-1] if outputs else 0
+        return np.asarray([output[pooling] for output in outputs],
+                          np.float32).reshape(-1, width)
+
+
+def _word_starts(char_to_word, num_words):
+    """The character offset of each doc token (`squad.split_context` words) in the context."""
+    starts = [None] * num_words
+    for offset, word in enumerate(char_to_word):
+        if word >= 0 and starts[word] is None:
+            starts[word] = offset
+    return starts
+
+
+def _context_offsets(example, span, starts):
+    """(start, end) character offsets in the context of an `AnswerSpan`."""
+    def offset(position):
+        # `position` indexes " ".join(doc_tokens[first:last + 1]); walk to its token.
+        for token in range(span.first_token, span.last_token + 1):
+            length = len(example.doc_tokens[token])
+            if position <= length:
+                return starts[token] + position
+            position -= length + 1
+        return None
+
+    return offset(span.start), offset(span.end)
+
+
+def _answer_record(example, answers, nbest, null_odds, spans, starts):
+    qid = example.qas_id
+    text, span = answers[qid], spans.get(qid)
+    start, end = _context_offsets(example, span, starts) if span else (None, None)
+    record = {"answer": text, "start": start, "end": end,
+              "score": next((entry["probability"] for entry in nbest[qid]
+                             if entry["text"] == text), 0.0),
+              "nbest": nbest[qid]}
+    if qid in null_odds:
+        record["null_odds"] = null_odds[qid]
+    return record
