@@ -247,9 +247,8 @@ def define_classifier_flags(flag_values=FLAGS):
            "index).")
     string("text_b_column", "csv/tsv task: column of the second text, for sentence-pair tasks.")
     string("label_column", "csv/tsv task: column of the label (default 'label').")
-    flags.DEFINE_list("labels", None,
-                      "csv/tsv task: the label list, comma separated (default: the distinct "
-                      "labels of the train file, sorted).", flag_values=flag_values)
+    define_labels_flag("csv/tsv task: the label list, comma separated (default: the distinct "
+                       "labels of the train file, sorted).", flag_values)
     flags.DEFINE_bool("has_header", None,
                       "csv/tsv task: whether the first row names the columns (default True).",
                       flag_values=flag_values)
@@ -266,6 +265,11 @@ def define_ner_flags(flag_values=FLAGS):
                         flag_values=flag_values)
 
 
+def define_labels_flag(help_text, flag_values=FLAGS):
+    """`--labels`: a comma-separated label list."""
+    flags.DEFINE_list("labels", None, help_text, flag_values=flag_values)
+
+
 def define_squad_flags(flag_values=FLAGS):
     """The task flags of run_squad.py (`SquadOptions`), with the original's defaults."""
     flags.DEFINE_string("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.",
@@ -273,6 +277,14 @@ def define_squad_flags(flag_values=FLAGS):
     flags.DEFINE_string("predict_file", None,
                         "SQuAD json for predictions, e.g. dev-v1.1.json or test-v1.1.json.",
                         flag_values=flag_values)
+    define_squad_window_flags(flag_values)
+    flags.DEFINE_bool("verbose_logging", False,
+                      "Log warnings while mapping predictions back to the original text.",
+                      flag_values=flag_values)
+
+
+def define_squad_window_flags(flag_values=FLAGS):
+    """SQuAD windowing and post-processing (run_squad.py and scripts/predict.py)."""
     flags.DEFINE_integer("doc_stride", 128,
                          "When splitting up a long document into chunks, how much stride to "
                          "take between chunks.", flag_values=flag_values)
@@ -285,11 +297,45 @@ def define_squad_flags(flag_values=FLAGS):
     flags.DEFINE_integer("max_answer_length", 30,
                          "The maximum length of an answer that can be generated (word pieces).",
                          flag_values=flag_values)
-    flags.DEFINE_bool("verbose_logging", False,
-                      "Log warnings while mapping predictions back to the original text.",
-                      flag_values=flag_values)
     flags.DEFINE_bool("version_2_with_negative", False,
                       "SQuAD v2.0: some questions have no answer.", flag_values=flag_values)
     flags.DEFINE_float("null_score_diff_threshold", 0.0,
                        "v2.0: predict the null answer when null score - best non-null score is "
                        "above this.", flag_values=flag_values)
+
+
+def define_predict_flags(flag_values=FLAGS):
+    """The flags of scripts/predict.py (`PredictOptions`): the model (an export, an ONNX file
+    or a checkpoint), the input and output, and the task settings a checkpoint needs."""
+    from bert_tf import predict
+
+    define_model_flags(128, flag_values)
+    define_precision_flags(flag_values)
+    define_tokenizer_flags(flag_values)
+    define_squad_window_flags(flag_values)
+    define_labels_flag("--init_checkpoint: the classifier / NER labels in id order, comma "
+                       "separated (default: label_list.txt next to the checkpoint).",
+                       flag_values)
+
+    def string(name, help_text):
+        flags.DEFINE_string(name, None, help_text, flag_values=flag_values)
+
+    string("export_dir", "An export of run_*.py --export_dir (<export_dir>/<timestamp>); it "
+           "carries the task, vocab and settings.")
+    string("onnx_file", "An ONNX model written by scripts/export_onnx.py.")
+    flags.DEFINE_enum("task", None, list(predict.TASKS),
+                      "With --init_checkpoint: what the checkpoint predicts (fill_mask: a "
+                      "pre-training checkpoint; embed: any).", flag_values=flag_values)
+    string("input_file", "One example a line (default: stdin): see --input_format.")
+    flags.DEFINE_enum("input_format", "text", list(predict.INPUT_FORMATS),
+                      "text: the text, 'a ||| b' for a pair (SQuAD: 'question ||| context'); "
+                      "jsonl: a JSON object a line with text / text_b / question / context "
+                      "(and an optional id, copied to the output).", flag_values=flag_values)
+    string("output_file", "JSON lines, one per input line (default: stdout).")
+    flags.DEFINE_integer("batch_size", 32, "Examples (SQuAD: windows) per model call.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("top_k", 5, "fill_mask: tokens listed per [MASK].",
+                         flag_values=flag_values)
+    flags.DEFINE_enum("pooling", "cls", list(predict.POOLINGS),
+                      "embed: the final layer at [CLS], or its mean over the real tokens.",
+                      flag_values=flag_values)

@@ -14,6 +14,7 @@ type is another options class) is read from the same flags.
     EvalOptions         --do_eval and its batch size
     FinetuneOptions     a fine-tuning run (run_classifier / run_ner / run_squad)
     PretrainOptions     a pre-training run (run_pretraining)
+    PredictOptions      scripts/predict.py
 
 Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.flags.parse`).
 """
@@ -202,6 +203,30 @@ class SquadOptions(_FromFlags):
     verbose_logging: bool
     version_2_with_negative: bool
     null_score_diff_threshold: float
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictOptions(_FromFlags):
+    """scripts/predict.py: which model answers, on what input (see `bert_tf.predict`)."""
+
+    export_dir: str | None
+    onnx_file: str | None
+    task: str | None  # --init_checkpoint only; an export or ONNX file names its own.
+    input_file: str | None  # None: stdin.
+    input_format: str  # "text" or "jsonl".
+    output_file: str | None  # None: stdout.
+    batch_size: int
+    labels: list[str] | None
+    top_k: int
+    pooling: str
+    doc_stride: int
+    max_query_length: int
+    n_best_size: int
+    max_answer_length: int
+    version_2_with_negative: bool
+    null_score_diff_threshold: float
+    model: ModelOptions = _group(ModelOptions)
+    tokenizer: TokenizerOptions = _group(TokenizerOptions)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,265 @@
+"""bert_tf.predict.Predictor and scripts/predict.py against run_*.py --do_predict of the same
+tiny checkpoints: from the export and from the checkpoint, in input order with mixed lengths;
+the text-in export signatures against the id signature; bad input."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from finetune_helpers import (
+    DATA,
+    FINETUNE_DATA,
+    assert_clean_error,
+    assert_ok,
+    load_json,
+    only_export,
+    options,
+    run_script,
+    write_tiny_config,
+)
+
+from bert_tf import predict, serving_text, tokenization
+from bert_tf.data import classification as classification_data
+from bert_tf.data import ner as ner_data
+from bert_tf.data import squad as squad_data
+from bert_tf.errors import BertTfError
+from bert_tf.tasks import finetuning
+
+SEQ = 24
+SQUAD_FILE = os.path.join(FINETUNE_DATA, "squad_small.json")
+SQUAD_SETTINGS = dict(doc_stride=8, max_query_length=6, n_best_size=5, max_answer_length=6)
+needs_tf_text = pytest.mark.skipif(not serving_text.available(),
+                                   reason="tensorflow-text (the [serving] extra) not installed")
+
+
+def _train(kind, directory, vocab_file, **values):
+    """A tiny `kind` model trained 2 steps, with --do_predict and --export_dir; returns
+    (output_dir, export path, bert_config_file)."""
+    config_file = write_tiny_config(directory)
+    common = dict(vocab_file=vocab_file, bert_config_file=config_file,
+                  output_dir=str(directory / "out"), export_dir=str(directory / "export"),
+                  do_train=True, do_predict=True, num_train_steps=2, max_seq_length=SEQ,
+                  train_batch_size=4, predict_batch_size=5)
+    finetuning.run_finetuning(*options(kind, **common, **values))
+    return common["output_dir"], only_export(common["export_dir"]), config_file
+
+
+@pytest.fixture(scope="module")
+def vocab_file(minilm_dir):
+    return os.path.join(minilm_dir, "vocab.txt")
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory, vocab_file):
+    return _train("classifier", tmp_path_factory.mktemp("classifier"), vocab_file,
+                  task_name="tsv", text_a_column="sentence",
+                  data_dir=os.path.join(FINETUNE_DATA, "topics"))
+
+
+def _predictors(trained, vocab_file, task, **settings):
+    output_dir, export, config_file = trained
+    return {"saved_model": predict.Predictor.from_saved_model(export, batch_size=3),
+            "checkpoint": predict.Predictor.from_checkpoint(
+                output_dir, config_file, vocab_file, task, max_seq_length=SEQ, batch_size=3,
+                **settings)}
+
+
+def _topic_sentences():
+    with open(os.path.join(FINETUNE_DATA, "topics", "test.tsv"), encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f][1:]
+
+
+def test_classifier_matches_run_classifier_in_input_order(classifier, vocab_file):
+    output_dir = classifier[0]
+    with open(os.path.join(output_dir, "test_results.tsv"), encoding="utf-8") as f:
+        expected = np.array([[float(x) for x in line.split("\t")] for line in f])
+    sentences = _topic_sentences()
+    # Very different lengths, so the length-sorted batches mix up the order.
+    long = " ".join(sentences) + " and more"
+    for name, predictor in _predictors(classifier, vocab_file, "classifier").items():
+        assert predictor.config.label_list == ("food", "sports")
+        results = predictor.predict(sentences)
+        got = np.array([list(r["probabilities"].values()) for r in results])
+        np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=name)
+        assert [r["label"] for r in results] == [
+            ("food", "sports")[i] for i in expected.argmax(axis=1)]
+        mixed = [sentences[3], long, "soccer", sentences[0], long[:40]]
+        one_by_one = [predictor.predict([text])[0]["probabilities"] for text in mixed]
+        for result, alone in zip(predictor.predict(mixed), one_by_one, strict=True):
+            assert result["probabilities"] == pytest.approx(alone, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def squad_model(tmp_path_factory, vocab_file):
+    return _train("squad", tmp_path_factory.mktemp("squad"), vocab_file, train_file=SQUAD_FILE,
+                  predict_file=SQUAD_FILE, **SQUAD_SETTINGS)
+
+
+def _squad_inputs():
+    with open(SQUAD_FILE, encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    pairs = [(qa["question"], paragraph["context"]) for article in data
+             for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    return [q for q, _ in pairs], [c for _, c in pairs]
+
+
+def test_squad_matches_predictions_json(squad_model, vocab_file):
+    output_dir = squad_model[0]
+    expected = load_json(os.path.join(output_dir, "predictions.json"))
+    expected_nbest = load_json(os.path.join(output_dir, "nbest_predictions.json"))
+    questions, contexts = _squad_inputs()
+    for name, predictor in _predictors(squad_model, vocab_file, "squad",
+                                       **SQUAD_SETTINGS).items():
+        results = predictor.answer(questions, contexts)
+        assert [r["answer"] for r in results] == list(expected.values()), name
+        # An untrained model often has no valid span ("empty", no offsets), not always.
+        assert any(r["start"] is not None for r in results)
+        for result, context, nbest in zip(results, contexts, expected_nbest.values(),
+                                          strict=True):
+            if result["start"] is not None:
+                assert context[result["start"]:result["end"]] == result["answer"]
+            assert [e["text"] for e in result["nbest"]] == [e["text"] for e in nbest]
+            assert [e["probability"] for e in result["nbest"]] == pytest.approx(
+                [e["probability"] for e in nbest], abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def ner_model(tmp_path_factory, vocab_file):
+    return _train("ner", tmp_path_factory.mktemp("ner"), vocab_file,
+                  data_dir=os.path.join(DATA, "ner"))
+
+
+def test_ner_matches_test_predictions(ner_model, vocab_file):
+    output_dir = ner_model[0]
+    examples = ner_data.read_conll(os.path.join(DATA, "ner", "test.txt"), "test")
+    with open(os.path.join(output_dir, "test_predictions.txt"), encoding="utf-8") as f:
+        blocks = f.read().strip("\n").split("\n\n")
+    expected = [[line.split()[-1] for line in block.splitlines()] for block in blocks]
+    # Extra spaces between words: the char spans still point at each word.
+    texts = ["  ".join(example.words) for example in examples]
+    for name, predictor in _predictors(ner_model, vocab_file, "ner").items():
+        results = predictor.tag(texts)
+        assert [r["tags"] for r in results] == expected, name
+        for text, result in zip(texts, results, strict=True):
+            assert [text[s:e] for s, e in result["spans"]] == result["words"]
+
+
+# -------------------------------------------------------------------------- serving_text
+
+
+def _id_signature(loaded, features):
+    """serving_default on FullTokenizer features, each padded to the batch's longest."""
+    width = max(int(sum(f.input_mask)) for f in features)
+    inputs = {name: tf.constant([getattr(f, name)[:width] for f in features], tf.int32)
+              for name in finetuning.SERVING_INPUT_NAMES}
+    return {key: value.numpy() for key, value in loaded.signatures["serving_default"](
+        **inputs).items()}
+
+
+@needs_tf_text
+def test_serving_text_equals_id_signature(classifier, squad_model, ner_model, vocab_file):
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    texts = _topic_sentences() + ["Größe: ¡Ünïcödé! 中文 x\u00adyz naïve", "x" * 150]
+    texts_b = [""] * 3 + ["and a second text, longer than the first one"] * (len(texts) - 3)
+
+    def classifier_features(text, text_b):
+        return classification_data.convert_single_example(
+            0, classification_data.InputExample("t", text, text_b or None, "food"),
+            ["food", "sports"], SEQ, tokenizer)
+
+    loaded = tf.saved_model.load(classifier[1])
+    features = [classifier_features(a, b) for a, b in zip(texts, texts_b, strict=True)]
+    served = loaded.signatures["serving_text_pair"](text=tf.constant(texts),
+                                                    text_b=tf.constant(texts_b))
+    _assert_same(served, loaded, features, "probabilities")
+    single = [classifier_features(text, None) for text in texts]
+    _assert_same(loaded.signatures["serving_text"](text=tf.constant(texts)), loaded, single,
+                 "probabilities")
+
+    loaded = tf.saved_model.load(ner_model[1])
+    examples = [ner_data.NerExample("t", text.split(), ["O"] * len(text.split()))
+                for text in texts[:-1]]  # The 150-char word: [UNK], one piece either way.
+    features = [ner_data.convert_single_example(0, example, ["O", "B-LOC"], SEQ, tokenizer)
+                for example in examples]
+    _assert_same(loaded.signatures["serving_text"](text=tf.constant(texts[:-1])), loaded,
+                 features, "tag_ids")
+
+    loaded = tf.saved_model.load(squad_model[1])
+    questions, contexts = _squad_inputs()
+    examples = [squad_data.SquadExample(str(i), question, squad_data.split_context(c)[0])
+                for i, (question, c) in enumerate(zip(questions, contexts, strict=True))]
+    windows = squad_data.convert_examples_to_features(
+        examples, tokenizer, SEQ, SQUAD_SETTINGS["doc_stride"],
+        SQUAD_SETTINGS["max_query_length"], is_training=False)
+    first_windows = [w for w in windows if w.doc_span_index == 0]
+    _assert_same(loaded.signatures["serving_text"](question=tf.constant(questions),
+                                                   context=tf.constant(contexts)),
+                 loaded, first_windows, "start_logits", "end_logits")
+
+
+def _assert_same(served, loaded, features, *keys):
+    """The text signature's packed ids are the FullTokenizer features' and its outputs those
+    of serving_default on them."""
+    expected = _id_signature(loaded, features)
+    width = served["input_ids"].shape[1]
+    np.testing.assert_array_equal(served["input_ids"].numpy(),
+                                  [f.input_ids[:width] for f in features])
+    for key in keys:
+        np.testing.assert_allclose(served[key].numpy(), expected[key], atol=1e-5, err_msg=key)
+
+
+@needs_tf_text
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_in_graph_tokenizer_agrees_with_full_tokenizer(vocab_file, do_lower_case):
+    with open(os.path.join(DATA, "multilingual.txt"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    # Beyond the corpus: what tf-text alone gets wrong (see bert_tf.serving_text).
+    lines += ["Straße ﬁne İstanbul ＡＢＣ ½ Ǆ", "a\u00adb c\u200bd e\ufeff", "x\x00y \ufffdz",
+              "a" * 101 + " b", "x " + "é" * 101 + ",y", "é" * 60, "l'argument «\u00a0vars »"]
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    in_graph = serving_text.InGraphTokenizer(tokenization.load_vocab(vocab_file),
+                                             do_lower_case)
+    got = in_graph.tokenize(tf.constant(lines)).to_list()
+    differing = [line for line, ids in zip(lines, got, strict=True)
+                 if ids != tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))]
+    assert differing == []
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+def test_export_without_assets_names_what_is_missing(classifier, tmp_path):
+    old = tmp_path / "old_export"
+    shutil.copytree(classifier[1], old)
+    shutil.rmtree(old / "assets.extra")
+    with pytest.raises(BertTfError, match="predict_config.json or vocab.txt.*Re-export"):
+        predict.Predictor.from_saved_model(str(old))
+
+
+def test_script_answers_jsonl_and_stops_at_a_bad_line(classifier, tmp_path):
+    sentences = _topic_sentences()[:3]
+    good = tmp_path / "in.jsonl"
+    good.write_text("".join(json.dumps({"id": i, "text": s}) + "\n"
+                            for i, s in enumerate(sentences)), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert_ok(run_script("predict.py", f"--export_dir={classifier[1]}",
+                         f"--input_file={good}", "--input_format=jsonl",
+                         f"--output_file={out}"))
+    expected = predict.Predictor.from_saved_model(classifier[1]).predict(sentences)
+    written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r.pop("id") for r in written] == [0, 1, 2]
+    for row, want in zip(written, expected, strict=True):
+        assert row["label"] == want["label"]
+        assert row["probabilities"] == pytest.approx(want["probabilities"], abs=1e-6)
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text(encoding="utf-8") + '{"txt": "no text key"}\n',
+                   encoding="utf-8")
+    assert_clean_error(run_script("predict.py", f"--export_dir={classifier[1]}",
+                                  f"--input_file={bad}", "--input_format=jsonl",
+                                  f"--output_file={tmp_path / 'never.jsonl'}"),
+                       f"{bad}:4", "no text")
+    assert not (tmp_path / "never.jsonl").exists()
