@@ -339,3 +339,19 @@ def define_predict_flags(flag_values=FLAGS):
     flags.DEFINE_enum("pooling", "cls", list(predict.POOLINGS),
                       "embed: the final layer at [CLS], or its mean over the real tokens.",
                       flag_values=flag_values)
+
+
+def define_onnx_export_flags(flag_values=FLAGS):
+    """The flags of scripts/export_onnx.py (`OnnxExportOptions`)."""
+    from bert_tf import onnx_export
+
+    flags.DEFINE_string("export_dir", None,
+                        "The export to convert (<export_dir>/<timestamp> of run_*.py).",
+                        flag_values=flag_values)
+    flags.DEFINE_string("output_file", None, "Where to write the .onnx model.",
+                        flag_values=flag_values)
+    flags.DEFINE_enum("quantize", "none", list(onnx_export.QUANTIZE_MODES),
+                      "int8: onnxruntime dynamic quantization (int8 MatMul weights).",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("opset", onnx_export.DEFAULT_OPSET, "The ONNX opset.",
+                         flag_values=flag_values)

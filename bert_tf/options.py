@@ -14,7 +14,7 @@ type is another options class) is read from the same flags.
     EvalOptions         --do_eval and its batch size
     FinetuneOptions     a fine-tuning run (run_classifier / run_ner / run_squad)
     PretrainOptions     a pre-training run (run_pretraining)
-    PredictOptions      scripts/predict.py
+    PredictOptions      scripts/predict.py (OnnxExportOptions: scripts/export_onnx.py)
 
 Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.flags.parse`).
 """
@@ -227,6 +227,16 @@ class PredictOptions(_FromFlags):
     null_score_diff_threshold: float
     model: ModelOptions = _group(ModelOptions)
     tokenizer: TokenizerOptions = _group(TokenizerOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class OnnxExportOptions(_FromFlags):
+    """scripts/export_onnx.py (see `bert_tf.onnx_export`)."""
+
+    export_dir: str
+    output_file: str
+    quantize: str  # "none" or "int8".
+    opset: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,124 @@
+"""An export's `serving_default` signature as an ONNX model (fp32 or dynamic INT8).
+
+    export_onnx("export/1700000000", "model.onnx")                  # fp32
+    export_onnx("export/1700000000", "model.int8.onnx", "int8")     # weights INT8
+
+`tf2onnx` (the optional extra `[onnx]`) converts the signature's frozen graph: inputs
+`input_ids`, `input_mask`, `segment_ids` int32 [batch, seq] with both axes dynamic, outputs
+named as the signature's (`probabilities`, `start_logits` / `end_logits`, `tag_ids`). The
+export's assets.extra/ files (task, vocab, labels, settings) go into the model's metadata under
+"bert_tf/<file name>", so `bert_tf.predict.Predictor.from_onnx(path)` needs nothing else.
+INT8 is onnxruntime's `quantize_dynamic`: int8 weights of the MatMuls, activations quantized
+per batch at run time.
+"""
+
+import os
+import tempfile
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import errors
+from bert_tf.errors import BertTfError
+
+QUANTIZE_MODES = ("none", "int8")
+SIGNATURE = "serving_default"
+DEFAULT_OPSET = 17
+
+
+def _signature_names(export_dir):
+    """({tensor name: input key}, {tensor name: output key}) of the serving_default signature."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    signature = saved_model.meta_graphs[0].signature_def[SIGNATURE]
+    return ({info.name: key for key, info in signature.inputs.items()},
+            {info.name: key for key, info in signature.outputs.items()})
+
+
+def _rename(graph, renames):
+    """Renames tensors of an ONNX GraphProto (graph inputs / outputs and node ends)."""
+    for value in (*graph.input, *graph.output):
+        value.name = renames.get(value.name, value.name)
+    for node in graph.node:
+        node.input[:] = [renames.get(name, name) for name in node.input]
+        node.output[:] = [renames.get(name, name) for name in node.output]
+
+
+def _assets(export_dir):
+    """{metadata key: text} of the export's assets.extra/ files."""
+    from bert_tf import predict
+
+    extra = os.path.join(export_dir, "assets.extra")
+    files = {}
+    for name in sorted(tf.io.gfile.listdir(extra)) if tf.io.gfile.isdir(extra) else ():
+        with tf.io.gfile.GFile(os.path.join(extra, name)) as f:
+            files[predict.ONNX_ASSET_PREFIX + name] = f.read()
+    return files
+
+
+def _check_inputs(export_dir, output_file, quantize):
+    if quantize not in QUANTIZE_MODES:
+        raise BertTfError(f"--quantize={quantize}: use one of {', '.join(QUANTIZE_MODES)}.")
+    errors.require_file(os.path.join(export_dir or "", "saved_model.pb"), flag="export_dir",
+                        what="SavedModel (saved_model.pb)")
+    if not output_file:
+        raise BertTfError("--output_file: required; where to write the .onnx model.")
+    try:
+        import onnx  # noqa: F401
+        import tf2onnx  # noqa: F401
+        if quantize == "int8":
+            import onnxruntime  # noqa: F401
+    except ImportError as e:
+        raise BertTfError(f"ONNX export needs tf2onnx, onnx and onnxruntime ({e}); pip "
+                          "install bert_tf[onnx].") from None
+
+
+def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET):
+    """Converts `export_dir`'s serving_default signature to `output_file` (see module doc).
+
+    Returns:
+      The ONNX ModelProto written.
+    """
+    _check_inputs(export_dir, output_file, quantize)
+    import onnx
+    import tf2onnx
+    from tf2onnx import tf_loader
+
+    from bert_tf import serving_text
+
+    serving_text.available()  # Registers tf-text's ops so the whole graph can be loaded.
+    input_keys, output_keys = _signature_names(export_dir)
+    graph_def, inputs, outputs = tf_loader.from_saved_model(
+        export_dir, None, None, tag="serve", signatures=[SIGNATURE])[:3]
+    with tf.Graph().as_default():
+        model, _ = tf2onnx.convert.from_graph_def(graph_def, input_names=inputs,
+                                                  output_names=outputs, opset=opset)
+    _rename(model.graph, {**input_keys, **output_keys})
+    metadata = _assets(export_dir)
+    if quantize == "int8":
+        model = _quantize_int8(model)
+    del model.metadata_props[:]
+    for key, text in metadata.items():
+        model.metadata_props.add(key=key, value=text)
+    tmp = output_file + ".tmp"
+    onnx.save(model, tmp)
+    os.replace(tmp, output_file)
+    logging.info("Wrote %s (%s, inputs %s, outputs %s)", output_file,
+                 "INT8 weights" if quantize == "int8" else "fp32", sorted(input_keys.values()),
+                 sorted(output_keys.values()))
+    return model
+
+
+def _quantize_int8(model):
+    """onnxruntime's dynamic INT8 quantization of `model` (int8 weights, uint8 activations)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32, int8 = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
+        onnx.save(model, fp32)
+        quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8)
+        return onnx.load(int8)
