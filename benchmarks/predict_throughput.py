@@ -1,0 +1,158 @@
+"""End-to-end SQuAD throughput, raw text -> answers: bert_tf's Predictor on each backend and
+Hugging Face's question-answering pipeline (PyTorch), in alternating rounds.
+
+    python benchmarks/predict_throughput.py --bert_config_file=configs/bert_base.json \
+        --vocab_file=VOCAB --work_dir=/tmp/predict_bench --torch_python=/tmp/torchenv/bin/python
+
+Builds a BERT-base SQuAD model with random weights (run_squad.py's graph, one training step, so
+the export is a real one), exports it, converts it to ONNX fp32 and INT8, and times
+`Predictor.answer` on `--num_questions` questions over ~250-word contexts of the shipped corpus
+(one 384-token window each) for: TF fp32 (the export), TF bf16 (the checkpoint at
+--precision=bf16), ONNX fp32, ONNX INT8, and `transformers.pipeline("question-answering")` on a
+randomly initialised `BertForQuestionAnswering` of the same config in a `--torch_python`
+process (same sequence length, stride and batch). Each round runs every backend once, in turn;
+the table gives the median questions/s over rounds. Weights do not change the compute.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from absl import app, flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+flags.DEFINE_string("bert_config_file", os.path.join(ROOT, "configs", "bert_base.json"),
+                    "The model size.")
+flags.DEFINE_string("vocab_file", None, "An uncased BERT vocab.txt.")
+flags.DEFINE_string("work_dir", "/tmp/predict_bench", "Checkpoint, export and ONNX files.")
+flags.DEFINE_string("torch_python", None, "A Python with torch + transformers (HF pipeline); "
+                    "None: skip it.")
+flags.DEFINE_integer("max_seq_length", 384, "Window length.")
+flags.DEFINE_integer("batch_size", 4, "Windows per model call.")
+flags.DEFINE_integer("num_questions", 8, "Questions per timed run.")
+flags.DEFINE_integer("rounds", 3, "Alternating rounds.")
+flags.DEFINE_list("backends", "tf_fp32,tf_bf16,onnx_fp32,onnx_int8,hf", "What to time.")
+FLAGS = flags.FLAGS
+
+_HF_WORKER = r"""
+import sys, time, torch, transformers
+config = transformers.BertConfig(**__CONFIG__)
+model = transformers.BertForQuestionAnswering(config).eval()
+tokenizer = transformers.BertTokenizerFast(__VOCAB__, do_lower_case=True)
+qa = transformers.pipeline("question-answering", model=model, tokenizer=tokenizer, device=-1)
+questions, contexts = __QUESTIONS__, __CONTEXTS__
+for line in sys.stdin:
+    start = time.perf_counter()
+    with torch.inference_mode():
+        qa(question=questions, context=contexts, max_seq_len=__SEQ__, doc_stride=128,
+           batch_size=__BATCH__)
+    print(time.perf_counter() - start, flush=True)
+"""
+
+
+def _inputs(num_questions):
+    with open(os.path.join(ROOT, "data", "corpus", "train.txt"), encoding="utf-8") as f:
+        words = f.read().split()
+    contexts = [" ".join(words[i * 250:(i + 1) * 250]) for i in range(num_questions)]
+    questions = [f"who said the words in part {i}?" for i in range(num_questions)]
+    return questions, contexts
+
+
+def _build_models(work_dir):
+    """(export path, output dir, onnx fp32, onnx int8): a 1-step run_squad model, exported."""
+    from bert_tf import onnx_export
+    from bert_tf.tasks import finetuning
+    from tests.finetune_helpers import FINETUNE_DATA, only_export, options
+
+    out, export = os.path.join(work_dir, "out"), os.path.join(work_dir, "export")
+    if not os.path.isdir(export):
+        finetuning.run_finetuning(*options(
+            "squad", vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
+            output_dir=out, export_dir=export, do_train=True, num_train_steps=1,
+            train_batch_size=1, max_seq_length=FLAGS.max_seq_length, doc_stride=128,
+            max_query_length=64, train_file=os.path.join(FINETUNE_DATA, "squad_small.json")))
+    export = only_export(export)
+    onnx_files = {}
+    for quantize in ("none", "int8"):
+        path = os.path.join(work_dir, f"model_{quantize}.onnx")
+        if not os.path.exists(path):
+            onnx_export.export_onnx(export, path, quantize)
+        onnx_files[quantize] = path
+    return export, out, onnx_files["none"], onnx_files["int8"]
+
+
+def _hf_runner(questions, contexts):
+    with open(FLAGS.bert_config_file, encoding="utf-8") as f:
+        config = json.load(f)
+    config = {key: config[key] for key in (
+        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+        "intermediate_size", "max_position_embeddings", "type_vocab_size")}
+    source = (_HF_WORKER.replace("__CONFIG__", repr(config))
+              .replace("__VOCAB__", repr(FLAGS.vocab_file))
+              .replace("__QUESTIONS__", repr(questions)).replace("__CONTEXTS__", repr(contexts))
+              .replace("__SEQ__", str(FLAGS.max_seq_length))
+              .replace("__BATCH__", str(FLAGS.batch_size)))
+    worker = subprocess.Popen([FLAGS.torch_python, "-c", source], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+
+    def run():
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+        return float(worker.stdout.readline())
+
+    return run
+
+
+def main(_):
+    from bert_tf.predict import Predictor
+
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    export, out, onnx_fp32, onnx_int8 = _build_models(FLAGS.work_dir)
+    questions, contexts = _inputs(FLAGS.num_questions)
+    settings = dict(max_seq_length=FLAGS.max_seq_length, doc_stride=128, max_query_length=64,
+                    batch_size=FLAGS.batch_size)
+    makers = {
+        "tf_fp32": lambda: Predictor.from_saved_model(export, FLAGS.batch_size),
+        "tf_bf16": lambda: Predictor.from_checkpoint(
+            out, FLAGS.bert_config_file, FLAGS.vocab_file, "squad", precision_name="bf16",
+            **settings),
+        "onnx_fp32": lambda: Predictor.from_onnx(onnx_fp32, FLAGS.batch_size),
+        "onnx_int8": lambda: Predictor.from_onnx(onnx_int8, FLAGS.batch_size),
+    }
+    runners = {}
+    for name in FLAGS.backends:
+        if name == "hf":
+            if FLAGS.torch_python:
+                runners[name] = _hf_runner(questions, contexts)
+            continue
+        predictor = makers[name]()
+
+        def run(predictor=predictor):
+            start = time.perf_counter()
+            predictor.answer(questions, contexts)
+            return time.perf_counter() - start
+
+        runners[name] = run
+    for run in runners.values():
+        run()  # warm-up
+    seconds = {name: [] for name in runners}
+    for round_index in range(FLAGS.rounds):
+        for name, run in runners.items():
+            seconds[name].append(run())
+        print(f"round {round_index}: " + ", ".join(
+            f"{name} {FLAGS.num_questions / s[-1]:.2f} q/s" for name, s in seconds.items()),
+            flush=True)
+    medians = {name: FLAGS.num_questions / statistics.median(s) for name, s in seconds.items()}
+    print(json.dumps({"questions_per_sec_median": medians, "seconds": seconds,
+                      "max_seq_length": FLAGS.max_seq_length, "batch_size": FLAGS.batch_size,
+                      "num_questions": FLAGS.num_questions}, indent=2))
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["vocab_file"])
+    app.run(main)

@@ -1,0 +1,134 @@
+"""ONNX exports (scripts/export_onnx.py) of models fine-tuned from the real MiniLM weights:
+fp32 outputs equal the SavedModel's within 1e-4 for the classifier, SQuAD and NER exports;
+dynamic INT8 keeps the real-weights classification accuracy within 1 point and the SQuAD exact
+matches within 1 question (the runs of tests/test_real_weights_finetune.py)."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from finetune_helpers import (
+    DATA,
+    FINETUNE_DATA,
+    assert_ok,
+    load_json,
+    only_export,
+    options,
+    run_script,
+)
+
+from bert_tf import onnx_export, predict
+from bert_tf.metrics import squad as squad_metrics
+from bert_tf.tasks import finetuning
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("tf2onnx", reason="the [onnx] extra is not installed")
+pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+
+SQUAD_FILE = os.path.join(FINETUNE_DATA, "squad_small.json")
+
+
+def _fine_tune(tmp_path_factory, minilm_converted, kind, **values):
+    """Fine-tunes MiniLM for `kind` with --export_dir; returns (output_dir, export path)."""
+    directory = tmp_path_factory.mktemp(kind)
+    finetuning.run_finetuning(*options(
+        kind, init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
+        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
+        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
+        output_dir=str(directory / "out"), export_dir=str(directory / "export"),
+        do_train=True, keep_checkpoint_max=1, **values))
+    return str(directory / "out"), only_export(str(directory / "export"))
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory, minilm_converted):
+    # test_real_weights_finetune's run: 12 steps on the topics set.
+    return _fine_tune(tmp_path_factory, minilm_converted, "classifier", task_name="tsv",
+                      text_a_column="sentence", data_dir=os.path.join(FINETUNE_DATA, "topics"),
+                      max_seq_length=20, train_batch_size=8, num_train_steps=12,
+                      learning_rate=1e-4)
+
+
+@pytest.fixture(scope="module")
+def squad_model(tmp_path_factory, minilm_converted):
+    return _fine_tune(tmp_path_factory, minilm_converted, "squad", train_file=SQUAD_FILE,
+                      max_seq_length=64, doc_stride=24, max_query_length=16,
+                      train_batch_size=8, num_train_steps=30, learning_rate=2e-4,
+                      n_best_size=10, max_answer_length=8)
+
+
+@pytest.fixture(scope="module")
+def ner_model(tmp_path_factory, minilm_converted):
+    return _fine_tune(tmp_path_factory, minilm_converted, "ner",
+                      data_dir=os.path.join(DATA, "ner"), max_seq_length=32,
+                      train_batch_size=4, num_train_steps=4, learning_rate=1e-4)
+
+
+def _random_inputs(seed, batch_size=3, seq_length=20):
+    rng = np.random.RandomState(seed)
+    lengths = rng.randint(4, seq_length + 1, size=batch_size)
+    lengths[0] = seq_length
+    mask = (np.arange(seq_length)[None] < lengths[:, None]).astype(np.int32)
+    ids = rng.randint(1000, 20000, size=(batch_size, seq_length)).astype(np.int32) * mask
+    ids[:, 0] = 101
+    segments = ((np.arange(seq_length)[None] >= lengths[:, None] // 2) * mask).astype(np.int32)
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+
+
+@pytest.mark.parametrize("kind", ["classifier", "squad_model", "ner_model"])
+def test_onnx_fp32_equals_saved_model(kind, request, tmp_path):
+    export = request.getfixturevalue(kind)[1]
+    onnx_file = str(tmp_path / "model.onnx")
+    onnx_export.export_onnx(export, onnx_file)
+    onnx_model = predict.Predictor.from_onnx(onnx_file)._backend
+    signature = tf.saved_model.load(export).signatures["serving_default"]
+    # Two shapes through one model: batch and sequence axes are dynamic.
+    for inputs in (_random_inputs(0), _random_inputs(1, batch_size=2, seq_length=9)):
+        expected = signature(**{k: tf.constant(v) for k, v in inputs.items()})
+        got = onnx_model(inputs)
+        assert set(got) == set(expected)
+        for key, value in expected.items():
+            if value.dtype.is_floating:
+                np.testing.assert_allclose(got[key], value.numpy(), atol=1e-4, err_msg=key)
+            else:  # NER tag_ids: the argmax of the logits
+                np.testing.assert_array_equal(got[key], value.numpy(), err_msg=key)
+
+
+def _int8_and_fp32(export, tmp_path):
+    """(fp32 Predictor, INT8 Predictor) of `export`, INT8 through scripts/export_onnx.py."""
+    fp32, int8 = str(tmp_path / "fp32.onnx"), str(tmp_path / "int8.onnx")
+    onnx_export.export_onnx(export, fp32)
+    assert_ok(run_script("export_onnx.py", f"--export_dir={export}", f"--output_file={int8}",
+                         "--quantize=int8"))
+    assert os.path.getsize(int8) < os.path.getsize(fp32) / 2
+    return predict.Predictor.from_onnx(fp32), predict.Predictor.from_onnx(int8)
+
+
+def test_int8_classifier_accuracy_within_one_point(classifier, tmp_path):
+    with open(os.path.join(FINETUNE_DATA, "topics", "dev.tsv"), encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    texts, gold = [text for text, _ in rows], [label for _, label in rows]
+    accuracy = {}
+    for name, predictor in zip(("fp32", "int8"), _int8_and_fp32(classifier[1], tmp_path),
+                               strict=True):
+        labels = [result["label"] for result in predictor.predict(texts)]
+        accuracy[name] = float(np.mean([a == b for a, b in zip(labels, gold, strict=True)]))
+    print(f"dev accuracy ONNX fp32 {accuracy['fp32']:.4f}, INT8 {accuracy['int8']:.4f}")
+    assert accuracy["fp32"] >= 0.85
+    assert abs(accuracy["int8"] - accuracy["fp32"]) <= 0.01 + 1e-9
+
+
+def test_int8_squad_exact_match_within_one_question(squad_model, tmp_path):
+    data = load_json(SQUAD_FILE)["data"]
+    qas = [(qa["question"], paragraph["context"], [a["text"] for a in qa["answers"]])
+           for article in data for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+    exact = {}
+    for name, predictor in zip(("fp32", "int8"), _int8_and_fp32(squad_model[1], tmp_path),
+                               strict=True):
+        results = predictor.answer([q for q, _, _ in qas], [c for _, c, _ in qas])
+        exact[name] = sum(max(squad_metrics.exact_match_score(r["answer"], g) for g in golds)
+                          for r, (_, _, golds) in zip(results, qas, strict=True))
+    print(f"SQuAD exact matches of {len(qas)}: ONNX fp32 {exact['fp32']}, INT8 {exact['int8']}")
+    assert exact["fp32"] >= 3
+    assert abs(exact["int8"] - exact["fp32"]) <= 1
