@@ -115,10 +115,23 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET):
 def _quantize_int8(model):
     """onnxruntime's dynamic INT8 quantization of `model` (int8 weights, uint8 activations)."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with tempfile.TemporaryDirectory() as tmp:
         fp32, int8 = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
         onnx.save(model, fp32)
-        quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8)
+        quantize_file(fp32, int8)
         return onnx.load(int8)
+
+
+def quantize_file(fp32_file, int8_file):
+    """Writes the dynamic INT8 version of an ONNX model written by `export_onnx`, keeping its
+    metadata (the Predictor's assets)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(fp32_file, int8_file, weight_type=QuantType.QInt8)
+    metadata = onnx.load(fp32_file, load_external_data=False).metadata_props
+    model = onnx.load(int8_file)
+    del model.metadata_props[:]
+    model.metadata_props.extend(metadata)
+    onnx.save(model, int8_file)

@@ -76,11 +76,24 @@ def _random_inputs(seed, batch_size=3, seq_length=20):
     return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
 
 
+@pytest.fixture(scope="module")
+def fp32_onnx(tmp_path_factory):
+    """fp32 ONNX file of an export, converted once per export."""
+    files = {}
+
+    def convert(export):
+        if export not in files:
+            files[export] = str(tmp_path_factory.mktemp("onnx") / "model.onnx")
+            onnx_export.export_onnx(export, files[export])
+        return files[export]
+
+    return convert
+
+
 @pytest.mark.parametrize("kind", ["classifier", "squad_model", "ner_model"])
-def test_onnx_fp32_equals_saved_model(kind, request, tmp_path):
+def test_onnx_fp32_equals_saved_model(kind, request, fp32_onnx):
     export = request.getfixturevalue(kind)[1]
-    onnx_file = str(tmp_path / "model.onnx")
-    onnx_export.export_onnx(export, onnx_file)
+    onnx_file = fp32_onnx(export)
     onnx_model = predict.Predictor.from_onnx(onnx_file)._backend
     signature = tf.saved_model.load(export).signatures["serving_default"]
     # Two shapes through one model: batch and sequence axes are dynamic.
@@ -95,23 +108,21 @@ def test_onnx_fp32_equals_saved_model(kind, request, tmp_path):
                 np.testing.assert_array_equal(got[key], value.numpy(), err_msg=key)
 
 
-def _int8_and_fp32(export, tmp_path):
-    """(fp32 Predictor, INT8 Predictor) of `export`, INT8 through scripts/export_onnx.py."""
-    fp32, int8 = str(tmp_path / "fp32.onnx"), str(tmp_path / "int8.onnx")
-    onnx_export.export_onnx(export, fp32)
-    assert_ok(run_script("export_onnx.py", f"--export_dir={export}", f"--output_file={int8}",
-                         "--quantize=int8"))
+def _int8_and_fp32(fp32, int8):
     assert os.path.getsize(int8) < os.path.getsize(fp32) / 2
     return predict.Predictor.from_onnx(fp32), predict.Predictor.from_onnx(int8)
 
 
-def test_int8_classifier_accuracy_within_one_point(classifier, tmp_path):
+def test_int8_classifier_accuracy_within_one_point(classifier, fp32_onnx, tmp_path):
+    int8 = str(tmp_path / "int8.onnx")  # Through the script, from the export.
+    assert_ok(run_script("export_onnx.py", f"--export_dir={classifier[1]}",
+                         f"--output_file={int8}", "--quantize=int8"))
     with open(os.path.join(FINETUNE_DATA, "topics", "dev.tsv"), encoding="utf-8") as f:
         rows = [line.rstrip("\n").split("\t") for line in f][1:]
     texts, gold = [text for text, _ in rows], [label for _, label in rows]
     accuracy = {}
-    for name, predictor in zip(("fp32", "int8"), _int8_and_fp32(classifier[1], tmp_path),
-                               strict=True):
+    for name, predictor in zip(("fp32", "int8"),
+                               _int8_and_fp32(fp32_onnx(classifier[1]), int8), strict=True):
         labels = [result["label"] for result in predictor.predict(texts)]
         accuracy[name] = float(np.mean([a == b for a, b in zip(labels, gold, strict=True)]))
     print(f"dev accuracy ONNX fp32 {accuracy['fp32']:.4f}, INT8 {accuracy['int8']:.4f}")
@@ -119,13 +130,14 @@ def test_int8_classifier_accuracy_within_one_point(classifier, tmp_path):
     assert abs(accuracy["int8"] - accuracy["fp32"]) <= 0.01 + 1e-9
 
 
-def test_int8_squad_exact_match_within_one_question(squad_model, tmp_path):
+def test_int8_squad_exact_match_within_one_question(squad_model, fp32_onnx, tmp_path):
+    fp32, int8 = fp32_onnx(squad_model[1]), str(tmp_path / "int8.onnx")
+    onnx_export.quantize_file(fp32, int8)
     data = load_json(SQUAD_FILE)["data"]
     qas = [(qa["question"], paragraph["context"], [a["text"] for a in qa["answers"]])
            for article in data for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
     exact = {}
-    for name, predictor in zip(("fp32", "int8"), _int8_and_fp32(squad_model[1], tmp_path),
-                               strict=True):
+    for name, predictor in zip(("fp32", "int8"), _int8_and_fp32(fp32, int8), strict=True):
         results = predictor.answer([q for q, _, _ in qas], [c for _, c, _ in qas])
         exact[name] = sum(max(squad_metrics.exact_match_score(r["answer"], g) for g in golds)
                           for r, (_, _, golds) in zip(results, qas, strict=True))

@@ -263,3 +263,88 @@ def test_script_answers_jsonl_and_stops_at_a_bad_line(classifier, tmp_path):
                                   f"--output_file={tmp_path / 'never.jsonl'}"),
                        f"{bad}:4", "no text")
     assert not (tmp_path / "never.jsonl").exists()
+
+
+# -------------------------------------------------------------------- fill_mask and embed
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    """A random tiny pre-training checkpoint (encoder + masked-LM head) and its weights."""
+    from bert_tf import modeling
+    from bert_tf.tasks import pretraining
+
+    directory = tmp_path_factory.mktemp("pretrained")
+    config_file = write_tiny_config(directory)
+    bert_config = modeling.BertConfig.from_json_file(config_file)
+    checkpoint = str(directory / "bert_model.ckpt")
+    with tf.Graph().as_default():
+        tf.compat.v1.set_random_seed(3)
+        ids = tf.compat.v1.placeholder(tf.int32, [None, None])
+        model = modeling.BertModel(bert_config, False, ids)
+        positions = tf.zeros([1, 1], tf.int32)
+        pretraining.masked_lm_output(bert_config, model.get_sequence_output(),
+                                     model.get_embedding_table(), positions, positions,
+                                     tf.zeros([1, 1]))
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            # A non-zero output bias, so the reference must add it.
+            bias = [v for v in tf.compat.v1.global_variables()
+                    if v.name == "cls/predictions/output_bias:0"][0]
+            session.run(bias.assign(tf.random.normal(bias.shape, seed=4)))
+            weights = {v.name[:-2]: session.run(v) for v in tf.compat.v1.global_variables()}
+            tf.compat.v1.train.Saver().save(session, checkpoint)
+    return dict(checkpoint=checkpoint, config_file=config_file, weights=weights)
+
+
+def _reference_last_layer(weights, features):
+    import numpy_bert
+
+    n = int(sum(features.input_mask))
+    ids, mask, segments = (np.array([getattr(features, key)[:n]])
+                           for key in ("input_ids", "input_mask", "segment_ids"))
+    layers, _ = numpy_bert.bert_forward(weights, ids, mask, segments, num_heads=2)
+    return layers[-1][0]  # [n, H]
+
+
+def test_embed_and_fill_mask_match_numpy(pretrained, vocab_file):
+    import numpy_bert
+
+    from bert_tf.data import packing
+
+    texts = ["the cat sat on the mat.", "a much longer sentence about the weather in june"]
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    packed = [packing.pack_and_pad(tokenizer.tokenize(t), None, tokenizer, SEQ) for t in texts]
+    last = [_reference_last_layer(pretrained["weights"], p) for p in packed]
+    embedder = predict.Predictor.from_checkpoint(
+        pretrained["checkpoint"], pretrained["config_file"], vocab_file, "embed",
+        max_seq_length=SEQ)
+    np.testing.assert_allclose(embedder.embed(texts, pooling="cls"),
+                               [layer[0] for layer in last], atol=1e-5)
+    np.testing.assert_allclose(embedder.embed(texts, pooling="mean"),
+                               [layer.mean(0) for layer in last], atol=1e-5)
+
+    masked = ["the [MASK] sat on the [MASK].", "no mask here", "[MASK]"]
+    filler = predict.Predictor.from_checkpoint(
+        pretrained["checkpoint"], pretrained["config_file"], vocab_file, "fill_mask",
+        max_seq_length=SEQ)
+    results = filler.fill_mask(masked, top_k=3)
+    assert [len(r) for r in results] == [2, 0, 1]
+    w = {k: np.asarray(v, np.float64) for k, v in pretrained["weights"].items()}
+    for text, result in zip(masked, results, strict=True):
+        pieces = []
+        for k, part in enumerate(text.split("[MASK]")):
+            pieces += (["[MASK]"] if k else []) + tokenizer.tokenize(part)
+        features = packing.pack_and_pad(pieces, None, tokenizer, SEQ)
+        layer = _reference_last_layer(pretrained["weights"], features)
+        for position, top in zip([i for i, t in enumerate(features.tokens) if t == "[MASK]"],
+                                 result, strict=True):
+            h = numpy_bert.gelu(layer[position] @ w["cls/predictions/transform/dense/kernel"]
+                                + w["cls/predictions/transform/dense/bias"])
+            h = numpy_bert.layer_norm(h, w["cls/predictions/transform/LayerNorm/gamma"],
+                                      w["cls/predictions/transform/LayerNorm/beta"])
+            logits = h @ w["bert/embeddings/word_embeddings"].T + w["cls/predictions/output_bias"]
+            probs = numpy_bert.softmax(logits)
+            best = np.argsort(-probs)[:3]
+            assert [e["token"] for e in top] == tokenizer.convert_ids_to_tokens(list(best))
+            assert [e["probability"] for e in top] == pytest.approx(probs[best], abs=1e-5)
