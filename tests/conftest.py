@@ -1,8 +1,17 @@
-"""Shared pytest fixtures: the real MiniLM weights, their conversion, a clean TF graph."""
+"""Shared pytest fixtures: a clean environment and TF graph, the real MiniLM weights and their
+conversion."""
 
 import sys
 
 import pytest
+from envs import BEHAVIOUR_VARIABLES
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch):
+    """Removes TF_CONFIG and BERT_TF_DEBUG (see tests/envs.py) for the duration of each test."""
+    for name in BEHAVIOUR_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(autouse=True)

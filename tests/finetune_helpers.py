@@ -8,6 +8,7 @@ import sys
 import types
 
 import pytest
+from envs import child_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -59,9 +60,8 @@ def options(kind, **values):
 
 def run_script(name, *args, timeout=300):
     """Runs scripts/<name> with `args` in a fresh Python; returns the CompletedProcess."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+                          capture_output=True, text=True, timeout=timeout, env=child_env())
 
 
 def assert_ok(result):

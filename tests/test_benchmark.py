@@ -12,6 +12,7 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 
 from bert_tf import benchmark, modeling
 from bert_tf import flags as bert_flags
@@ -91,9 +92,9 @@ def test_count_flops_equals_the_matmuls_of_the_built_graph(task, mode):
 
 
 def _run_script(tmp_path, *flags):
-    env = dict(os.environ, PYTHONPATH=REPO)
     return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "benchmark.py"), *flags],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=tmp_path, env=child_env(), capture_output=True, text=True,
+                          timeout=600)
 
 
 def _write_tiny_config(tmp_path):

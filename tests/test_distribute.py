@@ -27,6 +27,7 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 from finetune_helpers import FINETUNE_DATA, run_script, write_tiny_config
 from test_pretraining import TINY, write_records
 
@@ -38,8 +39,6 @@ from bert_tf.tasks import pretraining
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
-ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-ENV.pop("TF_CONFIG", None)
 GLOBAL_BATCH = 8
 STEPS = 3
 
@@ -210,7 +209,8 @@ def single_and_mirrored(data):
     one, two = data.root / "one_device", data.root / "mirrored"
     code = _TWO_DEVICE_RUNS.format(one=str(one), two=str(two))
     completed = subprocess.run([sys.executable, "-c", code, *_flags(data, one)],
-                               capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=400)
+                               capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                               timeout=400)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return (tf.train.latest_checkpoint(str(one)), tf.train.latest_checkpoint(str(two)),
             completed.stderr)
@@ -264,7 +264,7 @@ def _start_workers(args, log_dir, script=SCRIPT):
         with open(log_path, "w") as log:
             process = subprocess.Popen([sys.executable, script, *args], stdout=log,
                                        stderr=subprocess.STDOUT, cwd=ROOT,
-                                       env=dict(ENV, TF_CONFIG=tf_config))
+                                       env=child_env(TF_CONFIG=tf_config))
         workers.append((process, log_path))
     return workers
 
@@ -465,7 +465,7 @@ def test_e_benchmark_on_two_mirrored_devices(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-c", code,
          *_benchmark_flags(tmp_path, output, "--distribution_strategy=mirrored")],
-        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=400)
+        capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=400)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "MirroredStrategy over 2 devices" in completed.stderr
     result = json.loads(output.read_text())

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import ROOT, child_env
 
 from bert_tf import errors
 from bert_tf import estimator as est
@@ -202,9 +203,7 @@ def train_in_child(model_dir, kill_at_step):
 
 def test_sigkill_during_save_then_restart_ends_at_max_steps(tmp_path):
     model_dir = str(tmp_path / "model")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(__file__)), os.path.dirname(__file__)]),
-        TF_CPP_MIN_LOG_LEVEL="2")
+    env = child_env(PYTHONPATH=os.pathsep.join([ROOT, os.path.dirname(__file__)]))
     child = subprocess.run(
         [sys.executable, "-c", "import sys, test_estimator as t; t.train_in_child(sys.argv[1], 8)",
          model_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)

@@ -13,6 +13,7 @@ import numpy as np
 import numpy_bert
 import pytest
 import tensorflow as tf
+from envs import child_env
 
 from bert_tf import extract_features as ef
 from bert_tf import modeling, tokenization
@@ -85,7 +86,7 @@ def _reference_layers(model, feature):
 
 def _run_script(*args):
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)
+                          cwd=REPO, env=child_env(), timeout=300)
 
 
 def test_read_examples_splits_pairs_and_numbers_lines(tiny_model):

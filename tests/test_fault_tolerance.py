@@ -20,6 +20,7 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 from test_pretraining import TINY, write_records
 
 from bert_tf import estimator as estimator_lib
@@ -31,8 +32,7 @@ tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
 WATCHER = os.path.join(ROOT, "tests", "kill_watcher.py")  # SIGKILLs a process when a path exists.
-ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-ENV.pop("TF_CONFIG", None)
+ENV = child_env()
 
 
 def assert_checkpoint_state_is_whole(model_dir):

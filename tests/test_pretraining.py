@@ -11,6 +11,7 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 
 from bert_tf import modeling
 from bert_tf.errors import BertTfError
@@ -139,7 +140,7 @@ def test_records_of_another_length_are_a_clear_error(tmp_path):
 
 def _script(args, **kwargs):
     return subprocess.Popen([sys.executable, SCRIPT, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **kwargs)
+                            stderr=subprocess.STDOUT, text=True, env=child_env(), **kwargs)
 
 
 def test_script_killed_with_sigkill_resumes_to_num_train_steps(tmp_path):
@@ -158,7 +159,7 @@ def test_script_killed_with_sigkill_resumes_to_num_train_steps(tmp_path):
     # Its output goes to a file: nobody reads a pipe while it trains, and a full pipe blocks it.
     with open(tmp_path / "killed.log", "w") as log:
         proc = subprocess.Popen([sys.executable, SCRIPT, *args], stdout=log,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, env=child_env())
     deadline = time.time() + 180
     while time.time() < deadline and checkpoint_step() < 20:  # step 0 is saved at the start
         time.sleep(0.2)
