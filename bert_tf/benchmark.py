@@ -397,7 +397,6 @@ def onednn_matmul_report(precision_name, timeout=120):
       i.e. the matmul itself took a oneDNN reduced-precision path; False means TF
       ran it in its own Eigen kernel, which converts to fp32).
     """
-    import re
     import subprocess
     import sys
 
@@ -409,6 +408,21 @@ def onednn_matmul_report(precision_name, timeout=120):
         output = completed.stdout + completed.stderr
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"error": str(e)}
+    return parse_onednn_verbose(output)
+
+
+def parse_onednn_verbose(output):
+    """The ISA and the executed primitives in an ONEDNN_VERBOSE=1 log (see onednn_matmul_report).
+
+    Reads `primitive,exec` lines with or without the "v1" marker of recent oneDNN releases,
+    and memory descriptors written "src_bf16::..." (older releases) or "src:bf16::..." (oneDNN
+    3.7, in TF 2.21).
+
+    Returns:
+      dict: "isa", "kernels" ("kind implementation src_<dtype>"), "low_precision_on_onednn".
+    """
+    import re
+
     isa, kernels = None, set()
     for line in output.splitlines():
         if not line.startswith("onednn_verbose"):
@@ -416,9 +430,14 @@ def onednn_matmul_report(precision_name, timeout=120):
         fields = line.split(",")
         if "isa:" in line and isa is None:
             isa = line.split("isa:", 1)[1].strip()
-        elif len(fields) > 8 and fields[2] == "primitive" and fields[3] == "exec":
-            source = re.search(r"src_([a-z0-9]+):", fields[8])
-            kernels.add(f"{fields[5]} {fields[6] or '-'} src_{source.group(1) if source else '?'}")
+            continue
+        for i in range(len(fields) - 6):
+            if fields[i] == "primitive" and fields[i + 1] == "exec":
+                kind, implementation, descriptors = fields[i + 3], fields[i + 4], fields[i + 6]
+                source = re.search(r"\bsrc[_:]([a-z0-9]+):", descriptors)
+                kernels.add(f"{kind} {implementation or '-'} "
+                            f"src_{source.group(1) if source else '?'}")
+                break
     low = any(kernel.endswith(("src_bf16", "src_f16")) for kernel in kernels)
     return {"isa": isa, "kernels": sorted(kernels), "low_precision_on_onednn": low}
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from envs import child_env
 
 from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
@@ -66,9 +67,8 @@ def options(kind, **values):
 
 def run_script(name, *args, timeout=300):
     """Runs scripts/<name> with `args` in a fresh Python; returns the CompletedProcess."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+                          capture_output=True, text=True, timeout=timeout, env=child_env())
 
 
 def assert_ok(result):

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 import tensorflow as tf
+from envs import child_env
 from finetune_helpers import TINY_CONFIG as FINETUNE_CONFIG
 from test_pretraining import TINY, write_records
 
@@ -24,8 +25,6 @@ from bert_tf import modeling
 from bert_tf.tasks import pretraining
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-ENV.pop("TF_CONFIG", None)
 OLD_RESULTS = "global_step = 7\nloss = 1.25\n"
 
 Case = collections.namedtuple("Case", "name script args fragments env", defaults=(None,))
@@ -198,7 +197,7 @@ def _run_case(case, paths, out):
     args = [arg.format(out=out, **paths) for arg in case.args]
     completed = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", case.script),
                                 *args], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                               env=dict(ENV, **(case.env or {})))
+                               env=child_env(**(case.env or {})))
     return completed, sorted(os.listdir(out)), open(os.path.join(out, "eval_results.txt")).read()
 
 

@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 from finetune_helpers import (
     FINETUNE_DATA,
     ROOT,
@@ -214,8 +215,7 @@ def _checkpoint_steps(output_dir):
 def test_sigterm_saves_the_current_step_and_the_same_command_resumes(tmp_path):
     write_records(str(tmp_path / "train.tfrecord"), num=16)
     args = _pretraining_args(tmp_path, steps=3000)
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    env.pop("TF_CONFIG", None)
+    env = child_env()
     log_path = tmp_path / "run.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts",
