@@ -190,11 +190,13 @@ def run_config_from_flags(flag_values, strategy=None):
         save_summary_steps=flag_values.save_summary_steps,
         tf_random_seed=flag_values.random_seed, train_distribute=strategy,
         step_timeout_secs=getattr(flag_values, "step_timeout_secs", None),
+        startup_timeout_secs=getattr(flag_values, "startup_timeout_secs", None),
         session_config=session_config_from_flags(flag_values))
 
 
 def define_distribution_flags(strategies=None, shuffle_flag=True):
-    """`--distribution_strategy` and `--num_gpus` (+ `--step_timeout_secs` for multi_worker,
+    """`--distribution_strategy` and `--num_gpus` (+ `--step_timeout_secs` and
+    `--startup_timeout_secs` for multi_worker,
     `--shuffle_train_input` with `shuffle_flag`).
 
     See `bert_tf.distribute` and the README section "Scaling out". The TPU strategy uses the
@@ -222,6 +224,11 @@ def define_distribution_flags(strategies=None, shuffle_flag=True):
                            "workers before this worker stops with an error (a worker died or "
                            "hangs); must exceed the longest pause, e.g. the chief writing a "
                            "checkpoint. 0: no limit.")
+        flags.DEFINE_float("startup_timeout_secs", distribute.DEFAULT_STARTUP_TIMEOUT_SECS,
+                           "multi_worker: seconds this worker waits for every task of "
+                           "TF_CONFIG to start, and as long again for them to join the first "
+                           "step, before it stops with an error naming the missing ones. 0: no "
+                           "limit.")
     if shuffle_flag:
         flags.DEFINE_bool("shuffle_train_input", True,
                           "Shuffle the training records. False reads them in file order "
