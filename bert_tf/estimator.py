@@ -223,7 +223,7 @@ class Estimator:
             options = first_step_options
             # Session creation (its variables' initialization waits for the chief's initial
             # values), the barrier and the first step are the start-up: logged while they wait.
-            waiting = distribute.WaitingLog("the other workers to join the first step",
+            waiting = distribute.WaitingLog("the first step, which needs every worker",
                                             startup_timeout)
             try:
                 if multi_worker:
