@@ -233,6 +233,7 @@ def test_training_scripts_run_alone_when_tf_config_names_worker_1(tmp_path, mini
     assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-5")
 
 
+@pytest.mark.slow
 def test_benchmark_runs_alone_when_tf_config_names_worker_1(tmp_path, closed_port):
     output = tmp_path / "bench.json"
     tf_config = _tf_config(["127.0.0.1:1", f"127.0.0.1:{closed_port}"], 1)
