@@ -235,7 +235,8 @@ def _enable_xla_cpu_jit_if_set(use_xla):
 
 
 def define_distribution_flags(flag_values=FLAGS):
-    """`--distribution_strategy`, `--num_gpus`, `--step_timeout_secs` and the TPU flags
+    """`--distribution_strategy`, `--num_gpus`, `--step_timeout_secs`,
+    `--startup_timeout_secs` and the TPU flags
     (`DistributionOptions`; see `bert_tf.distribute` and the README section "Scaling out").
     `--use_tpu` means `--distribution_strategy=tpu`."""
     from bert_tf import distribute
@@ -255,6 +256,11 @@ def define_distribution_flags(flag_values=FLAGS):
                        "before this worker stops with an error (a worker died or hangs); must "
                        "exceed the longest pause, e.g. the chief writing a checkpoint. 0: no "
                        "limit.", flag_values=flag_values)
+    flags.DEFINE_float("startup_timeout_secs", distribute.DEFAULT_STARTUP_TIMEOUT_SECS,
+                       "multi_worker: seconds this worker waits for every task of TF_CONFIG to "
+                       "start, and as long again for them to join the first step, before it "
+                       "stops with an error naming the missing ones. 0: no limit.",
+                       flag_values=flag_values)
     define_tpu_flags(flag_values)
 
 

@@ -58,6 +58,7 @@ class DistributionOptions(_FromFlags):
     distribution_strategy: str  # "none", "mirrored", "multi_worker" or "tpu".
     num_gpus: int | None  # GPUs per host; None: all.
     step_timeout_secs: float  # multi_worker: seconds a step may wait for the others; 0: forever.
+    startup_timeout_secs: float  # multi_worker: seconds to wait for the others to start.
     use_tpu: bool  # The original flag; means distribution_strategy="tpu".
     tpu_name: str | None
     tpu_zone: str | None

@@ -164,8 +164,9 @@ def data(tmp_path_factory, minilm_dir):
     (d / "latin1.txt").write_bytes("the caf\u00e9 sat\n".encode("latin-1"))
     (d / "empty.txt").write_text("\n\n")
     (d / "glue_mrpc").mkdir()
-    (d / "glue_mrpc" / "train.tsv").write_text(
-        "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tthe cat sat\tthe cat sat\n")
+    for split in ("train", "dev"):
+        (d / "glue_mrpc" / f"{split}.tsv").write_text(
+            "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tthe cat sat\tthe cat sat\n")
     (d / "glue_bad").mkdir()
     (d / "glue_bad" / "train.tsv").write_text(
         "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\tonly three columns\n")
