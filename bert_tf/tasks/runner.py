@@ -146,10 +146,13 @@ def create_output_dir(run):
 
 def make_strategy(run, train):
     """The training strategy of `--distribution_strategy` (None: one device), with the
-    global batch checked against its replicas; None when not training."""
-    if not train.do_train:
+    global batch checked against its replicas. Without --do_train only a multi-worker strategy
+    is built, so that the other workers still leave the chief's work to it."""
+    if not train.do_train and run.distribution.distribution_strategy != "multi_worker":
         return None
     strategy = distribute.strategy_from_options(run.distribution)
+    if not train.do_train:
+        return strategy
     per_replica = distribute.per_replica_batch_size(
         train.train_batch_size, strategy, num_accumulation_steps=train.num_accumulation_steps)
     logging.info("Training: batch %d (%d micro-batches of %d); %d replicas with %d examples "
