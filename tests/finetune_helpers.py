@@ -87,10 +87,12 @@ def assert_clean_error(result, *fragments):
 
 
 def read_key_values(path):
-    """eval_results.txt as a dict of floats (`key = value` lines)."""
+    """eval_results.txt as a dict of floats (`key = value` lines; `# header` lines skipped)."""
     results = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
+            if line.startswith("#"):
+                continue
             key, value = line.rstrip("\n").split(" = ")
             results[key] = float(value)
     return results

@@ -21,9 +21,9 @@ from absl import logging
 
 from bert_tf import errors, tokenization
 from bert_tf.data import packing, tfrecords
+
 # The window helpers live in packing (classifier and NER windows use them too).
-from bert_tf.data.packing import (  # noqa: F401
-    DocSpan, check_is_max_context, compute_doc_spans)
+from bert_tf.data.packing import DocSpan, check_is_max_context, compute_doc_spans  # noqa: F401
 
 # First `unique_id` given to a feature, as in the original (ids are unique within one run).
 FIRST_UNIQUE_ID = 1000000000

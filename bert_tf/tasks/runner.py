@@ -171,10 +171,13 @@ def evaluate(estimator, input_fn, steps=None):
             for key, value in estimator.evaluate(input_fn, steps=steps).items()}
 
 
-def write_results(output_dir, results):
-    """Writes eval_results.txt (`key = value` lines) and logs each result."""
-    path = fileio.write_eval_results(output_dir, results)
+def write_results(output_dir, results, header=()):
+    """Writes eval_results.txt (`# header` lines, then `key = value` lines) and logs each
+    result."""
+    path = fileio.write_eval_results(output_dir, results, header=header)
     logging.info("***** Eval results (%s) *****", path)
+    for line in header:
+        logging.info("  # %s", line)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])
     return path
