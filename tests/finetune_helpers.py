@@ -10,7 +10,7 @@ import pytest
 
 from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
-from bert_tf.tasks import classification, ner, squad
+from bert_tf.tasks import classification, multiple_choice, ner, squad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -33,6 +33,9 @@ _TASKS = {
                    classification.ClassificationTask, True),
     "squad": (bert_flags.define_squad_flags, bert_options.SquadOptions, squad.SquadTask, False),
     "ner": (bert_flags.define_ner_flags, bert_options.NerOptions, ner.NerTask, True),
+    "multiple_choice": (bert_flags.define_multiple_choice_flags,
+                        bert_options.MultipleChoiceOptions,
+                        multiple_choice.MultipleChoiceTask, True),
 }
 
 
@@ -46,7 +49,7 @@ def write_tiny_config(directory, **overrides):
 
 def options(kind, **values):
     """(task, FinetuneOptions) for `finetuning.run_finetuning`, as run_classifier / run_squad /
-    run_ner ("classifier", "squad", "ner") build them from the script's own flag groups: the
+    run_ner / run_multiple_choice ("classifier", "squad", "ner", "multiple_choice") build them from the script's own flag groups: the
     flag defaults, then `_TEST_VALUES`, then `values`."""
     define_task, options_class, task_class, has_eval = _TASKS[kind]
 
