@@ -333,3 +333,38 @@ def define_multiple_choice_flags(flag_values=FLAGS):
                       "swag: SWAG's CSV layout (sent1 or startphrase, sent2, ending0..3, "
                       "label). jsonl: one {\"context\", \"question\", \"choices\": [...], "
                       "\"label\": k} object a line.", flag_values=flag_values)
+
+
+def define_conversion_flags(flag_values=FLAGS):
+    """The flags of convert_checkpoint.py (see `bert_tf.conversion`)."""
+    from bert_tf import conversion
+
+    flags.DEFINE_enum("direction", None, ["hf_to_tf", "tf_to_hf"],
+                      "hf_to_tf: Hugging Face config.json + model.safetensors -> bert_config.json "
+                      "+ bert_model.ckpt. tf_to_hf: the reverse, in the BertForPreTraining "
+                      "layout (with --task: the task's Hugging Face class).",
+                      flag_values=flag_values)
+    flags.DEFINE_string("hf_dir", None, "hf_to_tf: Hugging Face BERT model directory.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("bert_config_file", None, "tf_to_hf: the checkpoint's bert_config.json.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("init_checkpoint", None,
+                        "tf_to_hf: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's "
+                        "--output_dir (its latest checkpoint).", flag_values=flag_values)
+    flags.DEFINE_string("vocab_file", None,
+                        "tf_to_hf: vocab.txt to copy (default: vocab.txt beside "
+                        "--bert_config_file).", flag_values=flag_values)
+    flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.",
+                        flag_values=flag_values)
+    flags.DEFINE_bool("skip_unknown_keys", False,
+                      "hf_to_tf: drop keys that are not BERT weights (e.g. a classifier head) "
+                      "instead of failing.", flag_values=flag_values)
+    flags.DEFINE_enum("task", None, list(conversion.TASK_HEADS),
+                      "Convert a fine-tuned model with this task head: classifier, multi_label "
+                      "and regression (BertForSequenceClassification), squad "
+                      "(BertForQuestionAnswering), ner (BertForTokenClassification), "
+                      "multiple_choice (BertForMultipleChoice).", flag_values=flag_values)
+    flags.DEFINE_string("label_list", None,
+                        "tf_to_hf with --task classifier / multi_label / ner: the run's "
+                        "label_list.txt for id2label (default: label_list.txt beside the "
+                        "checkpoint).", flag_values=flag_values)
