@@ -49,8 +49,8 @@ def write_tiny_config(directory, **overrides):
 
 def options(kind, **values):
     """(task, FinetuneOptions) for `finetuning.run_finetuning`, as run_classifier / run_squad /
-    run_ner / run_multiple_choice ("classifier", "squad", "ner", "multiple_choice") build them from the script's own flag groups: the
-    flag defaults, then `_TEST_VALUES`, then `values`."""
+    run_ner / run_multiple_choice ("classifier", "squad", "ner", "multiple_choice") build them
+    from the script's own flag groups: the flag defaults, then `_TEST_VALUES`, then `values`."""
     define_task, options_class, task_class, has_eval = _TASKS[kind]
 
     def define(flag_values):
