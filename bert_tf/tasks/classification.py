@@ -82,8 +82,8 @@ def classifier_loss(logits, labels, is_regression, multi_label=False, class_weig
 def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoint=None,
                      learning_rate=5e-5, num_train_steps=1, num_warmup_steps=0,
                      optimizer="adamw", num_accumulation_steps=1, compute_dtype=tf.float32,
-                     use_one_hot_embeddings=False, eval_collector=None, multi_label=False,
-                     class_weights=None, windowed=False):
+                     use_one_hot_embeddings=False, eval_collector=None, trainable=None,
+                     multi_label=False, class_weights=None, windowed=False):
     """Returns a model_fn(features, labels, mode, params) for classification / regression.
 
     Features: input_ids, input_mask, segment_ids [B, S]; label_ids [B, 1] ([B, num_labels]
@@ -103,6 +103,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
       use_one_hot_embeddings: one-hot embedding lookup (TPUs).
       eval_collector: a `finetuning.ExampleCollector` that receives each eval record's
         "logits", "label_ids", "is_real_example" (and "example_index").
+      trainable: an `optimization.TrainableSelection` (frozen layers), or None.
       multi_label, class_weights: see `classifier_loss`.
       windowed: records are windows of longer examples (--doc_stride).
     """
@@ -133,7 +134,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         if mode == estimator_lib.ModeKeys.TRAIN:
             return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype)
+                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
 
         collected = {"logits": logits, "label_ids": label_ids}
         if "example_index" in features:
@@ -367,8 +368,23 @@ class ClassificationTask(finetuning.FinetuningTask):
                               "delete the cached .tf_record files in --output_dir and rerun.")
         return logits
 
-    def evaluate(self, estimator, input_fn, examples, options):
-        results = runner.evaluate(estimator, input_fn)
+    def metric_names(self, options):
+        del options
+        if self.multi_label:
+            return sorted(["eval_loss", "loss", *classification_metrics.multi_label_metrics(
+                [[0.0] * len(self.label_list)], [[0] * len(self.label_list)],
+                self.label_list)])
+        # The GLUE metrics of this task are the keys glue_metrics returns for any input.
+        names = ["eval_loss", "loss", *classification_metrics.glue_metrics(
+            self.task_name, [0.0, 1.0], [0.0, 1.0], is_regression=self.is_regression)]
+        if not self.is_regression:
+            names.append("eval_accuracy")
+        if self.class_weights:
+            names += [f"recall_{label}" for label in self.label_list]
+        return sorted(names)
+
+    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        results = runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
         column = self.collector.column
         real = column("is_real_example") > 0
         index = column("example_index")[real] if self.windowed else None
@@ -377,7 +393,6 @@ class ClassificationTask(finetuning.FinetuningTask):
         if self.windowed:  # One label per example: its first window's.
             labels = labels[np.unique(index, return_index=True)[1]]
         results.update(self.example_metrics(logits, labels))
-        runner.write_results(options.run.output_dir, results, header=self._results_header())
         return results
 
     def example_metrics(self, logits, labels):
@@ -397,8 +412,8 @@ class ClassificationTask(finetuning.FinetuningTask):
                                                                    self.label_list))
         return results
 
-    def predict(self, estimator, input_fn, examples, options):
-        outputs = list(estimator.predict(input_fn))
+    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        outputs = list(estimator.predict(input_fn, checkpoint_path=checkpoint_path))
         if self.windowed:
             logits = self.example_outputs([o["logits"] for o in outputs],
                                           [o["example_index"] for o in outputs], len(examples))
@@ -450,7 +465,7 @@ class ClassificationTask(finetuning.FinetuningTask):
                          for label, weight in zip(self.label_list, self.class_weights,
                                                   strict=True))
 
-    def _results_header(self):
+    def results_header(self):
         header = []
         if self.class_weights:
             header.append(f"class_weights: {self._class_weights_text()}")

@@ -51,14 +51,15 @@ def flatten_choices(features, num_choices):
 def model_fn_builder(bert_config, num_choices, init_checkpoint=None, learning_rate=5e-5,
                      num_train_steps=1, num_warmup_steps=0, optimizer="adamw",
                      num_accumulation_steps=1, compute_dtype=tf.float32,
-                     use_one_hot_embeddings=False):
+                     use_one_hot_embeddings=False, trainable=None):
     """Returns a model_fn(features, labels, mode, params) for multiple choice.
 
     Features: input_ids, input_mask, segment_ids [B, num_choices * S]; label_ids [B, 1] and
     is_real_example [B, 1] (TRAIN / EVAL). PREDICT and the export return {"probabilities":
     [B, num_choices]}; EVAL computes eval_loss and eval_accuracy.
 
-    Args: as `classification.model_fn_builder`; `num_choices`: choices per question.
+    Args: as `classification.model_fn_builder` (`trainable`: frozen layers); `num_choices`:
+      choices per question.
     """
     encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
                                      use_one_hot_embeddings)
@@ -78,7 +79,7 @@ def model_fn_builder(bert_config, num_choices, init_checkpoint=None, learning_ra
         if mode == estimator_lib.ModeKeys.TRAIN:
             return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype)
+                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
         return classification.eval_spec(loss, per_example_loss, outputs, label_ids,
                                         features["is_real_example"], False)
 
@@ -132,13 +133,16 @@ class MultipleChoiceTask(finetuning.FinetuningTask):
         spec["is_real_example"] = tf.io.FixedLenFeature([1], tf.int64)
         return spec
 
-    def evaluate(self, estimator, input_fn, examples, options):
-        results = runner.evaluate(estimator, input_fn)
-        runner.write_results(options.run.output_dir, results)
-        return results
+    def metric_names(self, options):
+        del options
+        return ["eval_accuracy", "eval_loss", "loss"]
 
-    def predict(self, estimator, input_fn, examples, options):
-        rows = [prediction["probabilities"] for prediction in estimator.predict(input_fn)]
+    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        return runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
+
+    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        rows = [prediction["probabilities"] for prediction in
+                estimator.predict(input_fn, checkpoint_path=checkpoint_path)]
         if len(rows) != len(examples):
             raise BertTfError(f"predicted {len(rows)} of {len(examples)} test questions; "
                               "delete predict.tf_record in --output_dir and rerun.")
