@@ -228,10 +228,13 @@ def evaluate(estimator, input_fn, steps=None, checkpoint_path=None):
             for key, value in results.items()}
 
 
-def write_results(output_dir, results):
-    """Writes eval_results.txt (`key = value` lines) and logs each result."""
-    path = fileio.write_eval_results(output_dir, results)
+def write_results(output_dir, results, header=()):
+    """Writes eval_results.txt (`# header` lines, then `key = value` lines) and logs each
+    result."""
+    path = fileio.write_eval_results(output_dir, results, header=header)
     logging.info("***** Eval results (%s) *****", path)
+    for line in header:
+        logging.info("  # %s", line)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])
     return path
