@@ -641,7 +641,14 @@ class _WaitForWorkersHook(tf.compat.v1.train.SessionRunHook):
         logging.info("All %d replicas joined.", self._num_replicas)
 
 
-class _StopOnNonFiniteLossHook(tf.compat.v1.train.SessionRunHook):
+class _StepHook(tf.compat.v1.train.SessionRunHook):
+    """A hook that reads the global step (`self._global_step`)."""
+
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+
+class _StopOnNonFiniteLossHook(_StepHook):
     """Raises BertTfError when the loss is NaN or Inf, before that step can be checkpointed.
 
     By the time a step's loss is seen, its update has already been applied, so the weights in
@@ -654,9 +661,6 @@ class _StopOnNonFiniteLossHook(tf.compat.v1.train.SessionRunHook):
     def __init__(self, loss, model_dir):
         self._loss = loss
         self._model_dir = model_dir
-
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._loss)
@@ -693,7 +697,7 @@ class _RefuseNonFiniteWeightsListener(tf.compat.v1.train.CheckpointSaverListener
                 "run again to resume from the last good checkpoint.")
 
 
-class _StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
+class _StopOnSignalHook(_StepHook):
     """Stops every worker after the same step: on SIGTERM / SIGINT to any of them (recorded
     by `_SignalHandlers`), or when the chief's evaluation asks to stop early.
 
@@ -713,9 +717,6 @@ class _StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
     @property
     def single_process(self):
         return self._any is None
-
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
 
     def before_run(self, run_context):
         if self._any is None:
@@ -779,20 +780,15 @@ class _SignalHandlers:
             os._exit(128 + signum)
 
 
-class _EvaluateHook(tf.compat.v1.train.SessionRunHook):
+class _EvaluateHook(_StepHook):
     """Every `every_n_steps` steps (chief only): saves that step's checkpoint through the
     chief's saver hook, calls `evaluate_fn(step, checkpoint_path)` and stops training when it
     returns True (through `stop_hook`, so that every worker stops)."""
 
     def __init__(self, evaluate_fn, every_n_steps, saver_hook, stop_hook):
-        self._evaluate_fn = evaluate_fn
-        self._stop_hook = stop_hook
-        self._every_n_steps = every_n_steps
-        self._saver_hook = saver_hook
+        self._evaluate_fn, self._every_n_steps = evaluate_fn, every_n_steps
+        self._saver_hook, self._stop_hook = saver_hook, stop_hook
         self._last_evaluated = None
-
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._global_step)

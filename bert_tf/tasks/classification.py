@@ -108,8 +108,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
       windowed: records are windows of longer examples (--doc_stride).
     """
 
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
-                                     use_one_hot_embeddings)
+    encoder, training = model_fn_parts.encoder_and_training(locals())
 
     def head(model, is_training):
         return classifier_logits(model.get_pooled_output(), num_labels, is_training,
@@ -132,9 +131,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         loss, per_example_loss, outputs = classifier_loss(logits, label_ids, is_regression,
                                                           multi_label, class_weights)
         if mode == estimator_lib.ModeKeys.TRAIN:
-            return model_fn_parts.train_spec(
-                loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
+            return training.spec(loss, features["input_ids"])
 
         collected = {"logits": logits, "label_ids": label_ids}
         if "example_index" in features:

@@ -61,8 +61,7 @@ def model_fn_builder(bert_config, num_choices, init_checkpoint=None, learning_ra
     Args: as `classification.model_fn_builder` (`trainable`: frozen layers); `num_choices`:
       choices per question.
     """
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
-                                     use_one_hot_embeddings)
+    encoder, training = model_fn_parts.encoder_and_training(locals())
 
     def model_fn(features, labels, mode, params):
         del labels, params
@@ -77,9 +76,7 @@ def model_fn_builder(bert_config, num_choices, init_checkpoint=None, learning_ra
         loss, per_example_loss, outputs = classification.classifier_loss(logits, label_ids,
                                                                           False)
         if mode == estimator_lib.ModeKeys.TRAIN:
-            return model_fn_parts.train_spec(
-                loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
+            return training.spec(loss, features["input_ids"])
         return classification.eval_spec(loss, per_example_loss, outputs, label_ids,
                                         features["is_real_example"], False)
 

@@ -111,8 +111,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
       trainable: an `optimization.TrainableSelection` (frozen layers), or None.
     """
 
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
-                                     use_one_hot_embeddings)
+    encoder, training = model_fn_parts.encoder_and_training(locals())
 
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
@@ -135,10 +134,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
                 mlm_example_loss, mlm_log_probs, features["masked_lm_ids"],
                 features["masked_lm_weights"], nsp_example_loss, nsp_log_probs,
                 features["next_sentence_labels"])
-            return model_fn_parts.train_spec(
-                total_loss, features["input_ids"], learning_rate, num_train_steps,
-                num_warmup_steps, optimizer, num_accumulation_steps, compute_dtype,
-                trainable=trainable, training_metrics=metrics)
+            return training.spec(total_loss, features["input_ids"], metrics)
 
         if mode == estimator_lib.ModeKeys.EVAL:
             metrics = pretraining_metrics(
