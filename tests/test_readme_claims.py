@@ -626,7 +626,8 @@ def test_multi_worker_fine_tuning_only_the_chief_evaluates_and_exports(tmp_path,
             assert f.read() == g.read()
 
     # The other worker wrote nothing where it was told to write, and removed its feature cache.
-    assert not os.listdir(tmp_path / "out1") if os.path.exists(tmp_path / "out1") else True
+    worker_out = tmp_path / "out1"
+    assert not worker_out.exists() or not os.listdir(worker_out), os.listdir(worker_out)
     assert not os.path.exists(tmp_path / "export1")
     assert "Not the chief: done after training" in worker_log
     assert "Not the chief" not in chief_log
