@@ -22,6 +22,7 @@ import types
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 from finetune_helpers import (
     DATA,
     FINETUNE_DATA,
@@ -50,25 +51,10 @@ MASK_ID = 4  # TINY's vocab: 0 pad, 2 [CLS], 3 [SEP], 4 [MASK].
 # ---------------------------------------------------------------------------- child processes
 
 
-def _child_env(**overrides):
-    """os.environ without the variables that change bert_tf's behaviour (TF_CONFIG,
-    BERT_TF_DEBUG), this checkout first on the path, TF's C++ log level 2; then `overrides`
-    (None removes a variable). The same contract as tests/envs.py's child_env."""
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("TF_CONFIG", "BERT_TF_DEBUG")}
-    env.update(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    for key, value in overrides.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
-
-
 def _run_script(name, *args, timeout=300):
     """scripts/<name> with `args` in a fresh Python (finetune_helpers.run_script's contract)."""
     return subprocess.run([sys.executable, os.path.join(SCRIPTS, name), *args],
-                          capture_output=True, text=True, timeout=timeout, env=_child_env(),
+                          capture_output=True, text=True, timeout=timeout, env=child_env(),
                           cwd=ROOT)
 
 
@@ -96,7 +82,7 @@ def _run_two_workers(name, worker_args, log_dir, timeout=400):
                 process = subprocess.Popen(
                     [sys.executable, os.path.join(SCRIPTS, name), *worker_args(index)],
                     stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                    env=_child_env(TF_CONFIG=tf_config))
+                    env=child_env(TF_CONFIG=tf_config))
             workers.append((process, log_path))
         for process, _ in workers:
             process.wait(timeout=timeout)
@@ -422,7 +408,7 @@ print(json.dumps({"env": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
 
 def _onednn_probe(how, **env):
     result = subprocess.run([sys.executable, "-c", _ONEDNN_PROBE, how], capture_output=True,
-                            text=True, timeout=120, cwd=ROOT, env=_child_env(**env))
+                            text=True, timeout=120, cwd=ROOT, env=child_env(**env))
     assert_ok(result)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
