@@ -63,14 +63,22 @@ class PredictConfig:
       task: one of TASKS.
       do_lower_case, max_seq_length: the tokenizer's casing and the packed length limit.
       label_list: classifier / NER labels in id order (a classifier with one: regression).
-      doc_stride ... null_score_diff_threshold: SQuAD windowing and post-processing, as the
-        run_squad.py flags of the same names.
+      is_regression: a regression classifier (None: iff it has one label).
+      multi_label, multi_label_threshold: a sigmoid per label; labels above the threshold.
+      window_aggregation: a classifier trained with windows (run_classifier.py
+        --doc_stride > 0): "mean" or "max" of the windows' logits; None: truncation.
+      doc_stride ... null_score_diff_threshold: SQuAD windowing and post-processing (and the
+        classifier's windows), as the run_*.py flags of the same names.
     """
 
     task: str
     do_lower_case: bool = True
     max_seq_length: int = 128
     label_list: tuple | None = None
+    is_regression: bool | None = None
+    multi_label: bool = False
+    multi_label_threshold: float = 0.5
+    window_aggregation: str | None = None
     doc_stride: int = 128
     max_query_length: int = 64
     n_best_size: int = 20
@@ -79,8 +87,14 @@ class PredictConfig:
     null_score_diff_threshold: float = 0.0
 
     @property
-    def is_regression(self):
+    def regression(self):
+        if self.is_regression is not None:
+            return self.is_regression
         return self.task == "classifier" and len(self.label_list or ()) == 1
+
+    @property
+    def windowed(self):
+        return self.task == "classifier" and self.window_aggregation is not None
 
     @classmethod
     def from_dict(cls, values, source):
@@ -180,7 +194,8 @@ def _task_outputs(config, bert_config, compute_dtype):
     if config.task in ("classifier", "squad", "ner"):
         if config.task == "classifier":
             model_fn = classification.model_fn_builder(
-                bert_config, len(config.label_list), is_regression=config.is_regression,
+                bert_config, len(config.label_list), is_regression=config.regression,
+                multi_label=config.multi_label, windowed=config.windowed,
                 compute_dtype=compute_dtype)
         elif config.task == "squad":
             model_fn = squad.model_fn_builder(bert_config, compute_dtype=compute_dtype)
@@ -405,26 +420,49 @@ class Predictor:
         """Classifies (text, text_b) pairs (text_b None or "" for a single text).
 
         Returns:
-          Per pair, {"label": the most probable label, "probabilities": {label: p}}, or
-          for regression {"prediction": value}.
+          Per pair, {"label": the most probable label, "probabilities": {label: p}};
+          multi-label: {"labels": those above the threshold, "probabilities"}; regression:
+          {"prediction": value}.
         """
         self._require("classifier")
-        regression = self.config.is_regression
-        labels = self.config.label_list
+        rows = self._classifier_rows(pairs)
+        c, labels = self.config, self.config.label_list
+        if c.regression:
+            return [{"prediction": float(np.atleast_1d(row)[0])} for row in rows]
+        results = [{"probabilities": {label: float(p) for label, p in
+                                      zip(labels, row, strict=True)}} for row in rows]
+        for result, row in zip(results, rows, strict=True):
+            if c.multi_label:
+                result["labels"] = [label for label, p in zip(labels, row, strict=True)
+                                    if p > c.multi_label_threshold]
+            else:
+                result["label"] = labels[int(np.argmax(row))]
+        return results
+
+    def _classifier_rows(self, pairs):
+        """Per pair, what run_classifier.py writes to test_results.tsv (probabilities, or the
+        regression value), windows aggregated as the model was trained."""
+        c = self.config
+        labels = None if c.regression else c.label_list
         # A placeholder gold label: the features carry one, prediction ignores it.
-        gold = "0" if regression else labels[0]
-        features = [classification_data.convert_single_example(
-            self._next_index(), classification_data.InputExample(
-                guid=f"predict-{i}", text_a=text, text_b=text_b or None, label=gold),
-            None if regression else labels, self.config.max_seq_length, self.tokenizer)
-            for i, (text, text_b) in enumerate(pairs)]
+        gold = "0" if c.regression else (labels[:1] if c.multi_label else labels[0])
+        examples = [classification_data.InputExample(f"predict-{i}", text, text_b or None, gold)
+                    for i, (text, text_b) in enumerate(pairs)]
+        if not c.windowed:
+            features = [classification_data.convert_single_example(
+                self._next_index(), example, labels, c.max_seq_length, self.tokenizer,
+                multi_label=c.multi_label) for example in examples]
+            key = "predictions" if c.regression else "probabilities"
+            return [output[key] for output in self._run(features)]
+        features = [window for i, example in enumerate(examples)
+                    for window in classification_data.convert_example_to_windows(
+                        i, example, labels, c.max_seq_length, self.tokenizer, c.doc_stride,
+                        multi_label=c.multi_label)]
         outputs = self._run(features)
-        if regression:
-            return [{"prediction": float(output["predictions"])} for output in outputs]
-        return [{"label": labels[int(np.argmax(output["probabilities"]))],
-                 "probabilities": {label: float(p) for label, p in
-                                   zip(labels, output["probabilities"], strict=True)}}
-                for output in outputs]
+        logits = classification.aggregate_windows(
+            [o["logits"] for o in outputs], [f.example_index for f in features],
+            c.window_aggregation)
+        return classification.probabilities_from_logits(logits, c.regression, c.multi_label)
 
     # ------------------------------------------------------------------------------ SQuAD
 
