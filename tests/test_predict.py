@@ -92,6 +92,34 @@ def test_classifier_matches_run_classifier_in_input_order(classifier, vocab_file
             assert result["probabilities"] == pytest.approx(alone, abs=1e-6)
 
 
+@pytest.mark.parametrize("values", [
+    dict(multi_label=True, text_a_column="text", label_column="labels",
+         data_dir=os.path.join(FINETUNE_DATA, "multi_label")),
+    dict(doc_stride=4, window_aggregation="max", max_seq_length=12, text_a_column="sentence",
+         data_dir=os.path.join(FINETUNE_DATA, "topics")),
+], ids=["multi_label", "windows"])
+def test_multi_label_and_windowed_classifiers_match_run_classifier(values, tmp_path,
+                                                                  vocab_file):
+    config_file = write_tiny_config(tmp_path)
+    out, export = str(tmp_path / "out"), str(tmp_path / "export")
+    finetuning.run_finetuning(*options(
+        "classifier", task_name="tsv", vocab_file=vocab_file, bert_config_file=config_file,
+        output_dir=out, export_dir=export, do_train=True, do_predict=True, num_train_steps=2,
+        train_batch_size=4, predict_batch_size=5, **{"max_seq_length": SEQ, **values}))
+    with open(os.path.join(out, "test_results.tsv"), encoding="utf-8") as f:
+        expected = np.array([[float(x) for x in line.split("\t")] for line in f])
+    with open(os.path.join(values["data_dir"], "test.tsv"), encoding="utf-8") as f:
+        texts = [line.rstrip("\n").split("\t")[0] for line in f][1:]
+    predictor = predict.Predictor.from_saved_model(only_export(export), batch_size=3)
+    results = predictor.predict(texts)
+    got = np.array([list(r["probabilities"].values()) for r in results])
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    if values.get("multi_label"):
+        labels = predictor.config.label_list
+        assert [r["labels"] for r in results] == [
+            [label for label, p in zip(labels, row, strict=True) if p > 0.5] for row in expected]
+
+
 @pytest.fixture(scope="module")
 def squad_model(tmp_path_factory, vocab_file):
     return _train("squad", tmp_path_factory.mktemp("squad"), vocab_file, train_file=SQUAD_FILE,
