@@ -25,6 +25,7 @@ from absl import app, flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # finetune_helpers: run_squad's options
 
 flags.DEFINE_string("bert_config_file", os.path.join(ROOT, "configs", "bert_base.json"),
                     "The model size.")
@@ -67,7 +68,7 @@ def _build_models(work_dir):
     """(export path, output dir, onnx fp32, onnx int8): a 1-step run_squad model, exported."""
     from bert_tf import onnx_export
     from bert_tf.tasks import finetuning
-    from tests.finetune_helpers import FINETUNE_DATA, only_export, options
+    from finetune_helpers import FINETUNE_DATA, only_export, options
 
     out, export = os.path.join(work_dir, "out"), os.path.join(work_dir, "export")
     if not os.path.isdir(export):
