@@ -66,9 +66,10 @@ def _inputs(num_questions):
 
 def _build_models(work_dir):
     """(export path, output dir, onnx fp32, onnx int8): a 1-step run_squad model, exported."""
+    from finetune_helpers import FINETUNE_DATA, only_export, options
+
     from bert_tf import onnx_export
     from bert_tf.tasks import finetuning
-    from finetune_helpers import FINETUNE_DATA, only_export, options
 
     out, export = os.path.join(work_dir, "out"), os.path.join(work_dir, "export")
     if not os.path.isdir(export):
