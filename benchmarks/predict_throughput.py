@@ -1,17 +1,18 @@
-"""End-to-end SQuAD throughput, raw text -> answers: bert_tf's Predictor on each backend and
-Hugging Face's question-answering pipeline (PyTorch), in alternating rounds.
+"""End-to-end throughput, raw text -> answers: bert_tf's Predictor on each backend and the
+same work through a Hugging Face pipeline (PyTorch), in alternating rounds.
 
     python benchmarks/predict_throughput.py --bert_config_file=configs/bert_base.json \
         --vocab_file=VOCAB --work_dir=/tmp/predict_bench --torch_python=/tmp/torchenv/bin/python
 
-Builds a BERT-base SQuAD model with random weights (run_squad.py's graph, one training step, so
-the export is a real one), exports it, converts it to ONNX fp32 and INT8, and times
-`Predictor.answer` on `--num_questions` questions over ~250-word contexts of the shipped corpus
-(one 384-token window each) for: TF fp32 (the export), TF bf16 (the checkpoint at
---precision=bf16), ONNX fp32, ONNX INT8, and `transformers.pipeline("question-answering")` on a
-randomly initialised `BertForQuestionAnswering` of the same config in a `--torch_python`
-process (same sequence length, stride and batch). Each round runs every backend once, in turn;
-the table gives the median questions/s over rounds. Weights do not change the compute.
+Builds a BERT-base model with random weights (run_squad.py's / run_classifier.py's graph, one
+training step, so the export is a real one), exports it, converts it to ONNX fp32 and INT8, and
+times the Predictor on `--num_questions` inputs of ~250 words of the shipped corpus (one
+384-token window each) for: TF fp32 (the export), TF bf16 (the checkpoint at --precision=bf16),
+ONNX fp32, ONNX INT8, and (classifier) `transformers.pipeline("text-classification")` on a
+randomly initialised `BertForSequenceClassification` of the same config in a `--torch_python`
+process (same truncation and batch). transformers 5 has no question-answering pipeline any
+more, so --task=squad has no Hugging Face column. Each round runs every backend once, in turn;
+the result gives the median inputs/s over rounds. Weights do not change the compute.
 """
 
 import json
@@ -33,6 +34,7 @@ flags.DEFINE_string("vocab_file", None, "An uncased BERT vocab.txt.")
 flags.DEFINE_string("work_dir", "/tmp/predict_bench", "Checkpoint, export and ONNX files.")
 flags.DEFINE_string("torch_python", None, "A Python with torch + transformers (HF pipeline); "
                     "None: skip it.")
+flags.DEFINE_enum("task", "squad", ["squad", "classifier"], "What the model answers.")
 flags.DEFINE_integer("max_seq_length", 384, "Window length.")
 flags.DEFINE_integer("batch_size", 4, "Windows per model call.")
 flags.DEFINE_integer("num_questions", 8, "Questions per timed run.")
@@ -43,15 +45,15 @@ FLAGS = flags.FLAGS
 _HF_WORKER = r"""
 import sys, time, torch, transformers
 config = transformers.BertConfig(**__CONFIG__)
-model = transformers.BertForQuestionAnswering(config).eval()
+model = transformers.BertForSequenceClassification(config).eval()
 tokenizer = transformers.BertTokenizerFast(__VOCAB__, do_lower_case=True)
-qa = transformers.pipeline("question-answering", model=model, tokenizer=tokenizer, device=-1)
-questions, contexts = __QUESTIONS__, __CONTEXTS__
+classify = transformers.pipeline("text-classification", model=model, tokenizer=tokenizer,
+                                 device=-1)
+texts = __CONTEXTS__
 for line in sys.stdin:
     start = time.perf_counter()
     with torch.inference_mode():
-        qa(question=questions, context=contexts, max_seq_len=__SEQ__, doc_stride=128,
-           batch_size=__BATCH__)
+        classify(texts, truncation=True, max_length=__SEQ__, batch_size=__BATCH__, top_k=None)
     print(time.perf_counter() - start, flush=True)
 """
 
@@ -65,19 +67,24 @@ def _inputs(num_questions):
 
 
 def _build_models(work_dir):
-    """(export path, output dir, onnx fp32, onnx int8): a 1-step run_squad model, exported."""
+    """(export path, output dir, onnx fp32, onnx int8): a 1-step model, exported."""
     from finetune_helpers import FINETUNE_DATA, only_export, options
 
     from bert_tf import onnx_export
     from bert_tf.tasks import finetuning
 
+    work_dir = os.path.join(work_dir, FLAGS.task)
     out, export = os.path.join(work_dir, "out"), os.path.join(work_dir, "export")
+    task_values = (dict(doc_stride=128, max_query_length=64,
+                        train_file=os.path.join(FINETUNE_DATA, "squad_small.json"))
+                   if FLAGS.task == "squad" else
+                   dict(task_name="tsv", text_a_column="sentence",
+                        data_dir=os.path.join(FINETUNE_DATA, "topics")))
     if not os.path.isdir(export):
         finetuning.run_finetuning(*options(
-            "squad", vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
+            FLAGS.task, vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
             output_dir=out, export_dir=export, do_train=True, num_train_steps=1,
-            train_batch_size=1, max_seq_length=FLAGS.max_seq_length, doc_stride=128,
-            max_query_length=64, train_file=os.path.join(FINETUNE_DATA, "squad_small.json")))
+            train_batch_size=1, max_seq_length=FLAGS.max_seq_length, **task_values))
     export = only_export(export)
     onnx_files = {}
     for quantize in ("none", "int8"):
@@ -118,10 +125,12 @@ def main(_):
     questions, contexts = _inputs(FLAGS.num_questions)
     settings = dict(max_seq_length=FLAGS.max_seq_length, doc_stride=128, max_query_length=64,
                     batch_size=FLAGS.batch_size)
+    if FLAGS.task == "classifier":
+        settings = dict(max_seq_length=FLAGS.max_seq_length, batch_size=FLAGS.batch_size)
     makers = {
         "tf_fp32": lambda: Predictor.from_saved_model(export, FLAGS.batch_size),
         "tf_bf16": lambda: Predictor.from_checkpoint(
-            out, FLAGS.bert_config_file, FLAGS.vocab_file, "squad", precision_name="bf16",
+            out, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.task, precision_name="bf16",
             **settings),
         "onnx_fp32": lambda: Predictor.from_onnx(onnx_fp32, FLAGS.batch_size),
         "onnx_int8": lambda: Predictor.from_onnx(onnx_int8, FLAGS.batch_size),
@@ -129,14 +138,17 @@ def main(_):
     runners = {}
     for name in FLAGS.backends:
         if name == "hf":
-            if FLAGS.torch_python:
+            if FLAGS.torch_python and FLAGS.task == "classifier":
                 runners[name] = _hf_runner(questions, contexts)
             continue
         predictor = makers[name]()
 
         def run(predictor=predictor):
             start = time.perf_counter()
-            predictor.answer(questions, contexts)
+            if FLAGS.task == "squad":
+                predictor.answer(questions, contexts)
+            else:
+                predictor.predict(contexts)
             return time.perf_counter() - start
 
         runners[name] = run
@@ -147,10 +159,10 @@ def main(_):
         for name, run in runners.items():
             seconds[name].append(run())
         print(f"round {round_index}: " + ", ".join(
-            f"{name} {FLAGS.num_questions / s[-1]:.2f} q/s" for name, s in seconds.items()),
+            f"{name} {FLAGS.num_questions / s[-1]:.2f}/s" for name, s in seconds.items()),
             flush=True)
     medians = {name: FLAGS.num_questions / statistics.median(s) for name, s in seconds.items()}
-    print(json.dumps({"questions_per_sec_median": medians, "seconds": seconds,
+    print(json.dumps({"task": FLAGS.task, "inputs_per_sec_median": medians, "seconds": seconds,
                       "max_seq_length": FLAGS.max_seq_length, "batch_size": FLAGS.batch_size,
                       "num_questions": FLAGS.num_questions}, indent=2))
 
