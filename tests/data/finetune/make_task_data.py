@@ -14,8 +14,9 @@ A classifier that truncates to 128 word pieces sees only the header: it cannot d
 the majority class (0.5 on the balanced dev set). With windows it can find the verdict.
 
 imbalanced/{train,dev}.tsv (`text<TAB>label`, common / rare): short filler sentences, 90%
-common and 10% rare; a rare sentence holds one of a few cue words, but so do some common ones
-(a noisy cue), so an unweighted model in a small budget leans to `common`.
+common and 10% rare; a rare sentence holds two of a few cue words (words no filler sentence
+has), a common one holds one cue word one time in twenty (noise), so the cue is learnable, but
+an unweighted model in a small budget leans to `common`.
 
 multi_label/{train,dev,test}.tsv (`text<TAB>labels`, labels from sports|food|music|weather
 separated by `|`, possibly none): a sentence mentions one topic word per label it has.
@@ -144,9 +145,10 @@ def write_long_docs():
 
 def imbalanced_sentence(rng, label):
     text = words(rng, 10)
-    # Rare: a cue word always; common: a cue word one time in ten (noise).
-    if label == "rare" or rng.random() < 0.1:
-        text[rng.randrange(10)] = rng.choice(RARE_CUES)
+    # Rare: two cue words always; common: one cue word one time in twenty (noise).
+    cues = 2 if label == "rare" else int(rng.random() < 0.05)
+    for position in rng.sample(range(10), cues):
+        text[position] = rng.choice(RARE_CUES)
     return " ".join(text)
 
 
