@@ -15,6 +15,11 @@ holds one). Minority (rare) recall on the 200-sentence dev set (20 rare) after 9
 weights -> balanced, random seeds 1 / 2 / 3: 0.50 -> 0.65, 0.00 -> 0.70, 0.35 -> 1.00 (mean
 rise 0.50; common recall 0.96-1.00 throughout). After 120 steps: 0.45 -> 0.60, 0.00 -> 0.35,
 0.70 -> 1.00; after 60: 0.00 -> 0.00, 0.00 -> 0.00, 0.05 -> 1.00.
+
+Multiple choice (MiniLM weights, SWAG layout, 32 train / 14 val questions, 4 endings; the wrong
+endings are right endings of other questions of the same split): val accuracy after 40 steps
+at 5e-5, seeds 1 / 2 / 3: 0.64, 0.79, 0.64 (chance 0.25). With distractors taken from the
+train split's right endings, the model learnt those endings and scored 0.07-0.29.
 """
 
 import os
@@ -99,3 +104,17 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path, vocab_file):
     # Measured rises 0.15, 0.70, 0.65.
     assert min(rises) >= 0.0
     assert sum(rises) / 3 >= 0.25
+
+
+def test_multiple_choice_learns_above_chance_with_minilm(tmp_path, minilm_converted):
+    results = finetuning.run_finetuning(*options(
+        "multiple_choice", task_name="swag", data_dir=os.path.join(FINETUNE_DATA, "swag"),
+        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
+        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
+        init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
+        output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, max_seq_length=32,
+        train_batch_size=8, num_train_steps=40, learning_rate=5e-5, random_seed=1,
+        keep_checkpoint_max=1))
+    print(f"multiple choice: {results}")
+    # Chance is 0.25 (3.5 of 14); measured 0.64 (9 of 14). 7 of 14 or more by chance: 2%.
+    assert results["eval_accuracy"] >= 0.5

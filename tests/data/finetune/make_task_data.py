@@ -24,7 +24,7 @@ separated by `|`, possibly none): a sentence mentions one topic word per label i
 swag/{train,val,test}.csv (SWAG's columns video-id, fold-ind, startphrase, sent1, sent2,
 gold-source, ending0..ending3, label; test without label): everyday situations whose right
 ending follows from the first sentence; the wrong endings are right endings of other
-situations.
+situations of the same split.
 """
 
 import csv
@@ -192,7 +192,10 @@ def write_swag():
             writer = csv.writer(f)
             writer.writerow(header if split != "test" else header[:-1])
             for i, (sent1, sent2, ending) in enumerate(rows):
-                others = [s[2] for s in SWAG_SITUATIONS if s[2] != ending]
+                # Distractors from the same split (test, too small, also from val): an ending
+                # learned as right in train never shows up as a wrong one in val.
+                pool = rows if len(rows) > 3 else splits["val"] + rows
+                others = [s[2] for s in pool if s[2] != ending]
                 endings = rng.sample(others, 3)
                 label = rng.randrange(4)
                 endings.insert(label, ending)
