@@ -702,7 +702,7 @@ class _StopOnSignalHook(_StepHook):
     by `_SignalHandlers`), or when the chief's evaluation asks to stop early.
 
     Without a strategy it stops the session after the current step; under a multi-worker
-    strategy every step all-reduces each worker's [signal, early stop] flags
+    strategy every worker all-reduces its [signal, early stop] flags after each step
     (`distribute.any_worker_flag`), so all workers stop after the same step (an early stop
     decided after step N takes effect after step N + 1 there). The chief's
     CheckpointSaverHook saves the last step when the session closes.
@@ -718,15 +718,13 @@ class _StopOnSignalHook(_StepHook):
     def single_process(self):
         return self._any is None
 
-    def before_run(self, run_context):
-        if self._any is None:
-            return None
-        flags = [1.0 if self.signal_number else 0.0, 1.0 if self.early_stop else 0.0]
-        return tf.compat.v1.train.SessionRunArgs(self._any, feed_dict={self._flag: flags})
-
     def after_run(self, run_context, run_values):
         if self._any is not None:
-            signalled, early_stop = (float(x) > 0 for x in run_values.results)
+            # Its own run after the step's: launched in the same run as the step's all-reduces,
+            # the collectives could start in another order on each worker and deadlock.
+            flags = [1.0 if self.signal_number else 0.0, 1.0 if self.early_stop else 0.0]
+            results = run_context.session.run(self._any, feed_dict={self._flag: flags})
+            signalled, early_stop = (float(x) > 0 for x in results)
         else:
             signalled, early_stop = self.signal_number is not None, self.early_stop
         if signalled and self.stopped_at is None:
