@@ -46,7 +46,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import distribute, errors
+from bert_tf import checkpoints, distribute, errors, resume
+from bert_tf.faults import translate_faults
 
 
 class ModeKeys:
@@ -98,6 +99,9 @@ class RunConfig:
     # stops with an error (a worker died or hangs). None: distribute.DEFAULT_STEP_TIMEOUT_SECS;
     # 0: wait forever.
     step_timeout_secs: float = None
+    # Save the input pipeline's position with every checkpoint and restore it on resume
+    # (bert_tf.resume; one input pipeline, i.e. no train_distribute).
+    exact_resume: bool = False
 
     @property
     def is_chief(self):
@@ -162,8 +166,16 @@ class Estimator:
         """Path prefix of the newest whole checkpoint in model_dir, or None."""
         return tf.train.latest_checkpoint(self.model_dir)
 
+    def batch_per_replica(self, mode):
+        """Examples one replica computes per session run in `mode` (None: not set)."""
+        batch = self._batch_sizes.get(mode)
+        strategy = self.config.train_distribute if mode == ModeKeys.TRAIN else None
+        return batch if batch is None or strategy is None else (
+            batch // strategy.num_replicas_in_sync)
+
     # ----------------------------------------------------------------------------------- train
 
+    @translate_faults(ModeKeys.TRAIN)
     def train(self, input_fn, max_steps, hooks=None, saving_listeners=None):
         """Trains until global_step reaches `max_steps` or input_fn runs out; returns self."""
         strategy = self.config.train_distribute
@@ -171,6 +183,8 @@ class Estimator:
                 strategy, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
             raise TypeError(f"RunConfig.train_distribute must be a tf.distribute strategy, got "
                             f"{type(strategy).__name__}.")
+        if self.config.is_chief if strategy is None else distribute.is_chief(strategy):
+            checkpoints.set_aside_unreadable(self.model_dir)  # Before anything reads one.
         start_step = self._checkpoint_step()
         if start_step >= max_steps:
             logging.info("Checkpoint in %s is at step %d >= max_steps=%d; nothing to train.",
@@ -186,6 +200,9 @@ class Estimator:
                 distribute.cache_global_step_read(global_step)
             features, labels, input_hooks = self._get_features_and_labels(
                 input_fn, ModeKeys.TRAIN, strategy)
+            if self.config.exact_resume:
+                input_hooks, saving_listeners = resume.resumable_input(
+                    input_hooks, saving_listeners, self.model_dir, strategy)
             spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, strategy)
             if spec.loss is None or spec.train_op is None:
                 raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
@@ -264,6 +281,7 @@ class Estimator:
 
     # -------------------------------------------------------------------------------- evaluate
 
+    @translate_faults(ModeKeys.EVAL)
     def evaluate(self, input_fn, steps=None, name=None, checkpoint_path=None, hooks=None):
         """Evaluates a checkpoint until input_fn runs out or after `steps` batches.
 
@@ -302,6 +320,7 @@ class Estimator:
 
     # --------------------------------------------------------------------------------- predict
 
+    @translate_faults(ModeKeys.PREDICT)
     def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
                 yield_single_examples=True):
         """Yields predictions: one per example (a dict, or an array if predictions is a tensor).
@@ -350,6 +369,7 @@ class Estimator:
 
     # ---------------------------------------------------------------------------------- export
 
+    @translate_faults("export")
     def export_saved_model(self, export_dir_base, serving_input_receiver_fn,
                            checkpoint_path=None):
         """Writes a SavedModel of the PREDICT graph to export_dir_base/<timestamp>; returns it.
@@ -500,7 +520,7 @@ class Estimator:
             result = call_input_fn()
             if isinstance(result, tf.data.Dataset):
                 iterator = tf.compat.v1.data.make_initializable_iterator(result)
-                hooks.append(_RunAfterSessionCreatedHook(iterator.initializer))
+                hooks.append(resume.InitIteratorHook(iterator))
                 result = iterator.get_next()
         if isinstance(result, (tuple, list)) and len(result) == 2:
             return result[0], result[1], hooks
@@ -530,6 +550,8 @@ class Estimator:
         return int(tf.train.load_variable(checkpoint, "global_step"))
 
     def _require_checkpoint(self, checkpoint_path, action):
+        if checkpoint_path is None and self.config.is_chief:
+            checkpoints.set_aside_unreadable(self.model_dir)
         checkpoint_path = checkpoint_path or self.latest_checkpoint()
         if checkpoint_path is None:
             raise errors.BertTfError(f"Cannot {action}: no checkpoint in model_dir "
@@ -642,7 +664,14 @@ class _CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         latest = tf.train.latest_checkpoint(self._checkpoint_dir)
         if latest and os.path.basename(latest) == f"{os.path.basename(self._save_path)}-{step}":
             return False
-        return super()._save(session, step)
+        try:
+            return super()._save(session, step)
+        except (tf.errors.OpError, OSError) as e:
+            if not checkpoints.is_write_error(e):
+                raise
+            _remove_partial_checkpoint_writes(self._checkpoint_dir)  # Gives the space back.
+            raise errors.BertTfError(checkpoints.write_failure_message(
+                e, f"checkpoint {step}", self._checkpoint_dir)) from None
 
 
 class _ProgressHook(tf.compat.v1.train.StepCounterHook):
@@ -807,4 +836,5 @@ def run_config(run_options, strategy=None):
         save_summary_steps=run_options.save_summary_steps,
         tf_random_seed=run_options.random_seed, train_distribute=strategy,
         step_timeout_secs=run_options.distribution.step_timeout_secs,
+        exact_resume=run_options.exact_resume,
         session_config=session_config(use_xla=run_options.use_xla))

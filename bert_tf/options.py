@@ -79,6 +79,8 @@ class RunOptions(_FromFlags):
     random_seed: int | None  # Graph-level seed for repeatable runs.
     use_xla: bool
     shuffle_train_input: bool  # False: training records in file order.
+    skip_corrupt_records: bool  # Read a damaged TFRecord file up to its last whole record.
+    exact_resume: bool  # Checkpoint the input pipeline's position (one worker).
     distribution: DistributionOptions = _group(DistributionOptions)
 
 
