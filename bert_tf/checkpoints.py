@@ -18,6 +18,7 @@ checkpoint the same command resumes from.
 
 import errno
 import os
+import re
 
 import tensorflow as tf
 from absl import logging
@@ -58,9 +59,40 @@ def _move_files(prefix, target_dir):
                            overwrite=True)
 
 
+# TF's whole-file writes (graph.pbtxt, the `checkpoint` state, .meta) go through
+# `<name>.tmp<32 hex digits>`, which a failed write (a full disk) leaves behind.
+_TF_TEMP_FILE = re.compile(r".*\.tmp[0-9a-f]{32}$")
+_CHECKPOINT_FILE = re.compile(r"^model\.ckpt-(\d+)\.")  # The Estimator's checkpoint names.
+
+
+def remove_partial_writes(model_dir):
+    """Deletes what failed or killed writes left in `model_dir`: TF's temporary files and the
+    files of checkpoints newer than the newest one the state file names (written, but the
+    state was never updated: nothing resumes from them, and the next save of that step
+    would overwrite them anyway). Checkpoint shards' `_temp` directories: see
+    `estimator._remove_partial_checkpoint_writes`."""
+    state = tf.train.get_checkpoint_state(model_dir)
+    # Without a state file, checkpoint files may be someone's copy: only temporary files go.
+    newest = (_step(state.model_checkpoint_path) if state and state.model_checkpoint_path
+              else None)
+    for path in tf.io.gfile.glob(os.path.join(model_dir, "*")):
+        name = os.path.basename(path)
+        match = _CHECKPOINT_FILE.match(name)
+        if _TF_TEMP_FILE.match(name) or (match and newest is not None and
+                                         int(match.group(1)) > newest):
+            if not tf.io.gfile.isdir(path):
+                logging.info("Removing %s, left by a write that did not finish.", path)
+                tf.io.gfile.remove(path)
+
+
+def _step(prefix):
+    match = re.search(r"-(\d+)$", prefix)
+    return int(match.group(1)) if match else None
+
+
 def set_aside_unreadable(model_dir):
-    """Moves unreadable newest checkpoints of `model_dir` to `model_dir/corrupt/` (see the
-    module docstring).
+    """Removes partial writes (`remove_partial_writes`), then moves unreadable newest
+    checkpoints of `model_dir` to `model_dir/corrupt/` (see the module docstring).
 
     Returns:
       The prefix training resumes from (None when `model_dir` has no checkpoint).
@@ -68,6 +100,7 @@ def set_aside_unreadable(model_dir):
     Raises:
       BertTfError: when the state file names checkpoints and none of them can be read.
     """
+    remove_partial_writes(model_dir)
     state = tf.train.get_checkpoint_state(model_dir)
     if state is None or not state.model_checkpoint_path:
         return None

@@ -17,9 +17,11 @@ or transfer error flips bytes. Two checks cover both:
   `data_loss_message(error, files, flag)` finds the file (the one where a damaged record
   starts at that offset) and says what to do.
 
-With `--skip_corrupt_records` a file that breaks is read up to its last whole record (its bad
-tail is skipped, with a warning naming the file and what was skipped), and a `DataLossError`
-met while training ends that file's records there (`tf.data`'s `ignore_errors`).
+With `--skip_corrupt_records` every file is read once up front with TensorFlow's reader (a
+full read; CRCs checked), and a file with a bad record is read only up to the last whole
+record before it (its bad tail is skipped, with a warning naming the file and how many records
+are skipped); a `DataLossError` met while training anyway (the file changed) ends that file's
+records there (`tf.data`'s `ignore_errors`).
 Files on remote file systems (gs://, ...) are not scanned up front (a seek per record would
 be one request each); their errors are still named when TensorFlow meets them.
 """
@@ -161,7 +163,13 @@ def corrupt_file_message(scan, flag=None):
 
 
 def check_record_files(input_files, flag="input_file", skip_corrupt_records=False):
-    """Scans each local file of `input_files` (see `scan_records`).
+    """Checks each local file of `input_files` before training.
+
+    Without `skip_corrupt_records` the cheap check: the last record boundary
+    (`ends_with_whole_record`), and a walk of the headers of a file that fails it, finding
+    truncated files and damaged headers. With it, every file is read once with TensorFlow's
+    reader (every CRC: a full read) so that a file with damaged data is cut before it too, and
+    the warning can say how many records are skipped.
 
     Args:
       input_files: list of TFRecord paths.
@@ -180,22 +188,41 @@ def check_record_files(input_files, flag="input_file", skip_corrupt_records=Fals
         if not is_local(path):
             continue
         try:
+            if skip_corrupt_records:
+                limit = _whole_records_to_read(path)
+                if limit is not None:
+                    limits[path] = limit
+                continue
             if ends_with_whole_record(path):  # Cheap; only a file that fails it is walked.
                 continue
             scan = scan_records(path)
         except OSError as e:
             raise BertTfError(f"--{flag}: cannot read '{path}' ({e.strerror or e}); check the "
                               "file and its permissions.") from None
-        if scan.whole:
-            continue
-        if not skip_corrupt_records:
+        if not scan.whole:
             raise BertTfError(corrupt_file_message(scan, flag))
-        logging.warning("--skip_corrupt_records: '%s' is corrupt at byte %d (%s); reading its "
-                        "first %d records and skipping the last %d bytes (at least one record).",
-                        path, scan.bad_offset, scan.problem, scan.num_records,
-                        scan.size - scan.bad_offset)
-        limits[path] = scan.num_records
     return limits
+
+
+def _whole_records_to_read(path):
+    """--skip_corrupt_records: the whole records before the first bad one of `path` (None
+    when it has none), with a warning naming the file and what is skipped."""
+    offset = first_bad_offset(path)
+    if offset is None:
+        return None
+    # TF names the start of a record or, for damaged data, of its data: records end before.
+    before = scan_records(path, stop_at=max(offset - _HEADER_BYTES, 0))
+    whole = before.num_records
+    start = before.bad_offset if before.bad_offset is not None else before.size
+    chain = scan_records(path)
+    skipped = f"{chain.num_records - whole} records"  # Their headers still chain.
+    if not chain.whole:  # Plus the cut-off or unreadable rest.
+        cut = chain.size - chain.bad_offset
+        skipped = f"{chain.num_records - whole + 1} record(s), the last {cut} bytes cut off"
+    logging.warning("--skip_corrupt_records: '%s' is corrupt at byte %d; training on its first "
+                    "%d records and skipping the rest from byte %d: %s.", path, offset,
+                    whole, start, skipped)
+    return whole
 
 
 # ------------------------------------------------------------------- errors met while training
@@ -210,32 +237,38 @@ def data_loss_offset(error):
 
 
 def record_is_bad_at(path, offset):
-    """Whether a record of the local file `path` starts at byte `offset` and is damaged (its
-    header, data or CRCs): walks the headers up to `offset`, then checks that record whole."""
-    if offset >= os.path.getsize(path):
-        return False
-    scan = scan_records(path, stop_at=offset)
-    if scan.bad_offset is not None:
-        return scan.bad_offset == offset
-    if scan.size != offset:  # The walk stepped over `offset`: no record starts there.
-        return False
-    with open(path, "rb") as f:
-        f.seek(offset)
-        header = f.read(_HEADER_BYTES)
-        length = struct.unpack("<Q", header[:8])[0]
-        data = f.read(length)
-        footer = f.read(_FOOTER_BYTES)
-    return len(footer) < _FOOTER_BYTES or masked_crc32c(data) != struct.unpack("<I", footer)[0]
+    """Whether a damaged record of the local file `path` is at byte `offset`: TF names the
+    record's start for a damaged header or a cut record, and the start of its data for damaged
+    data. Walks the headers up to there, then checks that record whole."""
+    for start in (offset, offset - _HEADER_BYTES):
+        if start < 0 or start >= os.path.getsize(path):
+            continue
+        scan = scan_records(path, stop_at=start)
+        if scan.bad_offset is not None:
+            if scan.bad_offset == start:
+                return True
+            continue
+        if scan.size != start:  # The walk stepped over `start`: no record starts there.
+            continue
+        with open(path, "rb") as f:
+            f.seek(start)
+            length = struct.unpack("<Q", f.read(_HEADER_BYTES)[:8])[0]
+            data = f.read(length)
+            footer = f.read(_FOOTER_BYTES)
+        if len(footer) < _FOOTER_BYTES or masked_crc32c(data) != struct.unpack("<I", footer)[0]:
+            return True
+    return False
 
 
 def first_bad_offset(path):
     """Reads the TFRecord file `path` with TensorFlow's reader (in C++, every CRC checked);
-    returns the byte offset of its first bad record, or None when all of it reads back."""
+    returns the byte offset TF names for its first bad record (see `record_is_bad_at`), or
+    None when all of it reads back."""
     import tensorflow as tf
 
     with tf.Graph().as_default():
-        count = tf.data.TFRecordDataset(path).reduce(tf.constant(0, tf.int64),
-                                                     lambda n, _: n + 1)
+        count = tf.data.TFRecordDataset(path, buffer_size=1 << 22).batch(4096).reduce(
+            tf.constant(0, tf.int64), lambda n, batch: n + tf.size(batch, out_type=tf.int64))
         with tf.compat.v1.Session() as session:
             try:
                 session.run(count)
