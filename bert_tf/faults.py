@@ -37,8 +37,14 @@ _WRITES = {"train": "checkpoints and summaries", "eval": "eval summaries",
 
 def out_of_memory_message(error, mode, batch_per_replica):
     """The one line for an out-of-memory error in `mode` ("train", "eval", "infer")."""
-    cause = ("out of memory on the host (MemoryError)" if isinstance(error, MemoryError)
-             else f"out of memory ({short_tf_error(error)[:160]})")
+    if isinstance(error, MemoryError):
+        cause = "out of memory on the host (MemoryError)"
+    else:
+        # TF's first line is "Graph execution error:"; the line that says what is "OOM when
+        # allocating tensor with shape[...] and type float on <device> by allocator <name>".
+        lines = [line.strip() for line in str(error).splitlines() if "OOM" in line]
+        detail = lines[0].split(" by allocator")[0] if lines else short_tf_error(error)
+        cause = f"out of memory ({detail[:200]})"
     batch = (f" with a batch of {batch_per_replica} examples per replica"
              if batch_per_replica else "")
     flag = _BATCH_FLAGS.get(mode, "train_batch_size")
