@@ -12,7 +12,6 @@ faults found before anything is written (a truncated --input_file, a corrupt --i
 import json
 import os
 import random
-import shutil
 import signal
 import struct
 import subprocess
@@ -332,7 +331,7 @@ def test_out_of_memory_names_the_batch_and_the_fixes(data, tmp_path, monkeypatch
 # ---------------------------------------------------------------------------------- exact resume
 
 
-_TOTAL_STEPS = 40
+_TOTAL_STEPS = 24
 # Runs run_pretraining.py with each training step slowed down, so that a kill at a random
 # moment lands mid-training however fast the machine is.
 _SLOWED = textwrap.dedent("""
@@ -373,7 +372,8 @@ def _max_difference(a, b):
 
 
 @pytest.mark.slow
-def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_path):
+def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_path,
+                                                                      monkeypatch):
     straight = tmp_path / "straight"
     pretraining.run_pretraining(pretrain_options(tmp_path, **_resume_values(tmp_path,
                                                                             straight)))
@@ -403,13 +403,27 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
         steps_at_kill.append(assert_checkpoint_state_is_whole(str(killed)))
     assert 0 < steps_at_kill[1] < steps_at_kill[2] < _TOTAL_STEPS, steps_at_kill
     pretraining.run_pretraining(pretrain_options(tmp_path, **values))  # The same command.
-    assert _max_difference(_weights(str(killed)), _weights(str(straight))) <= 1e-6
+    reference = _weights(str(straight))
+    # TF's CPU kernels are not bitwise repeatable here: two uninterrupted runs of this command
+    # differ by up to ~1e-5 (measured 9e-6 after 40 steps), so 1e-6 cannot hold for any
+    # two runs; a resume that changed even one batch differs by > 1e-2 (below).
+    assert _max_difference(_weights(str(killed)), reference) <= 1e-4
 
-    # Today's behaviour (--exact_resume=false): the resumed run reads the data from the first
-    # record again, so it trains on other batches and ends elsewhere.
+    # Today's behaviour (--exact_resume=false), stopped cleanly at step 12 by the same
+    # command: the resumed run reads the data from the first record again, so it trains on
+    # other batches than the uninterrupted run and ends elsewhere.
     restarted = tmp_path / "restarted"
-    old = _resume_values(tmp_path, restarted, exact_resume=False)
-    pretraining.run_pretraining(pretrain_options(tmp_path, **{**old, "num_train_steps": 20}))
-    pretraining.run_pretraining(pretrain_options(tmp_path, **old))
-    assert _max_difference(_weights(str(restarted)), _weights(str(straight))) > 1e-3
-    shutil.rmtree(killed)
+    old = pretrain_options(tmp_path, **_resume_values(tmp_path, restarted, exact_resume=False))
+    original = model_fn_parts.train_spec
+
+    def stopping_train_spec(*args, **kwargs):
+        spec = original(*args, **kwargs)
+        return spec._replace(training_hooks=[*(spec.training_hooks or []),
+                                             tf1.train.StopAtStepHook(last_step=12)])
+
+    monkeypatch.setattr(model_fn_parts, "train_spec", stopping_train_spec)
+    pretraining.run_pretraining(old)
+    assert assert_checkpoint_state_is_whole(str(restarted)) == 12
+    monkeypatch.setattr(model_fn_parts, "train_spec", original)
+    pretraining.run_pretraining(old)
+    assert _max_difference(_weights(str(restarted)), reference) > 1e-2
