@@ -26,6 +26,7 @@ setuptools.setup(
             "tokenizers",
             "safetensors",
             "ruff",
+            "matplotlib",  # scripts/benchmark.py --output_plot (tests/test_benchmark.py)
         ],
     },
 )

@@ -16,6 +16,15 @@ FLAGS = flags.FLAGS
 def define_model_flags(max_seq_length=128, flag_values=FLAGS):
     """--bert_config_file, --init_checkpoint, --max_seq_length (`ModelOptions`, with
     --precision)."""
+    define_checkpoint_flags(flag_values)
+    flags.DEFINE_integer("max_seq_length", max_seq_length,
+                         "The maximum total input sequence length after WordPiece tokenization; "
+                         "longer sequences are truncated, shorter ones padded.",
+                         flag_values=flag_values)
+
+
+def define_checkpoint_flags(flag_values=FLAGS):
+    """--bert_config_file and --init_checkpoint."""
     flags.DEFINE_string("bert_config_file", None,
                         "The config json file corresponding to the pre-trained BERT model.",
                         flag_values=flag_values)
@@ -23,10 +32,6 @@ def define_model_flags(max_seq_length=128, flag_values=FLAGS):
                         "Initial checkpoint (usually from a pre-trained BERT model): a prefix "
                         "such as .../bert_model.ckpt, or a directory (its latest checkpoint).",
                         flag_values=flag_values)
-    flags.DEFINE_integer("max_seq_length", max_seq_length,
-                         "The maximum total input sequence length after WordPiece tokenization; "
-                         "longer sequences are truncated, shorter ones padded.",
-                         flag_values=flag_values)
 
 
 def define_tokenizer_flags(flag_values=FLAGS):
@@ -63,6 +68,16 @@ def define_train_flags(num_train_steps=None, learning_rate=5e-5, flag_values=FLA
     flags.DEFINE_integer("num_accumulation_steps", 1,
                          "Micro-batches accumulated per optimizer update; train_batch_size must "
                          "divide by it.", flag_values=flag_values)
+    flags.DEFINE_list("trainable_scopes", None,
+                      "Comma-separated variable name prefixes: only these variables train "
+                      "(e.g. cls/,output_).", flag_values=flag_values)
+    flags.DEFINE_list("freeze_scopes", None,
+                      "Comma-separated variable name prefixes that do not train (e.g. "
+                      "bert/embeddings,bert/encoder/layer_0); they get no optimizer slots.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("freeze_layers", None,
+                         "Freeze the embeddings and the lowest K encoder layers.",
+                         flag_values=flag_values)
 
 
 def define_eval_flags(flag_values=FLAGS):
@@ -94,6 +109,15 @@ def define_run_flags(flag_values=FLAGS):
                       "(repeatable runs, e.g. to compare a distributed run with a "
                       "single-process one).", flag_values=flag_values)
     define_fault_flags(flag_values)
+    flags.DEFINE_float("preemption_grace_secs", 30.0,
+                       "On SIGTERM / SIGINT: seconds to finish the current step and write its "
+                       "checkpoint before exiting (143 / 130); the same command resumes.",
+                       flag_values=flag_values)
+    flags.DEFINE_string("export_release_dir", None,
+                        "At the end of training also write the released-checkpoint layout "
+                        "(bert_model.ckpt without optimizer state, bert_config.json, vocab.txt) "
+                        "here.", flag_values=flag_values)
+    define_validation_flags(flag_values)
     define_xla_flags(flag_values)
     define_distribution_flags(flag_values)
 
@@ -110,6 +134,27 @@ def define_fault_flags(flag_values=FLAGS):
                       "run sees the batches an uninterrupted one would (one worker; with more, "
                       "or with a checkpoint without it, the input restarts from the first "
                       "record, as with false).", flag_values=flag_values)
+
+
+def define_validation_flags(flag_values=FLAGS):
+    """Evaluation during training, best checkpoint and early stopping (`ValidationOptions`)."""
+    flags.DEFINE_integer("eval_every_n_steps", 0,
+                         "Evaluate on the eval split every N optimizer updates while training "
+                         "(0: only at the end); results go to TensorBoard under eval/ and to "
+                         "output_dir/eval_history.jsonl.", flag_values=flag_values)
+    flags.DEFINE_string("best_checkpoint_metric", None,
+                        "Keep the checkpoint with the best value of this eval metric (e.g. "
+                        "eval_accuracy, f1, masked_lm_accuracy) in output_dir/best/; final eval, "
+                        "predict and export then use it.", flag_values=flag_values)
+    flags.DEFINE_enum("best_checkpoint_mode", None, ["max", "min"],
+                      "Whether a larger or smaller --best_checkpoint_metric is better (default "
+                      "max; min for names containing 'loss').", flag_values=flag_values)
+    flags.DEFINE_integer("early_stopping_patience", None,
+                         "Stop training after this many evaluations without improvement of "
+                         "--best_checkpoint_metric.", flag_values=flag_values)
+    flags.DEFINE_float("early_stopping_min_delta", 0.0,
+                       "An evaluation improves only if it beats the best by more than this.",
+                       flag_values=flag_values)
 
 
 def define_finetuning_flags(max_seq_length=128, has_eval=True, flag_values=FLAGS):
@@ -205,7 +250,8 @@ def _enable_xla_cpu_jit_if_set(use_xla):
 
 
 def define_distribution_flags(flag_values=FLAGS):
-    """`--distribution_strategy`, `--num_gpus`, `--step_timeout_secs` and the TPU flags
+    """`--distribution_strategy`, `--num_gpus`, `--step_timeout_secs`,
+    `--startup_timeout_secs` and the TPU flags
     (`DistributionOptions`; see `bert_tf.distribute` and the README section "Scaling out").
     `--use_tpu` means `--distribution_strategy=tpu`."""
     from bert_tf import distribute
@@ -225,6 +271,11 @@ def define_distribution_flags(flag_values=FLAGS):
                        "before this worker stops with an error (a worker died or hangs); must "
                        "exceed the longest pause, e.g. the chief writing a checkpoint. 0: no "
                        "limit.", flag_values=flag_values)
+    flags.DEFINE_float("startup_timeout_secs", distribute.DEFAULT_STARTUP_TIMEOUT_SECS,
+                       "multi_worker: seconds this worker waits for every task of TF_CONFIG to "
+                       "start, and as long again for them to join the first step, before it "
+                       "stops with an error naming the missing ones. 0: no limit.",
+                       flag_values=flag_values)
     define_tpu_flags(flag_values)
 
 
@@ -272,6 +323,32 @@ def define_classifier_flags(flag_values=FLAGS):
                       "csv/tsv task: labels are real numbers (MSE loss, Pearson/Spearman).",
                       flag_values=flag_values)
     string("language", "xnli task: the language to train and evaluate on (default zh).")
+    define_doc_stride_flag(0, "Long texts: cut text_a into windows of max_seq_length starting "
+                           "every doc_stride word pieces (text_b repeated in each) and score "
+                           "the example from all its windows (--window_aggregation). 0: "
+                           "truncate, as the original.", flag_values)
+    flags.DEFINE_enum("window_aggregation", "mean", ["mean", "max"],
+                      "With --doc_stride: an example's logits are the mean (or the per-class "
+                      "max) of its windows' logits.", flag_values=flag_values)
+    flags.DEFINE_bool("multi_label", False,
+                      "csv/tsv task: each row has any number of labels (in the label column, "
+                      "separated by --label_separator); sigmoid outputs, binary cross-entropy.",
+                      flag_values=flag_values)
+    flags.DEFINE_string("label_separator", "|",
+                        "--multi_label: separator of the labels inside the label column.",
+                        flag_values=flag_values)
+    flags.DEFINE_float("multi_label_threshold", 0.5,
+                       "--multi_label: a label is predicted when its probability is >= this.",
+                       flag_values=flag_values)
+    string("class_weights", "Single-label classification: weights of the classes in the "
+           "cross-entropy, comma separated in label order (w0,w1,...), or 'balanced' "
+           "(n_examples / (n_classes * n_examples_of_class), from the training labels).")
+
+
+def define_doc_stride_flag(default, help_text, flag_values=FLAGS):
+    """`--doc_stride`: the distance in word pieces between the starts of a long input's
+    windows (SQuAD, and the classifier and NER with windows)."""
+    flags.DEFINE_integer("doc_stride", default, help_text, flag_values=flag_values)
 
 
 def define_ner_flags(flag_values=FLAGS):
@@ -279,6 +356,10 @@ def define_ner_flags(flag_values=FLAGS):
     flags.DEFINE_string("data_dir", None,
                         "Directory with the CoNLL files train.txt, dev.txt and test.txt.",
                         flag_values=flag_values)
+    define_doc_stride_flag(0, "Long sentences: cut them into windows of max_seq_length "
+                           "starting every doc_stride word pieces; each word is tagged from the "
+                           "window where it has the most context. 0: truncate (words that do "
+                           "not fit are tagged O).", flag_values)
 
 
 def define_squad_flags(flag_values=FLAGS):
@@ -288,9 +369,8 @@ def define_squad_flags(flag_values=FLAGS):
     flags.DEFINE_string("predict_file", None,
                         "SQuAD json for predictions, e.g. dev-v1.1.json or test-v1.1.json.",
                         flag_values=flag_values)
-    flags.DEFINE_integer("doc_stride", 128,
-                         "When splitting up a long document into chunks, how much stride to "
-                         "take between chunks.", flag_values=flag_values)
+    define_doc_stride_flag(128, "When splitting up a long document into chunks, how much "
+                           "stride to take between chunks.", flag_values)
     flags.DEFINE_integer("max_query_length", 64,
                          "The maximum number of tokens for the question; longer questions are "
                          "truncated to this length.", flag_values=flag_values)
@@ -308,3 +388,49 @@ def define_squad_flags(flag_values=FLAGS):
     flags.DEFINE_float("null_score_diff_threshold", 0.0,
                        "v2.0: predict the null answer when null score - best non-null score is "
                        "above this.", flag_values=flag_values)
+
+
+def define_multiple_choice_flags(flag_values=FLAGS):
+    """The task flags of run_multiple_choice.py (`MultipleChoiceOptions`)."""
+    flags.DEFINE_string("data_dir", None,
+                        "The input data dir: train.csv, val.csv, test.csv (swag) or "
+                        "train.jsonl, dev.jsonl, test.jsonl (jsonl).", flag_values=flag_values)
+    flags.DEFINE_enum("task_name", None, ["swag", "jsonl"],
+                      "swag: SWAG's CSV layout (sent1 or startphrase, sent2, ending0..3, "
+                      "label). jsonl: one {\"context\", \"question\", \"choices\": [...], "
+                      "\"label\": k} object a line.", flag_values=flag_values)
+
+
+def define_conversion_flags(flag_values=FLAGS):
+    """The flags of convert_checkpoint.py (see `bert_tf.conversion`)."""
+    from bert_tf import conversion
+
+    flags.DEFINE_enum("direction", None, ["hf_to_tf", "tf_to_hf"],
+                      "hf_to_tf: Hugging Face config.json + model.safetensors -> bert_config.json "
+                      "+ bert_model.ckpt. tf_to_hf: the reverse, in the BertForPreTraining "
+                      "layout (with --task: the task's Hugging Face class).",
+                      flag_values=flag_values)
+    flags.DEFINE_string("hf_dir", None, "hf_to_tf: Hugging Face BERT model directory.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("bert_config_file", None, "tf_to_hf: the checkpoint's bert_config.json.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("init_checkpoint", None,
+                        "tf_to_hf: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's "
+                        "--output_dir (its latest checkpoint).", flag_values=flag_values)
+    flags.DEFINE_string("vocab_file", None,
+                        "tf_to_hf: vocab.txt to copy (default: vocab.txt beside "
+                        "--bert_config_file).", flag_values=flag_values)
+    flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.",
+                        flag_values=flag_values)
+    flags.DEFINE_bool("skip_unknown_keys", False,
+                      "hf_to_tf: drop keys that are not BERT weights (e.g. a classifier head) "
+                      "instead of failing.", flag_values=flag_values)
+    flags.DEFINE_enum("task", None, list(conversion.TASK_HEADS),
+                      "Convert a fine-tuned model with this task head: classifier, multi_label "
+                      "and regression (BertForSequenceClassification), squad "
+                      "(BertForQuestionAnswering), ner (BertForTokenClassification), "
+                      "multiple_choice (BertForMultipleChoice).", flag_values=flag_values)
+    flags.DEFINE_string("label_list", None,
+                        "tf_to_hf with --task classifier / multi_label / ner: the run's "
+                        "label_list.txt for id2label (default: label_list.txt beside the "
+                        "checkpoint).", flag_values=flag_values)

@@ -58,6 +58,7 @@ class DistributionOptions(_FromFlags):
     distribution_strategy: str  # "none", "mirrored", "multi_worker" or "tpu".
     num_gpus: int | None  # GPUs per host; None: all.
     step_timeout_secs: float  # multi_worker: seconds a step may wait for the others; 0: forever.
+    startup_timeout_secs: float  # multi_worker: seconds to wait for the others to start.
     use_tpu: bool  # The original flag; means distribution_strategy="tpu".
     tpu_name: str | None
     tpu_zone: str | None
@@ -65,6 +66,24 @@ class DistributionOptions(_FromFlags):
     master: str | None
     num_tpu_cores: int
     iterations_per_loop: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationOptions(_FromFlags):
+    """Evaluation during training, the best checkpoint and early stopping."""
+
+    eval_every_n_steps: int  # 0: evaluate only at the end.
+    best_checkpoint_metric: str | None  # Keep output_dir/best/ by this eval metric.
+    best_checkpoint_mode: str | None  # "max" or "min"; None: min for loss-like names, else max.
+    early_stopping_patience: int | None  # Evaluations without improvement before stopping.
+    early_stopping_min_delta: float  # An improvement must beat the best by more than this.
+
+    @property
+    def mode(self):
+        """"max" or "min": how `best_checkpoint_metric` improves."""
+        if self.best_checkpoint_mode:
+            return self.best_checkpoint_mode
+        return "min" if "loss" in (self.best_checkpoint_metric or "") else "max"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +100,10 @@ class RunOptions(_FromFlags):
     shuffle_train_input: bool  # False: training records in file order.
     skip_corrupt_records: bool  # Read a damaged TFRecord file up to its last whole record.
     exact_resume: bool  # Checkpoint the input pipeline's position (one worker).
+    preemption_grace_secs: float  # SIGTERM / SIGINT: seconds to finish the step and save.
+    export_release_dir: str | None  # Also write the release checkpoint layout here at the end.
     distribution: DistributionOptions = _group(DistributionOptions)
+    validation: ValidationOptions = _group(ValidationOptions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +131,9 @@ class TrainOptions(_FromFlags):
     num_train_steps: int | None  # Fine-tuning: None derives it from the epochs.
     optimizer: str  # "adamw" or "lamb".
     num_accumulation_steps: int  # Micro-batches per update.
+    trainable_scopes: list[str] | None  # Only variables under these name prefixes train.
+    freeze_scopes: list[str] | None  # Variables under these name prefixes do not train.
+    freeze_layers: int | None  # Freeze the embeddings and the lowest K encoder layers.
 
     @property
     def micro_batch_size(self):
@@ -182,6 +207,12 @@ class ClassifierOptions(_FromFlags):
     has_header: bool | None
     regression: bool | None
     language: str | None  # xnli.
+    doc_stride: int  # 0: truncate; else windows of max_seq_length every doc_stride pieces.
+    window_aggregation: str  # "mean" or "max" of the windows' logits.
+    multi_label: bool  # csv/tsv: sigmoid outputs, binary cross-entropy.
+    label_separator: str  # Between the labels of a --multi_label label column.
+    multi_label_threshold: float  # A label is predicted when its probability is >= this.
+    class_weights: str | None  # "w0,w1,..." in label order, or "balanced".
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +220,15 @@ class NerOptions(_FromFlags):
     """The task flags of run_ner.py (`bert_tf.tasks.ner`)."""
 
     data_dir: str
+    doc_stride: int  # 0: truncate; else windows every doc_stride word pieces.
+
+
+@dataclasses.dataclass(frozen=True)
+class MultipleChoiceOptions(_FromFlags):
+    """The task flags of run_multiple_choice.py (`bert_tf.tasks.multiple_choice`)."""
+
+    data_dir: str
+    task_name: str  # "swag" or "jsonl".
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,10 +15,13 @@ from bert_tf import errors, fileio, heads, modeling, records
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import tfrecords
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import model_fn_parts, runner
+from bert_tf.tasks import model_fn_parts, runner, validation
 
 tf1 = tf.compat.v1
 
+# What pre-training evaluation reports.
+PRETRAINING_METRICS = ("global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
+                       "next_sentence_accuracy", "next_sentence_loss")
 _RECORDS = "TFRecord files written by create_pretraining_data.py (comma-separated, globs allowed)"
 
 
@@ -92,7 +95,7 @@ def next_sentence_output(bert_config, input_tensor, labels):
 
 def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_train_steps=1,
                      num_warmup_steps=0, optimizer="adamw", num_accumulation_steps=1,
-                     compute_dtype=tf.float32, use_one_hot_embeddings=False):
+                     compute_dtype=tf.float32, use_one_hot_embeddings=False, trainable=None):
     """Returns a model_fn(features, labels, mode, params) for MLM + NSP pre-training.
 
     Args:
@@ -105,10 +108,10 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
       num_accumulation_steps: micro-batches per update (each session run is one).
       compute_dtype: tf.float32, tf.bfloat16 or tf.float16.
       use_one_hot_embeddings: one-hot embedding lookup (TPUs).
+      trainable: an `optimization.TrainableSelection` (frozen layers), or None.
     """
 
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
-                                     use_one_hot_embeddings)
+    encoder, training = model_fn_parts.encoder_and_training(locals())
 
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
@@ -127,9 +130,11 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
         total_loss = mlm_loss + nsp_loss
 
         if mode == estimator_lib.ModeKeys.TRAIN:
-            return model_fn_parts.train_spec(
-                total_loss, features["input_ids"], learning_rate, num_train_steps,
-                num_warmup_steps, optimizer, num_accumulation_steps, compute_dtype)
+            metrics = training_metrics(
+                mlm_example_loss, mlm_log_probs, features["masked_lm_ids"],
+                features["masked_lm_weights"], nsp_example_loss, nsp_log_probs,
+                features["next_sentence_labels"])
+            return training.spec(total_loss, features["input_ids"], metrics)
 
         if mode == estimator_lib.ModeKeys.EVAL:
             metrics = pretraining_metrics(
@@ -142,6 +147,29 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
         raise BertTfError(f"pre-training supports train and eval, not mode '{mode}'.")
 
     return model_fn
+
+
+def training_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_example_loss,
+                     nsp_log_probs, nsp_labels):
+    """The eval metrics of `pretraining_metrics` on one training batch, as float32 scalars
+    (logged every --log_every_n_steps and written to TensorBoard while training).
+
+    Args: as `pretraining_metrics`.
+    """
+    mlm_ids = tf.reshape(mlm_ids, [-1])
+    mlm_weights = tf.reshape(tf.cast(mlm_weights, tf.float32), [-1])
+    mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_log_probs, axis=-1, output_type=tf.int32),
+                                mlm_ids), tf.float32)
+    nsp_labels = tf.reshape(nsp_labels, [-1])
+    nsp_hits = tf.cast(tf.equal(tf.argmax(nsp_log_probs, axis=-1, output_type=tf.int32),
+                                nsp_labels), tf.float32)
+    total_weight = tf.reduce_sum(mlm_weights) + 1e-5
+    return {
+        "masked_lm_loss": tf.reduce_sum(mlm_example_loss * mlm_weights) / total_weight,
+        "masked_lm_accuracy": tf.reduce_sum(mlm_hits * mlm_weights) / total_weight,
+        "next_sentence_loss": tf.reduce_mean(nsp_example_loss),
+        "next_sentence_accuracy": tf.reduce_mean(nsp_hits),
+    }
 
 
 def pretraining_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_example_loss,
@@ -276,26 +304,35 @@ def run_pretraining(options):
         learning_rate=train.learning_rate, num_train_steps=train.num_train_steps,
         num_warmup_steps=options.num_warmup_steps, optimizer=train.optimizer,
         num_accumulation_steps=train.num_accumulation_steps,
-        compute_dtype=options.model.compute_dtype)
+        compute_dtype=options.model.compute_dtype, trainable=runner.trainable_selection(train))
     estimator = runner.make_estimator(model_fn, run, train, strategy,
                                       eval_batch_size=options.evaluation.eval_batch_size)
     input_fn = functools.partial(input_fn_builder, max_seq_length=options.model.max_seq_length,
                                  max_predictions_per_seq=options.max_predictions_per_seq,
                                  record_limits=record_limits,
                                  skip_corrupt_records=run.skip_corrupt_records)
+    eval_flag = "eval_input_file" if options.eval_input_file else "input_file"
+    chief = runner.is_chief(strategy)
+
+    def evaluate(checkpoint_path=None):
+        return runner.evaluate(estimator, input_fn(eval_files, is_training=False, flag=eval_flag),
+                               steps=options.max_eval_steps, checkpoint_path=checkpoint_path)
+
+    checkpoint = None
     if train.do_train:
-        estimator.train(input_fn(input_files, is_training=True,
-                                 shuffle=run.shuffle_train_input, flag="input_file"),
-                        max_steps=train.num_train_steps)
+        checkpoint = runner.train(
+            estimator, input_fn(input_files, is_training=True, shuffle=run.shuffle_train_input,
+                                flag="input_file"),
+            train.num_train_steps, run,
+            evaluate if chief and run.validation.eval_every_n_steps else None)
+    if chief and train.do_train:
+        runner.export_release(run, options.model, checkpoint)
     if not options.evaluation.do_eval:
         return None
-    if not runner.is_chief(strategy):
+    if not chief:
         logging.info("Not the chief: skipping --do_eval (the chief evaluates).")
         return None
-    eval_flag = "eval_input_file" if options.eval_input_file else "input_file"
-    results = runner.evaluate(estimator, input_fn(eval_files, is_training=False,
-                                                  flag=eval_flag),
-                              steps=options.max_eval_steps)
+    results = evaluate(checkpoint)
     runner.write_results(run.output_dir, results)
     if options.report_majority_baseline:
         token_id, accuracy = masked_lm_majority_baseline(input_files, eval_files)
@@ -324,11 +361,12 @@ def prepare_run(options):
     check_pretraining_records(input_files, options.model.max_seq_length,
                               options.max_predictions_per_seq)
     eval_files = input_files
-    if options.evaluation.do_eval and options.eval_input_file:
+    if options.eval_input_file:
         eval_files = fileio.expand_input_files(options.eval_input_file, flag="eval_input_file",
                                                what=_RECORDS)
         record_limits.update(records.check_record_files(eval_files, "eval_input_file", skip))
         check_pretraining_records(eval_files, options.model.max_seq_length,
                                   options.max_predictions_per_seq, flag="eval_input_file")
+    validation.check_options(options.run.validation, PRETRAINING_METRICS)
     logging.info("Input files: %d for training, %d for eval", len(input_files), len(eval_files))
     return bert_config, init_checkpoint, input_files, eval_files, record_limits
