@@ -307,13 +307,13 @@ class _HostMemoryError(tf1.train.SessionRunHook):
     (_HostMemoryError, "out of memory on the host (MemoryError)", False)])
 def test_out_of_memory_names_the_batch_and_the_fixes(data, tmp_path, monkeypatch, hook, cause,
                                                      resume):
-    original = model_fn_parts.train_spec
+    original = model_fn_parts.Training.spec
 
-    def train_spec(*args, **kwargs):
-        spec = original(*args, **kwargs)
+    def train_spec(self, *args, **kwargs):
+        spec = original(self, *args, **kwargs)
         return spec._replace(training_hooks=[*(spec.training_hooks or []), hook()])
 
-    monkeypatch.setattr(model_fn_parts, "train_spec", train_spec)
+    monkeypatch.setattr(model_fn_parts.Training, "spec", train_spec)
     with pytest.raises(BertTfError) as error:
         _train(tmp_path, 6, num_accumulation_steps=2)
     message = str(error.value)
@@ -323,7 +323,7 @@ def test_out_of_memory_names_the_batch_and_the_fixes(data, tmp_path, monkeypatch
         assert fragment in message
     assert assert_checkpoint_state_is_whole(str(tmp_path / "out")) == 0
     if resume:  # The same command, without the fault, finishes.
-        monkeypatch.setattr(model_fn_parts, "train_spec", original)
+        monkeypatch.setattr(model_fn_parts.Training, "spec", original)
         _train(tmp_path, 6, num_accumulation_steps=2)
         assert assert_checkpoint_state_is_whole(str(tmp_path / "out")) == 6
 
@@ -414,16 +414,16 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
     # other batches than the uninterrupted run and ends elsewhere.
     restarted = tmp_path / "restarted"
     old = pretrain_options(tmp_path, **_resume_values(tmp_path, restarted, exact_resume=False))
-    original = model_fn_parts.train_spec
+    original = model_fn_parts.Training.spec
 
-    def stopping_train_spec(*args, **kwargs):
-        spec = original(*args, **kwargs)
+    def stopping_train_spec(self, *args, **kwargs):
+        spec = original(self, *args, **kwargs)
         return spec._replace(training_hooks=[*(spec.training_hooks or []),
                                              tf1.train.StopAtStepHook(last_step=12)])
 
-    monkeypatch.setattr(model_fn_parts, "train_spec", stopping_train_spec)
+    monkeypatch.setattr(model_fn_parts.Training, "spec", stopping_train_spec)
     pretraining.run_pretraining(old)
     assert assert_checkpoint_state_is_whole(str(restarted)) == 12
-    monkeypatch.setattr(model_fn_parts, "train_spec", original)
+    monkeypatch.setattr(model_fn_parts.Training, "spec", original)
     pretraining.run_pretraining(old)
     assert _max_difference(_weights(str(restarted)), reference) > 1e-2
