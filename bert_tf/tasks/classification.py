@@ -107,7 +107,6 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
       multi_label, class_weights: see `classifier_loss`.
       windowed: records are windows of longer examples (--doc_stride).
     """
-
     encoder, training = model_fn_parts.encoder_and_training(locals())
 
     def head(model, is_training):
@@ -119,12 +118,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         logits = encoder.build(features, mode, head)
 
         if mode == estimator_lib.ModeKeys.PREDICT:
-            predictions = prediction_outputs(logits, is_regression, multi_label)
-            if windowed:
-                predictions["logits"] = logits
-            if "example_index" in features:
-                predictions["example_index"] = tf.reshape(features["example_index"], [-1])
-            return estimator_lib.EstimatorSpec(mode=mode, predictions=predictions)
+            return predict_spec(logits, features, is_regression, multi_label, windowed)
 
         label_ids = features["label_ids"]
         label_ids = label_ids if multi_label else tf.reshape(label_ids, [-1])
@@ -150,6 +144,18 @@ def prediction_outputs(logits, is_regression, multi_label):
         return {"predictions": logits[:, 0]}
     probabilities = tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)
     return {"probabilities": probabilities}
+
+
+def predict_spec(logits, features, is_regression, multi_label, windowed):
+    """The PREDICT-mode EstimatorSpec: `prediction_outputs`, plus the logits of windowed
+    records and each record's example_index when the features have one."""
+    predictions = prediction_outputs(logits, is_regression, multi_label)
+    if windowed:
+        predictions["logits"] = logits
+    if "example_index" in features:
+        predictions["example_index"] = tf.reshape(features["example_index"], [-1])
+    return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.PREDICT,
+                                       predictions=predictions)
 
 
 def eval_spec(loss, per_example_loss, outputs, label_ids, is_real_example, no_accuracy,
