@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio, heads, modeling
+from bert_tf import errors, fileio, heads, modeling, records
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import tfrecords
 from bert_tf.errors import BertTfError
@@ -234,7 +234,8 @@ def check_pretraining_records(input_files, max_seq_length, max_predictions_per_s
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,
-                     num_cpu_threads=4, shuffle=True):
+                     num_cpu_threads=4, shuffle=True, record_limits=None,
+                     skip_corrupt_records=False, flag=None):
     """Returns an input_fn(params, input_context=None) reading pre-training TFRecords.
 
     Batches of params["batch_size"] (per replica under a distribution strategy), always full
@@ -242,11 +243,12 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     interleaved in parallel, then records. Evaluation reads each record once, in order. Under
     a multi-worker strategy each worker reads its own files, or its own records when there
     are fewer files than workers (`distribute.record_dataset`). Int64 features arrive as
-    int32.
+    int32. `record_limits`, `skip_corrupt_records` and `flag`: see `runner.record_input_fn`.
     """
     return runner.record_input_fn(
         input_files, tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq),
-        is_training, shuffle=shuffle, drop_remainder=True, num_cpu_threads=num_cpu_threads)
+        is_training, shuffle=shuffle, drop_remainder=True, num_cpu_threads=num_cpu_threads,
+        record_limits=record_limits, skip_corrupt_records=skip_corrupt_records, flag=flag)
 
 
 def masked_lm_majority_baseline(train_files, eval_files):
@@ -293,7 +295,7 @@ def run_pretraining(options):
     Returns:
       The eval results dict if --do_eval (on the chief), else None.
     """
-    bert_config, init_checkpoint, input_files, eval_files = prepare_run(options)
+    bert_config, init_checkpoint, input_files, eval_files, record_limits = prepare_run(options)
     train, run = options.train, options.run
     strategy = runner.make_strategy(run, train)
     runner.create_output_dir(run)
@@ -306,17 +308,21 @@ def run_pretraining(options):
     estimator = runner.make_estimator(model_fn, run, train, strategy,
                                       eval_batch_size=options.evaluation.eval_batch_size)
     input_fn = functools.partial(input_fn_builder, max_seq_length=options.model.max_seq_length,
-                                 max_predictions_per_seq=options.max_predictions_per_seq)
+                                 max_predictions_per_seq=options.max_predictions_per_seq,
+                                 record_limits=record_limits,
+                                 skip_corrupt_records=run.skip_corrupt_records)
+    eval_flag = "eval_input_file" if options.eval_input_file else "input_file"
     chief = runner.is_chief(strategy)
 
     def evaluate(checkpoint_path=None):
-        return runner.evaluate(estimator, input_fn(eval_files, is_training=False),
+        return runner.evaluate(estimator, input_fn(eval_files, is_training=False, flag=eval_flag),
                                steps=options.max_eval_steps, checkpoint_path=checkpoint_path)
 
     checkpoint = None
     if train.do_train:
         checkpoint = runner.train(
-            estimator, input_fn(input_files, is_training=True, shuffle=run.shuffle_train_input),
+            estimator, input_fn(input_files, is_training=True, shuffle=run.shuffle_train_input,
+                                flag="input_file"),
             train.num_train_steps, run,
             evaluate if chief and run.validation.eval_every_n_steps else None)
     if chief and train.do_train:
@@ -339,7 +345,9 @@ def run_pretraining(options):
 
 def prepare_run(options):
     """Checks every option and the input records; returns (bert_config, init_checkpoint,
-    input_files, eval_files), all before any graph is built or anything is written."""
+    input_files, eval_files, record_limits), all before any graph is built or anything is
+    written. `record_limits`: {path: whole records} of the damaged files read only partly
+    (`records.check_record_files`, --skip_corrupt_records)."""
     if not options.train.do_train and not options.evaluation.do_eval:
         raise BertTfError("At least one of --do_train or --do_eval must be True.")
     runner.check_train_options(options.train, options.model.max_seq_length)
@@ -347,15 +355,18 @@ def prepare_run(options):
     runner.check_positive(options.evaluation, "eval_batch_size")
     bert_config = runner.load_bert_config(options.model)
     init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)
+    skip = options.run.skip_corrupt_records
     input_files = fileio.expand_input_files(options.input_file, what=_RECORDS)
+    record_limits = records.check_record_files(input_files, "input_file", skip)
     check_pretraining_records(input_files, options.model.max_seq_length,
                               options.max_predictions_per_seq)
     eval_files = input_files
     if options.eval_input_file:
         eval_files = fileio.expand_input_files(options.eval_input_file, flag="eval_input_file",
                                                what=_RECORDS)
+        record_limits.update(records.check_record_files(eval_files, "eval_input_file", skip))
         check_pretraining_records(eval_files, options.model.max_seq_length,
                                   options.max_predictions_per_seq, flag="eval_input_file")
     validation.check_options(options.run.validation, PRETRAINING_METRICS)
     logging.info("Input files: %d for training, %d for eval", len(input_files), len(eval_files))
-    return bert_config, init_checkpoint, input_files, eval_files
+    return bert_config, init_checkpoint, input_files, eval_files, record_limits
