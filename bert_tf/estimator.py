@@ -78,7 +78,7 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
     the count of one replica (the Estimator multiplies it by the replicas). `training_metrics`
     (TRAIN) maps a name to a float32 scalar computed on the training batch: the chief logs
     them with the progress line and writes them to TensorBoard every `log_step_count_steps`
-    (averaged over replicas under a strategy). `eval_metric_ops`
+    (under a strategy: averaged over the chief's own replicas). `eval_metric_ops`
     maps a name to a `(value, update_op)` pair from
     `tf.compat.v1.metrics`; `export_outputs` maps a signature name to a tensor or dict of tensors.
     """
@@ -514,12 +514,16 @@ class Estimator:
         spec = specs[min(specs)]
         examples = spec.examples_per_step
 
-        def mean(values):
-            return strategy.reduce(tf.distribute.ReduceOp.MEAN, values, axis=None)
+        def local_mean(value):
+            # Over this worker's replicas only: the chief alone fetches the metrics, so a
+            # cross-worker all-reduce would wait forever for the other workers.
+            values = strategy.experimental_local_results(value)
+            return tf.add_n(list(values)) / float(len(values))
 
         return spec._replace(
-            loss=mean(losses), train_op=strategy.group(train_ops),
-            training_metrics={name: mean(value) for name, value in metrics.items()} or None,
+            loss=strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None),
+            train_op=strategy.group(train_ops),
+            training_metrics={name: local_mean(v) for name, v in metrics.items()} or None,
             examples_per_step=None if examples is None else
             examples * strategy.num_replicas_in_sync)
 
