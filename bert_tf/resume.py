@@ -4,9 +4,10 @@ Without it a restarted run builds its `tf.data` pipeline afresh and reads the da
 first record again, so a run preempted often trains on the first shards far more than on the
 last. With `RunConfig(exact_resume=True)` (`--exact_resume`, on by default) the chief saves
 its iterator's state (position, shuffle and prefetch buffers: `tf.data`'s graph-mode
-`make_saveable_from_iterator`) next to each checkpoint, as `model.ckpt-N.input-0-of-1.*`,
-just before `model.ckpt-N` itself is written, and a restarted run restores the state saved
-with the checkpoint it resumes from: it then sees the batches an uninterrupted run would.
+`make_saveable_from_iterator`) with each checkpoint, as `input_state/model.ckpt-N.input-0-of-1.*`
+(a directory of its own, so that nothing but the checkpoint is ever named `model.ckpt-N.*`),
+just before `model.ckpt-N` itself is written; a restarted run restores the state saved with
+the checkpoint it resumes from, and then sees the batches an uninterrupted run would.
 Input states of checkpoints that are no longer kept are deleted with them.
 
 The file name holds the worker and the number of workers (input pipelines). The state is
@@ -25,9 +26,14 @@ from absl import logging
 tf1 = tf.compat.v1
 
 
+INPUT_STATE_DIR = "input_state"
+
+
 def input_state_prefix(checkpoint_prefix, worker=0, num_workers=1):
     """Where the input state saved with checkpoint `checkpoint_prefix` lives."""
-    return f"{checkpoint_prefix}.input-{worker}-of-{num_workers}"
+    directory, name = os.path.split(checkpoint_prefix)
+    return os.path.join(directory, INPUT_STATE_DIR,
+                        f"{name}.input-{worker}-of-{num_workers}")
 
 
 class InitIteratorHook(tf1.train.SessionRunHook):
@@ -99,7 +105,8 @@ class _SaveInputStateListener(tf1.train.CheckpointSaverListener):
 def _delete_unkept_input_states(model_dir):
     state = tf.train.get_checkpoint_state(model_dir)
     kept = {os.path.basename(p) for p in (state.all_model_checkpoint_paths if state else ())}
-    for path in tf.io.gfile.glob(os.path.join(model_dir, "model.ckpt-*.input-*")):
+    for path in tf.io.gfile.glob(os.path.join(model_dir, INPUT_STATE_DIR,
+                                              "model.ckpt-*.input-*")):
         match = re.match(r"(model\.ckpt-\d+)\.input-", os.path.basename(path))
         if match and match.group(1) not in kept:
             tf.io.gfile.remove(path)
