@@ -196,7 +196,8 @@ def trim_to_longest(features, sequence_keys=SEQUENCE_FEATURES):
 
 
 def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_keys=None,
-                    drop_remainder=None, shuffle_buffer=1000, num_cpu_threads=4):
+                    drop_remainder=None, shuffle_buffer=1000, num_cpu_threads=4,
+                    map_batch=None):
     """Returns an input_fn(params, input_context=None) over TFRecord files, batch
     params["batch_size"] (per replica under a distribution strategy).
 
@@ -214,6 +215,9 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
       drop_remainder: drop a last smaller batch (default: when training).
       shuffle_buffer: records in the shuffle buffer (training).
       num_cpu_threads: files read in parallel (training).
+      map_batch: optional fn(features, batch_index, pipeline_id) -> features applied to each
+        parsed batch; batch_index counts this pipeline's batches from 0 (on through the
+        epochs), pipeline_id is the input pipeline's index (0 without a strategy).
     """
     drop_remainder = is_training if drop_remainder is None else drop_remainder
 
@@ -231,7 +235,13 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
                                             num_cpu_threads=num_cpu_threads)
         # Batch first so one vectorised parse handles the whole batch.
         dataset = dataset.batch(params["batch_size"], drop_remainder=drop_remainder)
-        dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        if map_batch is None:
+            dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        else:
+            pipeline_id = input_context.input_pipeline_id if input_context else 0
+            dataset = dataset.enumerate().map(
+                lambda index, serialized: map_batch(parse(serialized), index, pipeline_id),
+                num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     return input_fn
