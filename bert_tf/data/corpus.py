@@ -61,6 +61,7 @@ _DROPPED_ELEMENTS = re.compile(
     r"<(%s)\b[^>]*?/>|<(%s)\b[^>]*>.*?</\2\s*>" % ("|".join(_DROPPED_TAGS),
                                                      "|".join(_DROPPED_TAGS)),
     re.DOTALL | re.IGNORECASE)
+_LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _TAG = re.compile(r"</?[a-zA-Z][^>]*?>")
 _TEMPLATE = re.compile(r"\{\{(?:(?!\{\{|\}\}).)*?\}\}", re.DOTALL)
 _TABLE = re.compile(r"\{\|(?:(?!\{\|).)*?\|\}", re.DOTALL)
@@ -98,7 +99,7 @@ def clean_wikitext(text):
     ([[a|b]] -> b, [[a]]s -> as), file, category and interlanguage links go, nested ones
     (captions) included; external links become their label ([http://x label] -> label);
     bold / italic quotes, behaviour switches (__TOC__) and remaining HTML tags go, keeping
-    their content; HTML entities are decoded. Then line by line: headings end a paragraph and
+    their content (<br> ends a line); HTML entities are decoded. Then line by line: headings end a paragraph and
     the sections References, External links, See also, Further reading, Notes (and similar,
     `_DROPPED_SECTIONS`) are cut with their subsections; list items (* # ; :), table and
     template leftovers and lines without a letter are dropped; every other line is a
@@ -115,6 +116,7 @@ def clean_wikitext(text):
     text = _EXTERNAL_LINK.sub(r"\1", text)
     text = _BOLD_ITALIC.sub("", text)
     text = _MAGIC_WORD.sub("", text)
+    text = _LINE_BREAK.sub("\n", text)
     text = _TAG.sub("", text)
     text = html.unescape(text)
     paragraphs, dropped_level = [], 0
