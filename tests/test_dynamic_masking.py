@@ -89,7 +89,7 @@ def test_masks_follow_the_static_rules_over_many_batches(dynamic_records):
             counts["same"] += int((now == original[i][chosen]).sum())
         counts["tokens"] += int(num_tokens.sum())
         counts["masked"] += int(weights.sum())
-    assert counts["masked"] > 20_000
+    assert counts["masked"] > 10_000
     assert abs(counts["masked"] / counts["tokens"] - 0.15) < 0.01, counts
     assert abs(counts["mask"] / counts["masked"] - 0.8) < 0.02, counts
     assert abs(counts["same"] / counts["masked"] - 0.1) < 0.02, counts

@@ -2,7 +2,6 @@
 
 import os
 
-import numpy as np
 import pytest
 import tensorflow as tf
 from test_pretraining import TINY, pretrain_options

@@ -57,10 +57,9 @@ _COMMENT = re.compile(r"<!--.*?(-->|$)", re.DOTALL)
 _DROPPED_TAGS = ("ref", "math", "gallery", "timeline", "score", "syntaxhighlight", "source",
                  "pre", "code", "chem", "ce", "imagemap", "mapframe", "graph", "templatedata",
                  "references", "noinclude", "includeonly")
+_TAG_NAMES = "|".join(_DROPPED_TAGS)
 _DROPPED_ELEMENTS = re.compile(
-    r"<(%s)\b[^>]*?/>|<(%s)\b[^>]*>.*?</\2\s*>" % ("|".join(_DROPPED_TAGS),
-                                                     "|".join(_DROPPED_TAGS)),
-    re.DOTALL | re.IGNORECASE)
+    rf"<({_TAG_NAMES})\b[^>]*?/>|<({_TAG_NAMES})\b[^>]*>.*?</\2\s*>", re.DOTALL | re.IGNORECASE)
 _LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _TAG = re.compile(r"</?[a-zA-Z][^>]*?>")
 _TEMPLATE = re.compile(r"\{\{(?:(?!\{\{|\}\}).)*?\}\}", re.DOTALL)
@@ -99,8 +98,8 @@ def clean_wikitext(text):
     ([[a|b]] -> b, [[a]]s -> as), file, category and interlanguage links go, nested ones
     (captions) included; external links become their label ([http://x label] -> label);
     bold / italic quotes, behaviour switches (__TOC__) and remaining HTML tags go, keeping
-    their content (<br> ends a line); HTML entities are decoded. Then line by line: headings end a paragraph and
-    the sections References, External links, See also, Further reading, Notes (and similar,
+    their content (<br> ends a line); HTML entities are decoded. Then line by line: headings
+    end a paragraph and the sections References, External links, See also, Further reading, Notes (and similar,
     `_DROPPED_SECTIONS`) are cut with their subsections; list items (* # ; :), table and
     template leftovers and lines without a letter are dropped; every other line is a
     paragraph, its white space collapsed.

@@ -1,10 +1,17 @@
 """Learning a WordPiece vocab.txt from text (scripts/build_vocab.py).
 
-The pieces are learnt by the `tokenizers` package's `WordPieceTrainer` (an optional
-dependency, `pip install bert_tf[corpus]`) on words that bert_tf's own `BasicTokenizer` made:
-the same cleaning, lower-casing and accent stripping (with `do_lower_case`), CJK splitting
-and punctuation splitting that `FullTokenizer` applies before WordPiece, so the vocab fits
-the tokenizer that will use it.
+Words come from bert_tf's own `BasicTokenizer`: the same cleaning, lower-casing and accent
+stripping (with `do_lower_case`), CJK splitting and punctuation splitting that
+`FullTokenizer` applies before WordPiece, so the vocab fits the tokenizer that will use it.
+The pieces are learnt as the `tokenizers` package's WordPiece trainer and Google's vocabs do
+(byte-pair-encoding merges on word counts, "##" on pieces inside a word): every word starts
+as its characters (`w ##o ##r ##d`), and the most frequent adjacent pair is merged into a new
+piece until the vocab is full. Ties go to the alphabetically first pair, so the output is a
+function of the text alone: the `tokenizers` trainer (tried first) breaks ties by hash-map
+order and gave a different vocab.txt on every run (4 to 12 of 3000 pieces differed between
+three runs on data/corpus/train.txt), which a reproducible pipeline cannot have. All words
+are counted in memory (their distinct forms): for corpora of many GB, learn from a sample of
+the shards.
 
 Layout (BERT's, with `num_unused` = N):
 
@@ -15,15 +22,17 @@ Layout (BERT's, with `num_unused` = N):
     id N+3          [SEP]
     id N+4          [MASK]
     ids N+5..       the learnt pieces: the alphabet (every character seen at the start of a
-                    word, and as "##c" for every character seen inside one), then the merged
-                    pieces in the order the trainer learnt them ("##" marks a continuation)
+                    word, then every "##c" seen inside one, each in code point order), then
+                    the merged pieces in the order they were learnt
 
 Google's released vocabs put 99 unused tokens before [UNK] (id 100) and the rest after
 [MASK]; here they all come first, so the special ids follow from `num_unused` alone.
 Every character of the training text is in the alphabet, so `FullTokenizer` gives [UNK]
-on the training text only for words longer than its 100-character limit.
+on the training text only for words longer than its 100-character limit (left out here).
 """
 
+import collections
+import heapq
 import os
 import time
 
@@ -34,6 +43,8 @@ from bert_tf.data import corpus
 from bert_tf.errors import BertTfError
 
 SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# FullTokenizer maps longer words to [UNK] whatever the vocab.
+MAX_WORD_CHARS = 100
 
 
 def special_tokens(num_unused):
@@ -41,44 +52,83 @@ def special_tokens(num_unused):
     return ["[PAD]", *(f"[unused{i}]" for i in range(num_unused)), *SPECIAL_TOKENS]
 
 
-def _trainer_classes():
-    try:
-        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    except ImportError:
-        raise BertTfError("build_vocab needs the tokenizers package (its WordPiece trainer): "
-                          "pip install 'bert_tf[corpus]' (or pip install tokenizers).") from None
-    return Tokenizer, models, pre_tokenizers, trainers
-
-
-def _words(paths, do_lower_case, counts):
-    """Yields each line of `paths` as BasicTokenizer's words joined by spaces."""
+def count_words(paths, do_lower_case):
+    """Counter of BasicTokenizer's words over the lines of `paths`; and the bytes read."""
     basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    counts, num_bytes = collections.Counter(), 0
     for path in paths:
         for _, line in corpus._decoded_lines(path):
-            counts["bytes"] += len(line)
-            words = basic.tokenize(line)
-            if words:
-                counts["words"] += len(words)
-                yield " ".join(words)
+            num_bytes += len(line)
+            counts.update(basic.tokenize(line))
+    return counts, num_bytes
 
 
-def learn_pieces(paths, num_pieces, do_lower_case):
-    """The WordPiece pieces the trainer learns from `paths` (at most about `num_pieces`).
+def _pairs(symbols):
+    return zip(symbols, symbols[1:], strict=False)
+
+
+def _merge(symbols, first, second, merged):
+    """`symbols` with each adjacent (first, second) replaced by `merged`, left to right."""
+    out, i = [], 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and symbols[i] == first and symbols[i + 1] == second:
+            out.append(merged)
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return out
+
+
+def learn_wordpieces(word_counts, num_pieces):
+    """WordPiece pieces learnt from {word: count}: the alphabet, then merges (see the module
+    docstring), until there are `num_pieces` (or no pair is left).
 
     Returns:
-      (pieces in id order, counts dict with bytes and words read).
+      (pieces in id order, alphabet size). More than `num_pieces` pieces when the alphabet
+      alone is larger.
     """
-    Tokenizer, models, pre_tokenizers, trainers = _trainer_classes()
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    # The text arrives already split into words by BasicTokenizer.
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    trainer = trainers.WordPieceTrainer(vocab_size=num_pieces, min_frequency=0,
-                                        special_tokens=[], continuing_subword_prefix="##",
-                                        show_progress=False)
-    counts = {"bytes": 0, "words": 0}
-    tokenizer.train_from_iterator(_words(paths, do_lower_case, counts), trainer=trainer)
-    vocab = tokenizer.get_vocab()
-    return sorted(vocab, key=vocab.get), counts
+    words = [w for w in sorted(word_counts) if len(w) <= MAX_WORD_CHARS]
+    counts = [word_counts[w] for w in words]
+    symbols = [[w[0], *("##" + c for c in w[1:])] for w in words]
+    alphabet = sorted({s for word in symbols for s in word}, key=lambda s: (s[:2] == "##", s))
+    pieces, known = list(alphabet), set(alphabet)
+    pair_counts, where = collections.Counter(), collections.defaultdict(set)
+    for i, word in enumerate(symbols):
+        for pair in _pairs(word):
+            pair_counts[pair] += counts[i]
+            where[pair].add(i)
+    # Max-heap by count, ties to the alphabetically first pair; stale entries are skipped.
+    heap = [(-count, pair) for pair, count in pair_counts.items()]
+    heapq.heapify(heap)
+    while len(pieces) < num_pieces and heap:
+        negative_count, pair = heapq.heappop(heap)
+        if pair_counts.get(pair, 0) != -negative_count or negative_count == 0:
+            continue
+        first, second = pair
+        merged = first + second[2:]
+        changed = set()
+        for i in sorted(where.pop(pair)):
+            old = symbols[i]
+            if pair not in set(_pairs(old)):
+                continue
+            new = symbols[i] = _merge(old, first, second, merged)
+            for p in _pairs(old):
+                pair_counts[p] -= counts[i]
+                changed.add(p)
+            for p in _pairs(new):
+                pair_counts[p] += counts[i]
+                where[p].add(i)
+                changed.add(p)
+        for p in changed:
+            if pair_counts[p] > 0:
+                heapq.heappush(heap, (-pair_counts[p], p))
+            else:
+                del pair_counts[p]
+        if merged not in known:
+            known.add(merged)
+            pieces.append(merged)
+    return pieces, len(alphabet)
 
 
 def build_vocab(options, log_fn=logging.info):
@@ -110,11 +160,11 @@ def build_vocab(options, log_fn=logging.info):
         raise BertTfError("--output_file: no path given; pass where to write vocab.txt.")
     paths = fileio.expand_input_files(options.input_file,
                                       what="text files (comma-separated, globs allowed)")
-    pieces, counts = learn_pieces(paths, num_pieces, options.do_lower_case)
-    if not pieces:
+    word_counts, num_bytes = count_words(paths, options.do_lower_case)
+    if not word_counts:
         raise BertTfError(f"--input_file: {', '.join(paths)} hold(s) no text; pass UTF-8 text "
                           "files.")
-    alphabet = sum(1 for piece in pieces if len(piece.removeprefix("##")) == 1)
+    pieces, alphabet = learn_wordpieces(word_counts, num_pieces)
     if len(pieces) > num_pieces:
         raise BertTfError(
             f"--vocab_size={options.vocab_size} is smaller than the {len(specials)} special "
@@ -130,10 +180,10 @@ def build_vocab(options, log_fn=logging.info):
     fileio.atomic_write_text(options.output_file, "".join(f"{t}\n" for t in specials + pieces))
     seconds = time.time() - start
     summary = {"output_file": options.output_file, "vocab_size": len(specials) + len(pieces),
-               "num_pieces": len(pieces), "alphabet": alphabet, "words": counts["words"],
-               "seconds": seconds}
+               "num_pieces": len(pieces), "alphabet": alphabet,
+               "words": sum(word_counts.values()), "seconds": seconds}
     log_fn("Wrote %s: %d tokens (%d special and unused, %d learnt, %d of them single "
            "characters) from %d words (%.1f MB) in %.1f s", options.output_file,
-           summary["vocab_size"], len(specials), len(pieces), alphabet, counts["words"],
-           counts["bytes"] / 1e6, seconds)
+           summary["vocab_size"], len(specials), len(pieces), alphabet, summary["words"],
+           num_bytes / 1e6, seconds)
     return summary
