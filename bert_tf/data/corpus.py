@@ -99,10 +99,10 @@ def clean_wikitext(text):
     (captions) included; external links become their label ([http://x label] -> label);
     bold / italic quotes, behaviour switches (__TOC__) and remaining HTML tags go, keeping
     their content (<br> ends a line); HTML entities are decoded. Then line by line: headings
-    end a paragraph and the sections References, External links, See also, Further reading, Notes (and similar,
-    `_DROPPED_SECTIONS`) are cut with their subsections; list items (* # ; :), table and
-    template leftovers and lines without a letter are dropped; every other line is a
-    paragraph, its white space collapsed.
+    end a paragraph and the sections References, External links, See also, Further
+    reading, Notes (and similar, `_DROPPED_SECTIONS`) are cut with their subsections; list
+    items (* # ; :), table and template leftovers and lines without a letter are dropped;
+    every other line is a paragraph, its white space collapsed.
     """
     text = _COMMENT.sub("", text)
     text = _DROPPED_ELEMENTS.sub("", text)
