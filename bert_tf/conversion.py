@@ -39,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import modeling
+from bert_tf import errors, modeling, optimization
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -442,7 +442,7 @@ def read_tf_checkpoint(checkpoint, names=None):
     else:
         # Optimizer slots, global_step and fine-tuning heads are not part of BERT.
         skipped = sorted(name for name in set(stored) - set(names)
-                         if name != "global_step" and not name.endswith(("/adam_m", "/adam_v")))
+                         if not optimization.is_optimizer_state(name))
         if skipped:
             logging.warning("Not converted (not BERT pre-training variables): %s",
                                 ", ".join(skipped))
@@ -521,6 +521,49 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
     _copy_if_present(vocab_file, os.path.join(output_dir, VOCAB_NAME))
     logging.info("Wrote %d tensors to %s", len(hf), weights_path)
     return weights_path
+
+
+# Variables of fine-tuning heads: the classifier's top-level output_weights / output_bias and
+# everything under cls/ (the pre-training, SQuAD and NER heads).
+_HEAD_PREFIXES = ("cls/", "output_")
+
+
+def export_release_checkpoint(init_checkpoint, bert_config_file, output_dir, vocab_file=None,
+                              keep_heads=True):
+    """Writes the layout Google released: `output_dir/bert_model.ckpt.*` with the model
+    variables only, `bert_config.json` and (with `vocab_file`) `vocab.txt`.
+
+    Optimizer state (`<var>/adam_m`, `<var>/adam_v`, LAMB's step, the loss scale) and
+    `global_step` are dropped, so the checkpoint is about a third of a training checkpoint
+    with AdamW; gradient accumulators are never saved. `keep_heads=False` also drops the task
+    heads (`cls/*`, `output_*`) for an encoder-only release.
+
+    Args:
+      init_checkpoint: a training checkpoint prefix, or a directory (its latest checkpoint).
+      bert_config_file: the model's bert_config.json (copied as is).
+      output_dir: where to write; created if needed.
+      vocab_file: vocab.txt to copy, or None.
+      keep_heads: keep the task heads' variables.
+
+    Returns:
+      The names of the variables written.
+    """
+    errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
+    modeling.BertConfig.from_json_file(bert_config_file)  # A bad config stops here.
+    if vocab_file:
+        errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
+    tensors = read_tf_checkpoint(modeling.resolve_checkpoint(init_checkpoint))
+    kept = {name: value for name, value in tensors.items()
+            if not optimization.is_optimizer_state(name)
+            and (keep_heads or not name.startswith(_HEAD_PREFIXES))}
+    write_tf_checkpoint(kept, os.path.join(output_dir, "bert_model.ckpt"))
+    _copy_if_present(bert_config_file, os.path.join(output_dir, "bert_config.json"))
+    if vocab_file:
+        _copy_if_present(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    logging.info("Wrote %s/bert_model.ckpt: %d variables (%d dropped: optimizer state%s).",
+                 output_dir, len(kept), len(tensors) - len(kept),
+                 "" if keep_heads else " and task heads")
+    return sorted(kept)
 
 
 def _import_safetensors():

@@ -438,3 +438,24 @@ def record_dataset(input_files, is_training, input_context=None, shuffle=True,
                                  cycle_length=min(num_cpu_threads, len(files)),
                                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
     return dataset.shuffle(buffer_size=shuffle_buffer)
+
+
+def any_worker_flag(strategy, size=2):
+    """A placeholder each worker feeds (0.0 or 1.0 each) and its sum over all replicas.
+
+    Run every step, it tells every worker at once whether any of them raised a flag (e.g.
+    got SIGTERM), so that all stop after the same step.
+
+    Returns:
+      (flags placeholder [size] with default zeros, float32 [size]: the sum over replicas).
+    """
+    flag = tf1.placeholder_with_default(tf.zeros([size]), [size], name="stop_requested")
+
+    def replica_fn():
+        def merge_fn(strategy, value):
+            return strategy.extended.reduce_to(tf.distribute.ReduceOp.SUM, value, value)
+        return tf.distribute.get_replica_context().merge_call(merge_fn,
+                                                              args=(tf.identity(flag),))
+
+    per_replica = strategy.extended.call_for_each_replica(replica_fn)
+    return flag, strategy.experimental_local_results(per_replica)[0]

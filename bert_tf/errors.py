@@ -15,6 +15,17 @@ class BertTfError(ValueError):
     """An error in the user's input, with a message that says how to fix it."""
 
 
+class Preempted(Exception):  # noqa: N818 (a stop, not an error)
+    """Training stopped on SIGTERM / SIGINT after writing the checkpoint of `step`; scripts
+    exit with 128 + `signal_number` (143 for SIGTERM, 130 for SIGINT)."""
+
+    def __init__(self, step, signal_number):
+        super().__init__(f"preempted at step {step}: checkpoint saved, run the same command to "
+                         "resume")
+        self.step = step
+        self.signal_number = signal_number
+
+
 def require_file(path, flag=None, what="file"):
     """Raises `BertTfError` unless `path` names an existing file.
 
@@ -80,5 +91,9 @@ def run_main(main):
             sys.stderr.flush()
             # os._exit skips TF's atexit handlers, which can print noise after our message.
             os._exit(2)
+        except Preempted as e:
+            sys.stderr.write(f"{e}\n")
+            sys.stderr.flush()
+            os._exit(128 + e.signal_number)
 
     app.run(wrapped)

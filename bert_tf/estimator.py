@@ -40,6 +40,9 @@ import datetime
 import inspect
 import json
 import os
+import signal
+import sys
+import threading
 import time
 
 import numpy as np
@@ -59,7 +62,7 @@ class ModeKeys:
 
 _SPEC_FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
                 "training_hooks", "evaluation_hooks", "prediction_hooks", "scaffold",
-                "examples_per_step")
+                "examples_per_step", "training_metrics")
 
 
 class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
@@ -69,17 +72,21 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
     global step consumes (an int), for the examples/sec summary. Leave it None to use the static
     batch dimension of the features; set it when one step is more than one batch (gradient
     accumulation). Under a distribution strategy the model_fn runs once per replica and this is
-    the count of one replica (the Estimator multiplies it by the replicas). `eval_metric_ops`
+    the count of one replica (the Estimator multiplies it by the replicas). `training_metrics`
+    (TRAIN) maps a name to a float32 scalar computed on the training batch: the chief logs
+    them with the progress line and writes them to TensorBoard every `log_step_count_steps`
+    (averaged over replicas under a strategy). `eval_metric_ops`
     maps a name to a `(value, update_op)` pair from
     `tf.compat.v1.metrics`; `export_outputs` maps a signature name to a tensor or dict of tensors.
     """
 
     def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None,
                 export_outputs=None, training_hooks=None, evaluation_hooks=None,
-                prediction_hooks=None, scaffold=None, examples_per_step=None):
+                prediction_hooks=None, scaffold=None, examples_per_step=None,
+                training_metrics=None):
         return super().__new__(cls, mode, predictions, loss, train_op, eval_metric_ops,
                                export_outputs, training_hooks, evaluation_hooks, prediction_hooks,
-                               scaffold, examples_per_step)
+                               scaffold, examples_per_step, training_metrics)
 
 
 @dataclasses.dataclass
@@ -98,6 +105,8 @@ class RunConfig:
     # stops with an error (a worker died or hangs). None: distribute.DEFAULT_STEP_TIMEOUT_SECS;
     # 0: wait forever.
     step_timeout_secs: float = None
+    # SIGTERM / SIGINT during train(): seconds to finish the step and write its checkpoint.
+    preemption_grace_secs: float = 30.0
 
     @property
     def is_chief(self):
@@ -164,8 +173,22 @@ class Estimator:
 
     # ----------------------------------------------------------------------------------- train
 
-    def train(self, input_fn, max_steps, hooks=None, saving_listeners=None):
-        """Trains until global_step reaches `max_steps` or input_fn runs out; returns self."""
+    def train(self, input_fn, max_steps, hooks=None, saving_listeners=None, evaluate_fn=None,
+              evaluate_every_n_steps=0):
+        """Trains until global_step reaches `max_steps` or input_fn runs out; returns self.
+
+        Args:
+          input_fn, max_steps, hooks, saving_listeners: as `tf.estimator.Estimator.train`.
+          evaluate_fn: `evaluate_fn(step, checkpoint_path) -> stop`, called on the chief
+            every `evaluate_every_n_steps` steps with that step's checkpoint (saved for it);
+            returning True stops training after that step.
+          evaluate_every_n_steps: see `evaluate_fn` (0: never).
+
+        Raises:
+          errors.Preempted: SIGTERM or SIGINT (to any worker) stopped training after the
+            current step, whose checkpoint the chief wrote (within
+            `RunConfig.preemption_grace_secs`, else the process exits at once).
+        """
         strategy = self.config.train_distribute
         if strategy is not None and not isinstance(
                 strategy, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
@@ -210,14 +233,26 @@ class Estimator:
                     distribute.run_options(startup_timeout)))
                 # The first step also optimizes the graph on every worker, which takes a while.
                 first_step_options = distribute.run_options(startup_timeout)
+                if evaluate_every_n_steps:
+                    # The other workers' step waits while the chief evaluates.
+                    step_timeout = (0 if 0 in (step_timeout, startup_timeout)
+                                    else max(step_timeout, startup_timeout))
                 step_options = distribute.run_options(step_timeout)
+            stop_on_signal = _StopOnSignalHook(
+                distribute.any_worker_flag(strategy) if multi_worker else None)
+            all_hooks.insert(0, stop_on_signal)
             if is_chief:
                 all_hooks += self._chief_training_hooks(spec.loss, scaffold, max_steps,
-                                                        examples_per_step, saving_listeners)
+                                                        examples_per_step, saving_listeners,
+                                                        spec.training_metrics)
+                if evaluate_fn is not None and evaluate_every_n_steps:
+                    all_hooks.append(_EvaluateHook(evaluate_fn, evaluate_every_n_steps,
+                                                   all_hooks[-1], stop_on_signal))
                 _remove_partial_checkpoint_writes(self.model_dir)
             options = first_step_options
             try:
-                with self._training_session(strategy, is_chief, scaffold, all_hooks) as sess:
+                with _SignalHandlers(stop_on_signal, self.config.preemption_grace_secs), \
+                        self._training_session(strategy, is_chief, scaffold, all_hooks) as sess:
                     while not sess.should_stop():
                         sess.run(spec.train_op, options=options)
                         options = step_options
@@ -227,6 +262,9 @@ class Estimator:
                 raise errors.BertTfError(distribute.worker_failure_message(
                     startup_timeout if options is first_step_options else step_timeout, e,
                     model_dir=self.model_dir)) from None
+        if stop_on_signal.stopped_at is not None:
+            raise errors.Preempted(stop_on_signal.stopped_at,
+                                   stop_on_signal.signal_number or signal.SIGTERM)
         logging.info("Finished training; latest checkpoint: %s", self.latest_checkpoint())
         return self
 
@@ -246,13 +284,14 @@ class Estimator:
             checkpoint_dir=self.model_dir)
 
     def _chief_training_hooks(self, loss, scaffold, max_steps, examples_per_step,
-                              saving_listeners):
+                              saving_listeners, training_metrics=None):
         """Progress log, summaries and checkpoints: written by the chief only."""
         save_steps = self.config.save_checkpoints_steps or max_steps
         chief_hooks = []
         if self.config.log_step_count_steps:
             chief_hooks.append(_ProgressHook(loss, max_steps, examples_per_step,
-                                             self.config.log_step_count_steps, self.model_dir))
+                                             self.config.log_step_count_steps, self.model_dir,
+                                             training_metrics))
         if self.config.save_summary_steps:
             chief_hooks.append(tf.compat.v1.train.SummarySaverHook(
                 save_steps=self.config.save_summary_steps, output_dir=self.model_dir,
@@ -295,7 +334,7 @@ class Estimator:
                     num_batches += 1
             results = final_hook.final_ops_values
             eval_dir = os.path.join(self.model_dir, "eval_" + name if name else "eval")
-            _write_scalar_summaries(eval_dir, results, int(results["global_step"]))
+            write_scalar_summaries(eval_dir, results, int(results["global_step"]))
         logging.info("Evaluation of %s over %d batches: %s", checkpoint_path, num_batches,
                      ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
         return results
@@ -420,15 +459,19 @@ class Estimator:
             replica_id = tf.get_static_value(
                 tf.distribute.get_replica_context().replica_id_in_sync_group)
             specs[len(specs) if replica_id is None else int(replica_id)] = spec
-            return spec.loss, spec.train_op
+            return spec.loss, spec.train_op, dict(spec.training_metrics or {})
 
-        losses, train_ops = distribute.call_for_each_replica(strategy, replica_fn,
-                                                             args=(features, labels))
+        losses, train_ops, metrics = distribute.call_for_each_replica(
+            strategy, replica_fn, args=(features, labels))
         spec = specs[min(specs)]
         examples = spec.examples_per_step
+
+        def mean(values):
+            return strategy.reduce(tf.distribute.ReduceOp.MEAN, values, axis=None)
+
         return spec._replace(
-            loss=strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None),
-            train_op=strategy.group(train_ops),
+            loss=mean(losses), train_op=strategy.group(train_ops),
+            training_metrics={name: mean(value) for name, value in metrics.items()} or None,
             examples_per_step=None if examples is None else
             examples * strategy.num_replicas_in_sync)
 
@@ -629,6 +672,128 @@ class _RefuseNonFiniteWeightsListener(tf.compat.v1.train.CheckpointSaverListener
                 "run again to resume from the last good checkpoint.")
 
 
+class _StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
+    """Stops every worker after the same step: on SIGTERM / SIGINT to any of them (recorded
+    by `_SignalHandlers`), or when the chief's evaluation asks to stop early.
+
+    Without a strategy it stops the session after the current step; under a multi-worker
+    strategy every step all-reduces each worker's [signal, early stop] flags
+    (`distribute.any_worker_flag`), so all workers stop after the same step (an early stop
+    decided after step N takes effect after step N + 1 there). The chief's
+    CheckpointSaverHook saves the last step when the session closes.
+    """
+
+    def __init__(self, any_worker=None):
+        self.signal_number = None  # Set by _SignalHandlers.
+        self.early_stop = False  # Set by _EvaluateHook.
+        self.stopped_at = None  # The step a signal (to any worker) stopped training after.
+        self._flag, self._any = any_worker if any_worker is not None else (None, None)
+
+    @property
+    def single_process(self):
+        return self._any is None
+
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+    def before_run(self, run_context):
+        if self._any is None:
+            return None
+        flags = [1.0 if self.signal_number else 0.0, 1.0 if self.early_stop else 0.0]
+        return tf.compat.v1.train.SessionRunArgs(self._any, feed_dict={self._flag: flags})
+
+    def after_run(self, run_context, run_values):
+        if self._any is not None:
+            signalled, early_stop = (float(x) > 0 for x in run_values.results)
+        else:
+            signalled, early_stop = self.signal_number is not None, self.early_stop
+        if signalled and self.stopped_at is None:
+            self.stopped_at = int(run_context.session.run(self._global_step))
+            logging.info("Stopping after step %d: %s.", self.stopped_at,
+                         "a worker got a stop signal" if self.signal_number is None else
+                         f"got signal {self.signal_number}")
+        if signalled or early_stop:
+            run_context.request_stop()
+
+
+class _SignalHandlers:
+    """Routes SIGTERM / SIGINT to a `_StopOnSignalHook` while training (main thread only).
+
+    After `grace_secs` without the session closing, or on a second signal, the process exits
+    at once with 128 + the signal number: the newest whole checkpoint stays the one named in
+    the `checkpoint` state file.
+    """
+
+    def __init__(self, hook, grace_secs):
+        self._hook = hook
+        self._grace_secs = grace_secs
+        self._previous = {}
+        self._done = threading.Event()
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        self._done.set()
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum, frame):
+        del frame
+        if self._hook.signal_number is not None:
+            os._exit(128 + signum)
+        self._hook.signal_number = signum
+        threading.Thread(target=self._exit_after_grace, args=(signum,), daemon=True).start()
+
+    def _exit_after_grace(self, signum):
+        if not self._done.wait(self._grace_secs):
+            sys.stderr.write(f"error: got signal {signum} but the current step and its "
+                             f"checkpoint did not finish within --preemption_grace_secs="
+                             f"{self._grace_secs:g}; the newest whole checkpoint is the one "
+                             "the checkpoint state file names.\n")
+            sys.stderr.flush()
+            os._exit(128 + signum)
+
+
+class _EvaluateHook(tf.compat.v1.train.SessionRunHook):
+    """Every `every_n_steps` steps (chief only): saves that step's checkpoint through the
+    chief's saver hook, calls `evaluate_fn(step, checkpoint_path)` and stops training when it
+    returns True (through `stop_hook`, so that every worker stops)."""
+
+    def __init__(self, evaluate_fn, every_n_steps, saver_hook, stop_hook):
+        self._evaluate_fn = evaluate_fn
+        self._stop_hook = stop_hook
+        self._every_n_steps = every_n_steps
+        self._saver_hook = saver_hook
+        self._last_evaluated = None
+
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._global_step)
+
+    def after_run(self, run_context, run_values):
+        # The step read before this run's update: only a run that may have completed a
+        # multiple of every_n_steps (with accumulation, not every run updates) reads it again.
+        if (int(run_values.results) + 1) % self._every_n_steps:
+            return
+        session = run_context.session
+        step = int(session.run(self._global_step))
+        if step % self._every_n_steps or step == self._last_evaluated:
+            return
+        self._last_evaluated = step
+        self._saver_hook._save(session, step)  # A no-op if this step is saved already.
+        checkpoint_path = f"{self._saver_hook._save_path}-{step}"
+        if self._evaluate_fn(step, checkpoint_path):
+            self._stop_hook.early_stop = True
+            if self._stop_hook.single_process:
+                run_context.request_stop()
+
+
 class _CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     """CheckpointSaverHook that never rewrites the checkpoint the state file points at.
 
@@ -650,21 +815,27 @@ class _ProgressHook(tf.compat.v1.train.StepCounterHook):
 
     Every `every_n_steps` global steps it writes the "global_step/sec" and "examples_per_sec"
     summaries and logs e.g. `step 120/1000 loss=3.21 steps/sec=4.1 examples/sec=131 ETA 0:03:34`.
-    Rates are over the last interval; examples/sec = steps/sec * examples_per_step.
+    Rates are over the last interval; examples/sec = steps/sec * examples_per_step. The
+    `training_metrics` (name -> scalar) of that step are logged after it and written as
+    summaries too.
     """
 
-    def __init__(self, loss, max_steps, examples_per_step, every_n_steps, output_dir):
+    def __init__(self, loss, max_steps, examples_per_step, every_n_steps, output_dir,
+                 training_metrics=None):
         super().__init__(every_n_steps=every_n_steps, output_dir=output_dir)
         self._loss = loss
         self._max_steps = max_steps
         self._examples_per_step = examples_per_step
+        self._metrics = dict(training_metrics or {})
         self._last_loss = None
+        self._last_metrics = {}
 
     def before_run(self, run_context):
-        return tf.compat.v1.train.SessionRunArgs([self._global_step_tensor, self._loss])
+        return tf.compat.v1.train.SessionRunArgs(
+            [self._global_step_tensor, self._loss, self._metrics])
 
     def after_run(self, run_context, run_values):
-        stale_global_step, self._last_loss = run_values.results
+        stale_global_step, self._last_loss, self._last_metrics = run_values.results
         # The step read races with the update, so two runs can read the same value; that is not
         # the "global step has not been increased" the parent warns about, so silence it.
         self._last_global_step = None
@@ -680,9 +851,14 @@ class _ProgressHook(tf.compat.v1.train.StepCounterHook):
             if examples_per_sec is not None:
                 values.append(tf.compat.v1.Summary.Value(tag="examples_per_sec",
                                                          simple_value=examples_per_sec))
+            values += [tf.compat.v1.Summary.Value(tag=name, simple_value=float(value))
+                       for name, value in sorted(self._last_metrics.items())]
             self._summary_writer.add_summary(tf.compat.v1.Summary(value=values), global_step)
-        logging.info("%s", progress_line(global_step, self._max_steps, self._last_loss,
-                                         steps_per_sec, examples_per_sec))
+        line = progress_line(global_step, self._max_steps, self._last_loss, steps_per_sec,
+                             examples_per_sec)
+        metrics = " ".join(f"{name}={value:.4g}"
+                           for name, value in sorted(self._last_metrics.items()))
+        logging.info("%s", f"{line} {metrics}" if metrics else line)
 
 
 def progress_line(step, max_steps, loss, steps_per_sec, examples_per_sec=None):
@@ -739,7 +915,7 @@ def _split_batch(batch):
         yield {key: value[i] for key, value in batch.items()}
 
 
-def _write_scalar_summaries(directory, values, step):
+def write_scalar_summaries(directory, values, step):
     """Writes each scalar in `values` as a TensorBoard summary at `step` under `directory`."""
     writer = tf.compat.v1.summary.FileWriter(directory)
     summary = tf.compat.v1.Summary(value=[

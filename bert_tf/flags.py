@@ -16,6 +16,15 @@ FLAGS = flags.FLAGS
 def define_model_flags(max_seq_length=128, flag_values=FLAGS):
     """--bert_config_file, --init_checkpoint, --max_seq_length (`ModelOptions`, with
     --precision)."""
+    define_checkpoint_flags(flag_values)
+    flags.DEFINE_integer("max_seq_length", max_seq_length,
+                         "The maximum total input sequence length after WordPiece tokenization; "
+                         "longer sequences are truncated, shorter ones padded.",
+                         flag_values=flag_values)
+
+
+def define_checkpoint_flags(flag_values=FLAGS):
+    """--bert_config_file and --init_checkpoint."""
     flags.DEFINE_string("bert_config_file", None,
                         "The config json file corresponding to the pre-trained BERT model.",
                         flag_values=flag_values)
@@ -23,10 +32,6 @@ def define_model_flags(max_seq_length=128, flag_values=FLAGS):
                         "Initial checkpoint (usually from a pre-trained BERT model): a prefix "
                         "such as .../bert_model.ckpt, or a directory (its latest checkpoint).",
                         flag_values=flag_values)
-    flags.DEFINE_integer("max_seq_length", max_seq_length,
-                         "The maximum total input sequence length after WordPiece tokenization; "
-                         "longer sequences are truncated, shorter ones padded.",
-                         flag_values=flag_values)
 
 
 def define_tokenizer_flags(flag_values=FLAGS):
@@ -63,6 +68,16 @@ def define_train_flags(num_train_steps=None, learning_rate=5e-5, flag_values=FLA
     flags.DEFINE_integer("num_accumulation_steps", 1,
                          "Micro-batches accumulated per optimizer update; train_batch_size must "
                          "divide by it.", flag_values=flag_values)
+    flags.DEFINE_list("trainable_scopes", None,
+                      "Comma-separated variable name prefixes: only these variables train "
+                      "(e.g. cls/,output_).", flag_values=flag_values)
+    flags.DEFINE_list("freeze_scopes", None,
+                      "Comma-separated variable name prefixes that do not train (e.g. "
+                      "bert/embeddings,bert/encoder/layer_0); they get no optimizer slots.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("freeze_layers", None,
+                         "Freeze the embeddings and the lowest K encoder layers.",
+                         flag_values=flag_values)
 
 
 def define_eval_flags(flag_values=FLAGS):
@@ -93,8 +108,38 @@ def define_run_flags(flag_values=FLAGS):
                       "Shuffle the training records. False reads them in file order "
                       "(repeatable runs, e.g. to compare a distributed run with a "
                       "single-process one).", flag_values=flag_values)
+    flags.DEFINE_float("preemption_grace_secs", 30.0,
+                       "On SIGTERM / SIGINT: seconds to finish the current step and write its "
+                       "checkpoint before exiting (143 / 130); the same command resumes.",
+                       flag_values=flag_values)
+    flags.DEFINE_string("export_release_dir", None,
+                        "At the end of training also write the released-checkpoint layout "
+                        "(bert_model.ckpt without optimizer state, bert_config.json, vocab.txt) "
+                        "here.", flag_values=flag_values)
+    define_validation_flags(flag_values)
     define_xla_flags(flag_values)
     define_distribution_flags(flag_values)
+
+
+def define_validation_flags(flag_values=FLAGS):
+    """Evaluation during training, best checkpoint and early stopping (`ValidationOptions`)."""
+    flags.DEFINE_integer("eval_every_n_steps", 0,
+                         "Evaluate on the eval split every N optimizer updates while training "
+                         "(0: only at the end); results go to TensorBoard under eval/ and to "
+                         "output_dir/eval_history.jsonl.", flag_values=flag_values)
+    flags.DEFINE_string("best_checkpoint_metric", None,
+                        "Keep the checkpoint with the best value of this eval metric (e.g. "
+                        "eval_accuracy, f1, masked_lm_accuracy) in output_dir/best/; final eval, "
+                        "predict and export then use it.", flag_values=flag_values)
+    flags.DEFINE_enum("best_checkpoint_mode", None, ["max", "min"],
+                      "Whether a larger or smaller --best_checkpoint_metric is better (default "
+                      "max; min for names containing 'loss').", flag_values=flag_values)
+    flags.DEFINE_integer("early_stopping_patience", None,
+                         "Stop training after this many evaluations without improvement of "
+                         "--best_checkpoint_metric.", flag_values=flag_values)
+    flags.DEFINE_float("early_stopping_min_delta", 0.0,
+                       "An evaluation improves only if it beats the best by more than this.",
+                       flag_values=flag_values)
 
 
 def define_finetuning_flags(max_seq_length=128, has_eval=True, flag_values=FLAGS):

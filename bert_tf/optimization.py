@@ -21,9 +21,11 @@ the N micro-batch gradients. `global_step` counts applied updates, so the
 learning-rate schedule, `num_train_steps` and checkpoint steps are in updates.
 """
 
+import dataclasses
 import re
 
 import tensorflow as tf
+from absl import logging
 
 from bert_tf.errors import BertTfError
 
@@ -365,7 +367,7 @@ def _check_arguments(init_lr, num_train_steps, num_warmup_steps, optimizer,
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,
                      optimizer="adamw", num_accumulation_steps=1, clip_norm=1.0,
                      weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                     loss_scale=None, tvars=None):
+                     loss_scale=None, tvars=None, trainable=None):
     """Creates the training op: one run consumes one micro-batch.
 
     Call it where the loss is built; inside a `tf.distribute` replica function
@@ -397,6 +399,8 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
         discarded) and halve the scale (not below 1); double it after 2000
         applied updates in a row. The scale is the saved variable `loss_scale`.
       tvars: variables to train (default: all trainable variables).
+      trainable: a `TrainableSelection` narrowing `tvars` (frozen variables get no update
+        and no optimizer slots).
 
     Returns:
       The train op. Summaries "learning_rate" and "global_gradient_norm" (the
@@ -424,6 +428,8 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
 
     if tvars is None:
         tvars = tf1.trainable_variables()
+    if trainable is not None:
+        tvars = trainable.select(tvars)
     replica_context = tf.distribute.get_replica_context()
     num_replicas = replica_context.num_replicas_in_sync if replica_context else 1
 
@@ -539,3 +545,73 @@ def _dense(grad):
     if isinstance(grad, tf.IndexedSlices):
         return tf.convert_to_tensor(grad)
     return grad
+
+
+# Checkpoint variables that hold optimizer state rather than model weights (the AdamW / LAMB
+# slots and step count, the dynamic loss scale, the step counter).
+_OPTIMIZER_STATE_SUFFIXES = ("/adam_m", "/adam_v")
+_OPTIMIZER_STATE_NAMES = ("global_step", "lamb_step", "loss_scale", "loss_scale_good_steps")
+
+
+def is_optimizer_state(name):
+    """Whether checkpoint variable `name` is optimizer state, not part of the model."""
+    return name.endswith(_OPTIMIZER_STATE_SUFFIXES) or name.split("/")[-1] in (
+        _OPTIMIZER_STATE_NAMES)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainableSelection:
+    """Which variables train (`--trainable_scopes`, `--freeze_scopes`, `--freeze_layers`).
+
+    Scopes are variable name prefixes ("bert/embeddings", "bert/encoder/layer_0"); a variable
+    trains if it is under a trainable scope (when any are given) and under no frozen one.
+    `freeze_layers=K` freezes bert/embeddings and bert/encoder/layer_0 .. layer_{K-1}.
+    """
+
+    trainable_scopes: tuple = ()
+    freeze_scopes: tuple = ()
+    freeze_layers: int | None = None
+
+    def select(self, tvars):
+        """The variables of `tvars` that train; logs how many parameters train.
+
+        Raises:
+          BertTfError: a scope that matches no variable, or more frozen layers than the model
+            has, naming the flag.
+        """
+        frozen_scopes = list(self.freeze_scopes)
+        if self.freeze_layers:
+            layers = {name.split("/")[2] for name in (v.op.name for v in tvars)
+                      if name.startswith("bert/encoder/layer_")}
+            if self.freeze_layers > len(layers):
+                raise BertTfError(f"--freeze_layers={self.freeze_layers}: the model has "
+                                  f"{len(layers)} encoder layers; pass at most {len(layers)}.")
+            frozen_scopes += ["bert/embeddings"] + [f"bert/encoder/layer_{i}"
+                                                    for i in range(self.freeze_layers)]
+        for flag, scopes in (("trainable_scopes", self.trainable_scopes),
+                             ("freeze_scopes", self.freeze_scopes)):
+            for scope in scopes:
+                if not any(_under(v.op.name, scope) for v in tvars):
+                    raise BertTfError(
+                        f"--{flag}: '{scope}' matches no variable; pass name prefixes such as "
+                        "bert/embeddings or bert/encoder/layer_0 (see the checkpoint's "
+                        "variable names).")
+        selected = [v for v in tvars
+                    if (not self.trainable_scopes
+                        or any(_under(v.op.name, s) for s in self.trainable_scopes))
+                    and not any(_under(v.op.name, s) for s in frozen_scopes)]
+        if len(selected) != len(tvars):
+            def count(variables):
+                return sum(v.shape.num_elements() for v in variables)
+
+            logging.info("Training %d of %d parameters (%d of %d variables; the others are "
+                         "frozen).", count(selected), count(tvars), len(selected), len(tvars))
+        return selected
+
+
+def _under(name, scope):
+    """Whether variable `name` is `scope` or inside it ("bert/encoder/layer_1" is not inside
+    "bert/encoder/layer_")."""
+    scope = scope.rstrip("/")
+    return name == scope or name.startswith(scope + "/") or (
+        scope.endswith("_") and name.startswith(scope))

@@ -68,6 +68,24 @@ class DistributionOptions(_FromFlags):
 
 
 @dataclasses.dataclass(frozen=True)
+class ValidationOptions(_FromFlags):
+    """Evaluation during training, the best checkpoint and early stopping."""
+
+    eval_every_n_steps: int  # 0: evaluate only at the end.
+    best_checkpoint_metric: str | None  # Keep output_dir/best/ by this eval metric.
+    best_checkpoint_mode: str | None  # "max" or "min"; None: min for loss-like names, else max.
+    early_stopping_patience: int | None  # Evaluations without improvement before stopping.
+    early_stopping_min_delta: float  # An improvement must beat the best by more than this.
+
+    @property
+    def mode(self):
+        """"max" or "min": how `best_checkpoint_metric` improves."""
+        if self.best_checkpoint_mode:
+            return self.best_checkpoint_mode
+        return "min" if "loss" in (self.best_checkpoint_metric or "") else "max"
+
+
+@dataclasses.dataclass(frozen=True)
 class RunOptions(_FromFlags):
     """Where a training run writes and how it executes."""
 
@@ -79,7 +97,10 @@ class RunOptions(_FromFlags):
     random_seed: int | None  # Graph-level seed for repeatable runs.
     use_xla: bool
     shuffle_train_input: bool  # False: training records in file order.
+    preemption_grace_secs: float  # SIGTERM / SIGINT: seconds to finish the step and save.
+    export_release_dir: str | None  # Also write the release checkpoint layout here at the end.
     distribution: DistributionOptions = _group(DistributionOptions)
+    validation: ValidationOptions = _group(ValidationOptions)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +131,9 @@ class TrainOptions(_FromFlags):
     num_train_steps: int | None  # Fine-tuning: None derives it from the epochs.
     optimizer: str  # "adamw" or "lamb".
     num_accumulation_steps: int  # Micro-batches per update.
+    trainable_scopes: list[str] | None  # Only variables under these name prefixes train.
+    freeze_scopes: list[str] | None  # Variables under these name prefixes do not train.
+    freeze_layers: int | None  # Freeze the embeddings and the lowest K encoder layers.
 
     @property
     def micro_batch_size(self):

@@ -63,7 +63,7 @@ def classifier_loss(logits, labels, is_regression):
 def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoint=None,
                      learning_rate=5e-5, num_train_steps=1, num_warmup_steps=0,
                      optimizer="adamw", num_accumulation_steps=1, compute_dtype=tf.float32,
-                     use_one_hot_embeddings=False, eval_collector=None):
+                     use_one_hot_embeddings=False, eval_collector=None, trainable=None):
     """Returns a model_fn(features, labels, mode, params) for classification / regression.
 
     Features: input_ids, input_mask, segment_ids [B, S]; label_ids [B] or [B, 1] and
@@ -81,6 +81,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
       use_one_hot_embeddings: one-hot embedding lookup (TPUs).
       eval_collector: a `finetuning.ExampleCollector` that receives each eval example's
         "predictions", "label_ids" and "is_real_example".
+      trainable: an `optimization.TrainableSelection` (frozen layers), or None.
     """
 
     encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
@@ -106,7 +107,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         if mode == estimator_lib.ModeKeys.TRAIN:
             return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype)
+                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
 
         return eval_spec(loss, per_example_loss, outputs, label_ids,
                          features["is_real_example"], is_regression, eval_collector)
@@ -206,18 +207,26 @@ class ClassificationTask(finetuning.FinetuningTask):
         del is_training
         return feature_spec(seq_length, self.is_regression)
 
-    def evaluate(self, estimator, input_fn, examples, options):
-        results = runner.evaluate(estimator, input_fn)
+    def metric_names(self, options):
+        del options
+        # The GLUE metrics of this task are the keys glue_metrics returns for any input.
+        glue = classification_metrics.glue_metrics(self.task_name, [0.0, 1.0], [0.0, 1.0],
+                                                   is_regression=self.is_regression)
+        streaming = ["eval_loss", "loss"] + ([] if self.is_regression else ["eval_accuracy"])
+        return sorted([*glue, *streaming])
+
+    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        results = runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
         real = self.collector.column("is_real_example") > 0
         results.update(classification_metrics.glue_metrics(
             self.task_name, self.collector.column("predictions")[real],
             self.collector.column("label_ids")[real], is_regression=self.is_regression))
-        runner.write_results(options.run.output_dir, results)
         return results
 
-    def predict(self, estimator, input_fn, examples, options):
+    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
         key = "predictions" if self.is_regression else "probabilities"
-        outputs = [prediction[key] for prediction in estimator.predict(input_fn)]
+        outputs = [prediction[key] for prediction in
+                   estimator.predict(input_fn, checkpoint_path=checkpoint_path)]
         if len(outputs) != len(examples):
             raise BertTfError(f"predicted {len(outputs)} of {len(examples)} test examples; "
                               "delete predict.tf_record in --output_dir and rerun.")

@@ -36,7 +36,7 @@ from absl import logging
 from bert_tf import estimator as estimator_lib
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import runner
+from bert_tf.tasks import runner, validation
 
 tf1 = tf.compat.v1
 
@@ -50,6 +50,8 @@ class FinetuningTask:
 
     Attributes:
       actions: the action flags the task's script offers (one must be set, or --export_dir).
+      eval_split, eval_flags: the split `evaluate` runs on during training, and the flags
+        that provide it.
       feature_files: the cached feature file of each split in the output directory.
       sequence_keys: the [B, S] features cut to each eval / predict batch's longest example.
       label_list: the task's labels, in id order (None: it has none).
@@ -58,6 +60,9 @@ class FinetuningTask:
     """
 
     actions = ("do_train", "do_eval", "do_predict")
+    # The split evaluated during training (--eval_every_n_steps) and the flag that gives it.
+    eval_split = "eval"
+    eval_flags = "--do_eval"
     feature_files = {"train": "train.tf_record", "eval": "eval.tf_record",
                      "predict": "predict.tf_record"}
     sequence_keys = runner.SEQUENCE_FEATURES
@@ -101,13 +106,27 @@ class FinetuningTask:
         """{file name: text} the chief writes to --output_dir before training."""
         return {}
 
-    def evaluate(self, estimator, input_fn, examples, options):
-        """Evaluates on the dev examples, writes eval results; returns them."""
+    def can_evaluate(self, splits):
+        """Whether `evaluate` has data: {split: examples or None} of `read_examples`."""
+        return splits[self.eval_split] is not None
+
+    def metric_names(self, options):
+        """The names of the metrics `evaluate` returns (None: not known before it runs)."""
+        del options
+        return None
+
+    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        """Evaluates `checkpoint_path` (default: the latest) on the `eval_split` examples;
+        returns the metrics (dict), writing nothing."""
         raise NotImplementedError
 
-    def predict(self, estimator, input_fn, examples, options):
-        """Predicts the test examples and writes the predictions; returns eval results when
-        the task computes them from its predictions (SQuAD), else None."""
+    def write_eval_files(self, examples, options):
+        """Writes the task's files about the last `evaluate` (e.g. NER's predictions)."""
+
+    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        """Predicts the test examples with `checkpoint_path` (default: the latest) and writes
+        the predictions; returns eval results when the task computes them from its
+        predictions (SQuAD), else None."""
         raise NotImplementedError
 
     def export_files(self):
@@ -126,8 +145,10 @@ def run_finetuning(task, options):
       The eval results dict when computed (chief only), else None.
     """
     bert_config, init_checkpoint, tokenizer = prepare_run(task, options)
-    train_examples, eval_examples, predict_examples = task.read_examples(options)
-    training = training_args(options, train_examples)
+    splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
+    validation.check_options(options.run.validation, task.metric_names(options),
+                             task.can_evaluate(splits), task.eval_flags)
+    training = training_args(options, splits["train"])
     strategy = runner.make_strategy(options.run, options.train)
     runner.create_output_dir(options.run)
     estimator = runner.make_estimator(
@@ -139,33 +160,58 @@ def run_finetuning(task, options):
         fileio.atomic_write_text(os.path.join(options.run.output_dir, name), text)
     cache_dir = feature_cache_dir(chief, options.run.output_dir)
 
-    def features(examples, split, is_training=False):
+    def features(split, is_training=False):
         path = os.path.join(cache_dir, task.feature_files[split])
-        task.write_features(examples, path, tokenizer, options, is_training)
+        task.write_features(splits[split], path, tokenizer, options, is_training)
         return task.input_fn(path, is_training, options)
 
+    checkpoint = None
     if options.train.do_train:
-        input_fn = features(train_examples, "train", is_training=True)
         logging.info("***** Training: %d examples, batch %d, %d steps *****",
-                     len(train_examples), options.train.train_batch_size,
+                     len(splits["train"]), options.train.train_batch_size,
                      training["num_train_steps"])
-        estimator.train(input_fn, max_steps=training["num_train_steps"])
+        checkpoint = runner.train(
+            estimator, features("train", is_training=True), training["num_train_steps"],
+            options.run, _evaluate_during_training(task, estimator, features, splits, options,
+                                                   chief))
     if not chief:
         logging.info("Not the chief: done after training; the chief evaluates, predicts and "
                      "exports.")
         return None
+    return _evaluate_predict_export(task, estimator, features, splits, options, checkpoint)
+
+
+def _evaluate_during_training(task, estimator, features, splits, options, chief):
+    """The chief's `evaluate(checkpoint_path) -> metrics` for --eval_every_n_steps (its
+    features are written once, before training), else None."""
+    if not chief or not options.run.validation.eval_every_n_steps:
+        return None
+    input_fn = features(task.eval_split)
+    examples = splits[task.eval_split]
+    return lambda path: task.evaluate(estimator, input_fn, examples, options,
+                                      checkpoint_path=path)
+
+
+def _evaluate_predict_export(task, estimator, features, splits, options, checkpoint):
+    """The chief's work after training, on `checkpoint` (None: the latest)."""
+    if options.train.do_train:
+        runner.export_release(options.run, options.model, checkpoint,
+                              options.tokenizer.vocab_file)
     results = None
     if options.do_eval:
-        logging.info("***** Evaluating %d examples *****", len(eval_examples))
-        results = task.evaluate(estimator, features(eval_examples, "eval"), eval_examples,
-                                options)
+        logging.info("***** Evaluating %d examples *****", len(splits["eval"]))
+        results = task.evaluate(estimator, features("eval"), splits["eval"], options,
+                                checkpoint_path=checkpoint)
+        runner.write_results(options.run.output_dir, results)
+        task.write_eval_files(splits["eval"], options)
     if options.do_predict:
-        logging.info("***** Predicting %d examples *****", len(predict_examples))
-        predicted = task.predict(estimator, features(predict_examples, "predict"),
-                                 predict_examples, options)
+        logging.info("***** Predicting %d examples *****", len(splits["predict"]))
+        predicted = task.predict(estimator, features("predict"), splits["predict"], options,
+                                 checkpoint_path=checkpoint)
         results = predicted if predicted is not None else results
     if options.export_dir:
-        export_saved_model(estimator, options.export_dir, task.export_files())
+        export_saved_model(estimator, options.export_dir, task.export_files(),
+                           checkpoint_path=checkpoint)
     return results
 
 
@@ -222,7 +268,8 @@ def training_args(options, train_examples):
     return dict(learning_rate=train.learning_rate, num_train_steps=num_train_steps,
                 num_warmup_steps=num_warmup_steps, optimizer=train.optimizer,
                 num_accumulation_steps=train.num_accumulation_steps,
-                compute_dtype=options.model.compute_dtype)
+                compute_dtype=options.model.compute_dtype,
+                trainable=runner.trainable_selection(train))
 
 
 def train_steps(num_examples, options):
@@ -302,7 +349,7 @@ class _CollectHook(tf1.train.SessionRunHook):
 # ------------------------------------------------------------------------------------ export
 
 
-def export_saved_model(estimator, export_dir_base, extra_files=None):
+def export_saved_model(estimator, export_dir_base, extra_files=None, checkpoint_path=None):
     """Exports the latest checkpoint with the signatures of the module docstring.
 
     Args:
@@ -310,6 +357,7 @@ def export_saved_model(estimator, export_dir_base, extra_files=None):
       export_dir_base: the export goes to a new `<timestamp>` directory inside.
       extra_files: {file name: text} written to `<export>/assets.extra/` (the TF Serving
         place for files the model does not read), e.g. the label list.
+      checkpoint_path: the checkpoint to export (default: the latest).
 
     Returns:
       The export directory `<export_dir_base>/<timestamp>`.
@@ -325,7 +373,8 @@ def export_saved_model(estimator, export_dir_base, extra_files=None):
             int32_inputs, int32_inputs,
             receiver_tensors_alternatives={INT64_SIGNATURE_NAME: int64_inputs})
 
-    export_path = estimator.export_saved_model(export_dir_base, serving_input_receiver_fn)
+    export_path = estimator.export_saved_model(export_dir_base, serving_input_receiver_fn,
+                                               checkpoint_path=checkpoint_path)
     for name, text in (extra_files or {}).items():
         tf.io.gfile.makedirs(os.path.join(export_path, "assets.extra"))
         fileio.atomic_write_text(os.path.join(export_path, "assets.extra", name), text)

@@ -53,19 +53,23 @@ class Encoder:
 
 
 def train_spec(loss, input_ids, learning_rate, num_train_steps, num_warmup_steps, optimizer,
-               num_accumulation_steps, compute_dtype):
+               num_accumulation_steps, compute_dtype, trainable=None, training_metrics=None):
     """The TRAIN-mode EstimatorSpec: the optimizer on `loss` (fp16 gets dynamic loss scaling).
 
     Args:
       loss: float32 scalar, the mean loss of the micro-batch.
       input_ids: int Tensor [B, S] of the micro-batch (its static B counts examples/sec).
+      trainable: an `optimization.TrainableSelection` (frozen layers), or None.
+      training_metrics: dict name -> float32 scalar on the training batch, logged with the
+        progress line and written to TensorBoard (see `estimator.EstimatorSpec`).
       Others: as in `optimization.create_optimizer`.
     """
     train_op = optimization.create_optimizer(
         loss, learning_rate, num_train_steps, num_warmup_steps, optimizer=optimizer,
         num_accumulation_steps=num_accumulation_steps,
-        loss_scale="dynamic" if compute_dtype == tf.float16 else None)
+        loss_scale="dynamic" if compute_dtype == tf.float16 else None, trainable=trainable)
     batch = modeling.get_shape_list(input_ids)[0]
     examples = batch * num_accumulation_steps if isinstance(batch, int) else None
     return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.TRAIN, loss=loss,
-                                       train_op=train_op, examples_per_step=examples)
+                                       train_op=train_op, examples_per_step=examples,
+                                       training_metrics=training_metrics)

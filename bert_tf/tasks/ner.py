@@ -61,7 +61,7 @@ def token_loss(logits, label_ids, label_weights):
 def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rate=5e-5,
                      num_train_steps=1, num_warmup_steps=0, optimizer="adamw",
                      num_accumulation_steps=1, compute_dtype=tf.float32,
-                     use_one_hot_embeddings=False, eval_collector=None):
+                     use_one_hot_embeddings=False, eval_collector=None, trainable=None):
     """Returns a model_fn(features, labels, mode, params) for token classification.
 
     Features: input_ids, input_mask, segment_ids [B, S]; label_ids, label_mask [B, S] and
@@ -93,7 +93,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
         if mode == estimator_lib.ModeKeys.TRAIN:
             return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype)
+                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
 
         metrics = {
             "eval_loss": tf1.metrics.mean(per_token_loss, weights=label_weights),
@@ -178,19 +178,30 @@ class NerTask(finetuning.FinetuningTask):
     def run_files(self):
         return {"label_list.txt": self._label_file_text()}
 
-    def evaluate(self, estimator, input_fn, examples, options):
-        results = runner.evaluate(estimator, input_fn)
-        predicted = word_tags(self.collector.examples(), examples, self.label_list)
-        evaluation = ner_metrics.evaluate([example.labels for example in examples], predicted)
-        results.update(evaluation.to_dict())
-        runner.write_results(options.run.output_dir, results)
-        ner_data.write_conll_predictions(
-            os.path.join(options.run.output_dir, "eval_predictions.txt"), examples, predicted)
-        logging.info("conlleval:\n%s", ner_metrics.format_report(evaluation))
+    def metric_names(self, options):
+        del options
+        # conlleval's overall scores and those of each entity type of the tags.
+        types = sorted({ner_metrics.split_tag(tag)[1] for tag in self.label_list} - {""})
+        return ["accuracy", "eval_accuracy", "eval_loss", "f1", "loss", "precision", "recall",
+                *(f"{score}_{t}" for t in types for score in ("precision", "recall", "f1"))]
+
+    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        results = runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
+        self._eval_predicted = word_tags(self.collector.examples(), examples, self.label_list)
+        self._evaluation = ner_metrics.evaluate([example.labels for example in examples],
+                                                self._eval_predicted)
+        results.update(self._evaluation.to_dict())
         return results
 
-    def predict(self, estimator, input_fn, examples, options):
-        predicted = word_tags(estimator.predict(input_fn), examples, self.label_list)
+    def write_eval_files(self, examples, options):
+        ner_data.write_conll_predictions(
+            os.path.join(options.run.output_dir, "eval_predictions.txt"), examples,
+            self._eval_predicted)
+        logging.info("conlleval:\n%s", ner_metrics.format_report(self._evaluation))
+
+    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        predicted = word_tags(estimator.predict(input_fn, checkpoint_path=checkpoint_path),
+                              examples, self.label_list)
         path = os.path.join(options.run.output_dir, "test_predictions.txt")
         ner_data.write_conll_predictions(path, examples, predicted)
         logging.info("Wrote %s", path)

@@ -25,7 +25,7 @@ from bert_tf import errors, fileio, heads, modeling
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import dynamic_masking, tfrecords
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import model_fn_parts, runner
+from bert_tf.tasks import model_fn_parts, runner, validation
 
 tf1 = tf.compat.v1
 
@@ -102,10 +102,9 @@ def next_sentence_output(bert_config, input_tensor, labels):
 
 def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_train_steps=1,
                      num_warmup_steps=0, optimizer="adamw", num_accumulation_steps=1,
-                     compute_dtype=tf.float32, use_one_hot_embeddings=False,
+                     compute_dtype=tf.float32, use_one_hot_embeddings=False, trainable=None,
                      next_sentence_objective="nsp"):
-    """Returns a model_fn(features, labels, mode, params) for MLM + NSP / SOP pre-training
-    (MLM only with next_sentence_objective="none": no sentence head, no its variables).
+    """Returns a model_fn(features, labels, mode, params) for MLM + NSP / SOP pre-training.
 
     Args:
       bert_config: `BertConfig`.
@@ -117,7 +116,8 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
       num_accumulation_steps: micro-batches per update (each session run is one).
       compute_dtype: tf.float32, tf.bfloat16 or tf.float16.
       use_one_hot_embeddings: one-hot embedding lookup (TPUs).
-      next_sentence_objective: "nsp", "sop" or "none".
+      trainable: an `optimization.TrainableSelection` (frozen layers), or None.
+      next_sentence_objective: "nsp", "sop" or "none" (MLM only: no sentence head at all).
     """
     has_sentence_head = next_sentence_objective != "none"
     encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
@@ -131,19 +131,23 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
             mlm = masked_lm_output(bert_config, model.get_sequence_output(),
                                    model.get_embedding_table(), features["masked_lm_positions"],
                                    features["masked_lm_ids"], features["masked_lm_weights"])
-            if not has_sentence_head:
-                return mlm, None
-            return mlm, next_sentence_output(bert_config, model.get_pooled_output(),
-                                             features["next_sentence_labels"])
+            return mlm, next_sentence_output(
+                bert_config, model.get_pooled_output(),
+                features["next_sentence_labels"]) if has_sentence_head else None
 
         (mlm_loss, mlm_example_loss, mlm_log_probs), sentence = encoder.build(
             features, mode, heads_fn)
         total_loss = mlm_loss if sentence is None else mlm_loss + sentence[0]
 
         if mode == estimator_lib.ModeKeys.TRAIN:
+            metrics = training_metrics(
+                mlm_example_loss, mlm_log_probs, features["masked_lm_ids"],
+                features["masked_lm_weights"], *(sentence[1:] if sentence else (None, None)),
+                features["next_sentence_labels"], next_sentence_objective)
             return model_fn_parts.train_spec(
                 total_loss, features["input_ids"], learning_rate, num_train_steps,
-                num_warmup_steps, optimizer, num_accumulation_steps, compute_dtype)
+                num_warmup_steps, optimizer, num_accumulation_steps, compute_dtype,
+                trainable=trainable, training_metrics=metrics)
 
         if mode == estimator_lib.ModeKeys.EVAL:
             metrics = pretraining_metrics(
@@ -160,6 +164,41 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
 
 # The eval result names of the sentence head: SPEC's for nsp, ALBERT's for sop.
 SENTENCE_METRICS = {"nsp": "next_sentence", "sop": "sentence_order"}
+
+
+def metric_names(next_sentence_objective="nsp"):
+    """The keys of the eval results of a run with this objective."""
+    names = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
+    if next_sentence_objective in SENTENCE_METRICS:
+        prefix = SENTENCE_METRICS[next_sentence_objective]
+        names += [f"{prefix}_accuracy", f"{prefix}_loss"]
+    return tuple(names)
+
+
+def training_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_example_loss,
+                     nsp_log_probs, nsp_labels, next_sentence_objective="nsp"):
+    """The eval metrics of `pretraining_metrics` on one training batch, as float32 scalars
+    (logged every --log_every_n_steps and written to TensorBoard while training).
+
+    Args: as `pretraining_metrics`.
+    """
+    mlm_ids = tf.reshape(mlm_ids, [-1])
+    mlm_weights = tf.reshape(tf.cast(mlm_weights, tf.float32), [-1])
+    mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_log_probs, axis=-1, output_type=tf.int32),
+                                mlm_ids), tf.float32)
+    total_weight = tf.reduce_sum(mlm_weights) + 1e-5
+    metrics = {
+        "masked_lm_loss": tf.reduce_sum(mlm_example_loss * mlm_weights) / total_weight,
+        "masked_lm_accuracy": tf.reduce_sum(mlm_hits * mlm_weights) / total_weight,
+    }
+    if next_sentence_objective in SENTENCE_METRICS:
+        prefix = SENTENCE_METRICS[next_sentence_objective]
+        nsp_labels = tf.reshape(nsp_labels, [-1])
+        nsp_hits = tf.cast(tf.equal(tf.argmax(nsp_log_probs, axis=-1, output_type=tf.int32),
+                                    nsp_labels), tf.float32)
+        metrics[f"{prefix}_loss"] = tf.reduce_mean(nsp_example_loss)
+        metrics[f"{prefix}_accuracy"] = tf.reduce_mean(nsp_hits)
+    return metrics
 
 
 def pretraining_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_example_loss,
@@ -348,7 +387,7 @@ def run_pretraining(options):
         learning_rate=train.learning_rate, num_train_steps=train.num_train_steps,
         num_warmup_steps=options.num_warmup_steps, optimizer=train.optimizer,
         num_accumulation_steps=train.num_accumulation_steps,
-        compute_dtype=options.model.compute_dtype,
+        compute_dtype=options.model.compute_dtype, trainable=runner.trainable_selection(train),
         next_sentence_objective=options.next_sentence_objective)
     estimator = runner.make_estimator(model_fn, run, train, strategy,
                                       eval_batch_size=options.evaluation.eval_batch_size)
@@ -356,18 +395,28 @@ def run_pretraining(options):
                                  max_predictions_per_seq=options.max_predictions_per_seq,
                                  vocab_size=bert_config.vocab_size,
                                  random_seed=run.random_seed)
+    chief = runner.is_chief(strategy)
+
+    def evaluate(checkpoint_path=None):
+        return runner.evaluate(estimator, input_fn(eval_files, is_training=False,
+                                                   dynamic=eval_dynamic),
+                               steps=options.max_eval_steps, checkpoint_path=checkpoint_path)
+
+    checkpoint = None
     if train.do_train:
-        estimator.train(input_fn(input_files, is_training=True, dynamic=dynamic,
-                                 shuffle=run.shuffle_train_input),
-                        max_steps=train.num_train_steps)
+        checkpoint = runner.train(
+            estimator, input_fn(input_files, is_training=True, dynamic=dynamic,
+                                shuffle=run.shuffle_train_input),
+            train.num_train_steps, run,
+            evaluate if chief and run.validation.eval_every_n_steps else None)
+    if chief and train.do_train:
+        runner.export_release(run, options.model, checkpoint)
     if not options.evaluation.do_eval:
         return None
-    if not runner.is_chief(strategy):
+    if not chief:
         logging.info("Not the chief: skipping --do_eval (the chief evaluates).")
         return None
-    results = runner.evaluate(estimator, input_fn(eval_files, is_training=False,
-                                                  dynamic=eval_dynamic),
-                              steps=options.max_eval_steps)
+    results = evaluate(checkpoint)
     runner.write_results(run.output_dir, results)
     if options.report_majority_baseline:
         token_id, accuracy = masked_lm_majority_baseline(input_files, eval_files)
@@ -395,10 +444,12 @@ def prepare_run(options):
                               next_sentence_objective=options.next_sentence_objective)
     input_files = fileio.expand_input_files(options.input_file, what=_RECORDS)
     train_inputs = eval_inputs = (input_files, check(input_files))
-    if options.evaluation.do_eval and options.eval_input_file:
+    if options.eval_input_file:
         eval_files = fileio.expand_input_files(options.eval_input_file, flag="eval_input_file",
                                                what=_RECORDS)
         eval_inputs = (eval_files, check(eval_files, flag="eval_input_file"))
+    validation.check_options(options.run.validation,
+                             metric_names(options.next_sentence_objective))
     logging.info("Input files: %d for training (%s masking), %d for eval", len(input_files),
                  "dynamic" if train_inputs[1] else "static", len(eval_inputs[0]))
     return bert_config, init_checkpoint, train_inputs, eval_inputs

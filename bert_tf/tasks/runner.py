@@ -18,9 +18,10 @@ same steps, each done here once:
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import distribute, errors, fileio, modeling, tokenization
+from bert_tf import conversion, distribute, errors, fileio, modeling, optimization, tokenization
 from bert_tf import estimator as estimator_lib
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import validation
 
 # Fine-tuning and feature extraction need these in the vocab ([MASK] only pre-training).
 NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
@@ -53,6 +54,8 @@ def check_train_options(train, max_seq_length):
     if train.num_train_steps is not None and train.num_train_steps < 1:
         raise BertTfError(f"--num_train_steps must be a positive number, got "
                           f"{train.num_train_steps}.")
+    if train.freeze_layers is not None and train.freeze_layers < 0:
+        raise BertTfError(f"--freeze_layers must be 0 or more, got {train.freeze_layers}.")
     if train.do_train and train.train_batch_size % train.num_accumulation_steps:
         raise BertTfError(
             f"--train_batch_size={train.train_batch_size} is not divisible by "
@@ -126,6 +129,16 @@ def make_tokenizer(tokenizer_options, bert_config, model):
 # ---------------------------------------------------------------------- estimator and chief
 
 
+def trainable_selection(train):
+    """The `optimization.TrainableSelection` of --trainable_scopes / --freeze_scopes /
+    --freeze_layers, or None when every variable trains."""
+    if not (train.trainable_scopes or train.freeze_scopes or train.freeze_layers):
+        return None
+    return optimization.TrainableSelection(tuple(train.trainable_scopes or ()),
+                                           tuple(train.freeze_scopes or ()),
+                                           train.freeze_layers)
+
+
 def create_output_dir(run):
     """Creates `--output_dir` (the first thing a run writes, after every check)."""
     return fileio.ensure_output_dir(run.output_dir)
@@ -165,10 +178,51 @@ def is_chief(strategy):
     return distribute.is_chief(strategy)
 
 
-def evaluate(estimator, input_fn, steps=None):
-    """`estimator.evaluate` as plain Python numbers (global_step an int, the rest floats)."""
+def train(estimator, input_fn, max_steps, run, evaluate=None):
+    """Trains to `max_steps`, evaluating every --eval_every_n_steps (see `tasks.validation`).
+
+    Args:
+      estimator: the run's Estimator.
+      input_fn: the training input_fn.
+      max_steps: optimizer updates to reach.
+      run: `options.RunOptions`.
+      evaluate: on the chief with --eval_every_n_steps, `evaluate(checkpoint_path) -> dict`
+        of eval metrics; else None.
+
+    Returns:
+      The checkpoint that evaluation, prediction and export use after training: the best one
+      with --best_checkpoint_metric, else None (the latest).
+    """
+    keeper = validation.Validation(run.validation, run.output_dir, evaluate)
+    if keeper.should_stop(log=True):
+        logging.info("Early stopping fired in an earlier run of this command: not training "
+                     "further.")
+    else:
+        estimator.train(input_fn, max_steps=max_steps,
+                        evaluate_fn=keeper if evaluate is not None else None,
+                        evaluate_every_n_steps=run.validation.eval_every_n_steps)
+    best = keeper.best_checkpoint()
+    if best:
+        logging.info("Using the best checkpoint %s (%s) for what follows.", best,
+                     run.validation.best_checkpoint_metric)
+    return best
+
+
+def export_release(run, model, checkpoint=None, vocab_file=None):
+    """With --export_release_dir, writes the released-checkpoint layout of `checkpoint`
+    (default: the latest in --output_dir) there (`conversion.export_release_checkpoint`)."""
+    if run.export_release_dir:
+        conversion.export_release_checkpoint(checkpoint or run.output_dir,
+                                             model.bert_config_file, run.export_release_dir,
+                                             vocab_file=vocab_file)
+
+
+def evaluate(estimator, input_fn, steps=None, checkpoint_path=None):
+    """`estimator.evaluate` of `checkpoint_path` (default: the latest) as plain Python numbers
+    (global_step an int, the rest floats)."""
+    results = estimator.evaluate(input_fn, steps=steps, checkpoint_path=checkpoint_path)
     return {key: int(value) if key == "global_step" else float(value)
-            for key, value in estimator.evaluate(input_fn, steps=steps).items()}
+            for key, value in results.items()}
 
 
 def write_results(output_dir, results):

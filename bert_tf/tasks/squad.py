@@ -54,7 +54,7 @@ def squad_loss(start_logits, end_logits, start_positions, end_positions):
 
 def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_train_steps=1,
                      num_warmup_steps=0, optimizer="adamw", num_accumulation_steps=1,
-                     compute_dtype=tf.float32, use_one_hot_embeddings=False):
+                     compute_dtype=tf.float32, use_one_hot_embeddings=False, trainable=None):
     """Returns a model_fn for SQuAD: TRAIN (span loss) and PREDICT (unique_ids + logits)."""
 
     encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
@@ -71,7 +71,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
                               features["end_positions"])
             return model_fn_parts.train_spec(
                 loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype)
+                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
 
         predictions = {"start_logits": start_logits, "end_logits": end_logits}
         if "unique_ids" in features:
@@ -92,13 +92,14 @@ def feature_spec(seq_length, is_training):
     return spec
 
 
-def predict_raw_results(estimator, input_fn):
-    """Runs the model over a predict input_fn; returns a `RawResult` per feature, in order."""
+def predict_raw_results(estimator, input_fn, checkpoint_path=None):
+    """Runs the model (`checkpoint_path`, default the latest) over a predict input_fn;
+    returns a `RawResult` per feature, in order."""
     return [squad_postprocess.RawResult(unique_id=int(prediction["unique_ids"]),
                                         start_logits=[float(x) for x in
                                                       prediction["start_logits"]],
                                         end_logits=[float(x) for x in prediction["end_logits"]])
-            for prediction in estimator.predict(input_fn)]
+            for prediction in estimator.predict(input_fn, checkpoint_path=checkpoint_path)]
 
 
 class SquadTask(finetuning.FinetuningTask):
@@ -114,6 +115,8 @@ class SquadTask(finetuning.FinetuningTask):
     """
 
     actions = ("do_train", "do_predict")
+    eval_split = "predict"  # Evaluated on the answers of --predict_file.
+    eval_flags = "--do_predict and a --predict_file with answers"
     feature_files = {"train": "train.tf_record", "predict": "eval.tf_record"}
 
     def __init__(self, task_options):
@@ -152,6 +155,9 @@ class SquadTask(finetuning.FinetuningTask):
                 squad_data.load_squad_dataset(t.predict_file, flag="predict_file"))
         return train_examples, None, predict_examples
 
+    def can_evaluate(self, splits):
+        return splits["predict"] is not None and self.has_answers
+
     def model_fn(self, bert_config, init_checkpoint, training):
         return model_fn_builder(bert_config, init_checkpoint=init_checkpoint, **training)
 
@@ -177,9 +183,28 @@ class SquadTask(finetuning.FinetuningTask):
     def feature_spec(self, seq_length, is_training):
         return feature_spec(seq_length, is_training)
 
-    def predict(self, estimator, input_fn, examples, options):
+    def metric_names(self, options):
+        del options
+        if self.task_options.version_2_with_negative:
+            return None  # The v2.0 metric's keys depend on the questions (HasAns_*, ...).
+        return ["exact_match", "f1"]
+
+    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        """The official metric of the predictions on --predict_file (no files written)."""
         t = self.task_options
-        raw_results = predict_raw_results(estimator, input_fn)
+        raw_results = predict_raw_results(estimator, input_fn, checkpoint_path)
+        predictions, _, null_odds = squad_postprocess.compute_predictions(
+            examples, self.predict_features, raw_results, t.n_best_size, t.max_answer_length,
+            options.tokenizer.do_lower_case, version_2_with_negative=t.version_2_with_negative,
+            null_score_diff_threshold=t.null_score_diff_threshold)
+        dataset = squad_data.load_squad_dataset(t.predict_file, flag="predict_file")
+        if t.version_2_with_negative:
+            return squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
+        return squad_metrics.evaluate_v1(dataset, predictions)
+
+    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        t = self.task_options
+        raw_results = predict_raw_results(estimator, input_fn, checkpoint_path)
         paths = {name: os.path.join(options.run.output_dir, name) for name in
                  ("predictions.json", "nbest_predictions.json", "null_odds.json")}
         squad_postprocess.write_predictions(
