@@ -51,6 +51,7 @@ def main():
     parser.add_argument("--work_dir", default=None)
     args = parser.parse_args()
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="prepare_corpus_scale_")
+    os.makedirs(work_dir, exist_ok=True)
     dump = os.path.join(work_dir, "dump.xml" + (".bz2" if args.bz2 else ""))
     dump_mb = write_dump(dump, args.dump_mb, args.bz2)
     command = ["/usr/bin/time", "-v", sys.executable,
