@@ -329,7 +329,7 @@ def define_recipe_flags(flag_values=FLAGS):
                          flag_values=flag_values)
     flags.DEFINE_integer("train_batch_size", 32, "Batch size of both phases.",
                          flag_values=flag_values)
-    flags.DEFINE_float("learning_rate", 2e-3, "Peak learning rate of both phases.",
+    flags.DEFINE_float("learning_rate", 1e-3, "Peak learning rate of both phases.",
                        flag_values=flag_values)
     flags.DEFINE_enum("masking", "dynamic", ["static", "dynamic"], "See create_pretraining_data.",
                       flag_values=flag_values)
