@@ -323,7 +323,7 @@ def define_recipe_flags(flag_values=FLAGS):
                          flag_values=flag_values)
     flags.DEFINE_integer("phase2_seq_length", 512, "Phase 2 sequence length.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("phase1_steps", 1000, "Phase 1 optimizer updates.",
+    flags.DEFINE_integer("phase1_steps", 1500, "Phase 1 optimizer updates.",
                          flag_values=flag_values)
     flags.DEFINE_integer("phase2_steps", 100, "Phase 2 optimizer updates (after phase 1's).",
                          flag_values=flag_values)
