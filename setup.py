@@ -28,6 +28,7 @@ setuptools.setup(
             "tokenizers",
             "safetensors",
             "ruff",
+            "matplotlib",  # scripts/benchmark.py --output_plot (tests/test_benchmark.py)
             "sentencex>=1.0.32",
         ],
     },

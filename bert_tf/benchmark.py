@@ -397,7 +397,6 @@ def onednn_matmul_report(precision_name, timeout=120):
       i.e. the matmul itself took a oneDNN reduced-precision path; False means TF
       ran it in its own Eigen kernel, which converts to fp32).
     """
-    import re
     import subprocess
     import sys
 
@@ -409,6 +408,21 @@ def onednn_matmul_report(precision_name, timeout=120):
         output = completed.stdout + completed.stderr
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"error": str(e)}
+    return parse_onednn_verbose(output)
+
+
+def parse_onednn_verbose(output):
+    """The ISA and the executed primitives in an ONEDNN_VERBOSE=1 log (see onednn_matmul_report).
+
+    Reads `primitive,exec` lines with or without the "v1" marker of recent oneDNN releases,
+    and memory descriptors written "src_bf16::..." (older releases) or "src:bf16::..." (oneDNN
+    3.7, in TF 2.21).
+
+    Returns:
+      dict: "isa", "kernels" ("kind implementation src_<dtype>"), "low_precision_on_onednn".
+    """
+    import re
+
     isa, kernels = None, set()
     for line in output.splitlines():
         if not line.startswith("onednn_verbose"):
@@ -416,14 +430,20 @@ def onednn_matmul_report(precision_name, timeout=120):
         fields = line.split(",")
         if "isa:" in line and isa is None:
             isa = line.split("isa:", 1)[1].strip()
-        elif len(fields) > 8 and fields[2] == "primitive" and fields[3] == "exec":
-            source = re.search(r"src_([a-z0-9]+):", fields[8])
-            kernels.add(f"{fields[5]} {fields[6] or '-'} src_{source.group(1) if source else '?'}")
+            continue
+        for i in range(len(fields) - 6):
+            if fields[i] == "primitive" and fields[i + 1] == "exec":
+                kind, implementation, descriptors = fields[i + 3], fields[i + 4], fields[i + 6]
+                source = re.search(r"\bsrc[_:]([a-z0-9]+):", descriptors)
+                kernels.add(f"{kind} {implementation or '-'} "
+                            f"src_{source.group(1) if source else '?'}")
+                break
     low = any(kernel.endswith(("src_bf16", "src_f16")) for kernel in kernels)
     return {"isa": isa, "kernels": sorted(kernels), "low_precision_on_onednn": low}
 
 
-def run_benchmark(spec, session_config=None, log=print, strategy=None, step_timeout_secs=None):
+def run_benchmark(spec, session_config=None, log=print, strategy=None, step_timeout_secs=None,
+                  startup_timeout_secs=None):
     """Builds, warms up and times the step; measures the matmul peak; returns a result dict.
 
     Args:
@@ -431,9 +451,12 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
       session_config: ConfigProto; default `estimator.session_config(spec.use_xla)`.
       log: function taking one string for progress lines (None: silent).
       strategy: a `tf.distribute` strategy (see `build_step`), or None for one device.
-      step_timeout_secs: multi-worker only: a run waiting longer than this (or than
-        `distribute.WORKER_STARTUP_TIMEOUT_SECS`, whichever is longer: the first runs also
-        optimise the graph) for the other workers stops with an error. None or 0: no limit.
+      step_timeout_secs: multi-worker only: a timed step waiting longer than this for the
+        other workers stops with an error. None or 0: no limit.
+      startup_timeout_secs: multi-worker only: how long to wait for the other workers of
+        TF_CONFIG to start, and as long again for the initialization and each warm-up step
+        (which also optimises the graph). None: distribute.DEFAULT_STARTUP_TIMEOUT_SECS; 0: no
+        limit.
 
     Returns:
       dict with RESULT_KEYS (throughput in sequences/s, step times in s, FLOPs,
@@ -448,25 +471,38 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
         session_config = estimator_lib.session_config(use_xla=spec.use_xla)
     compute_dtype = precision.compute_dtype_from_name(spec.precision)
     replicas = distribute.num_replicas(strategy)
-    options = None
-    if distribute.is_multi_worker(strategy) and step_timeout_secs:
-        timeout = max(step_timeout_secs, distribute.WORKER_STARTUP_TIMEOUT_SECS)
-        options = distribute.run_options(timeout)
+    multi_worker = distribute.is_multi_worker(strategy)
+    if startup_timeout_secs is None:
+        startup_timeout_secs = distribute.DEFAULT_STARTUP_TIMEOUT_SECS
+    startup_options = options = None
+    if multi_worker:
+        startup_options = distribute.run_options(startup_timeout_secs)
+        options = distribute.run_options(step_timeout_secs)
 
     start = time.perf_counter()
     graph, fetch, loss = build_step(spec, strategy)
+    started = False
     try:
-        with tf1.Session(distribute.session_target(strategy), graph=graph,
+        target = (distribute.wait_for_workers(strategy, startup_timeout_secs, what="benchmark")
+                  if multi_worker else distribute.session_target(strategy))
+        waiting = (distribute.WaitingLog("the other workers to join", startup_timeout_secs)
+                   if multi_worker else contextlib.nullcontext())
+        with tf1.Session(target, graph=graph,
                          config=distribute.session_config(strategy, session_config)) as session:
-            initialize(session, graph, options)
-            build_seconds = time.perf_counter() - start
-            log(f"built the {spec.task} {spec.mode} step ({replicas} replica(s)) in "
-                f"{build_seconds:.1f} s; warming up {spec.num_warmup_steps} step(s), timing "
-                f"{spec.num_steps}")
-            runs_per_step = spec.num_accumulation_steps if spec.mode == "train" else 1
+            # Initialization waits for the chief's initial values; warm-up, for every worker.
+            with waiting:
+                initialize(session, graph, startup_options)
+                build_seconds = time.perf_counter() - start
+                log(f"built the {spec.task} {spec.mode} step ({replicas} replica(s)) in "
+                    f"{build_seconds:.1f} s; warming up {spec.num_warmup_steps} step(s), timing "
+                    f"{spec.num_steps}")
+                runs_per_step = spec.num_accumulation_steps if spec.mode == "train" else 1
+                time_steps(session, fetch, spec.num_warmup_steps, 0, runs_per_step,
+                           options=startup_options)
+            started = True
             load_before = os.getloadavg()
-            times = time_steps(session, fetch, spec.num_warmup_steps, spec.num_steps,
-                               runs_per_step, options=options)
+            times = time_steps(session, fetch, 0, spec.num_steps, runs_per_step,
+                               options=options)
             # Other processes on the cores slow every step: keep the load next to the numbers.
             load_after = os.getloadavg()
             last_loss = None
@@ -476,9 +512,13 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
                 # One more (untimed) update that also reads the loss, to show it is finite.
                 last_loss = float(session.run([fetch, loss], options=options)[1])
     except distribute.WORKER_FAILURE_ERRORS as e:
-        if options is None:
+        if not multi_worker:
             raise
-        message = distribute.worker_failure_message(timeout, e, what="benchmark")
+        if started:
+            message = distribute.worker_failure_message(step_timeout_secs, e, what="benchmark")
+        else:
+            message = distribute.startup_failure_message(startup_timeout_secs, e,
+                                                         what="benchmark")
         raise BertTfError(message) from None
 
     peak = measure_peak_matmul_tflops(compute_dtype, session_config, spec.peak_matmul_size)
@@ -700,7 +740,8 @@ def run(options, log=print):
     session_config = estimator_lib.session_config(use_xla=spec.use_xla)
     strategy = distribute.strategy_from_options(options.distribution)
     distributed = dict(strategy=strategy,
-                       step_timeout_secs=options.distribution.step_timeout_secs)
+                       step_timeout_secs=options.distribution.step_timeout_secs,
+                       startup_timeout_secs=options.distribution.startup_timeout_secs)
     writes_files = distribute.is_chief(strategy)
 
     if options.trace_file:

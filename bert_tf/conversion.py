@@ -27,9 +27,32 @@ BertModel has no pre-LN form (transformers reports it as unexpected).
 `position_embedding_type`, `layer_norm_eps` and `layer_norm_type` are carried
 between config.json and bert_config.json.
 
+Fine-tuned task heads (`task=`, see `TASK_HEADS`): `convert_tf_to_hf(..., task=...)` writes
+the layout of the matching Hugging Face class (BertForSequenceClassification for classifier /
+multi_label / regression, BertForQuestionAnswering for squad, BertForTokenClassification for
+ner, BertForMultipleChoice for multiple_choice): the encoder (with the pooler only where the
+class has one), the head under the class's names, and config.json with `num_labels`,
+`id2label` / `label2id` (from the run's label_list.txt) and `problem_type`. Head weights are
+[num_outputs, H] in both layouts (no transpose):
+
+    task            TF variables (Google layout)              HF keys
+    classifier,     output_weights, output_bias               classifier.weight, .bias
+    multi_label,
+    regression
+    squad           cls/squad/output_weights, output_bias     qa_outputs.weight, .bias
+    ner             cls/ner/output_weights, output_bias       classifier.weight, .bias
+    multiple_choice cls/multiple_choice/output_weights, _bias classifier.weight [1, H], .bias
+
+`convert_hf_to_tf(..., task=...)` reads such a directory back, writes label_list.txt from
+`id2label`, and makes the output directory a model directory our scripts can evaluate and
+predict from (`--output_dir` of run_classifier.py / run_squad.py / run_ner.py /
+run_multiple_choice.py without --do_train): it adds `global_step` 0 and a `checkpoint` state
+file, and zeros for a pooler the HF class does not have (squad and ner heads do not read it).
+
 Only numpy, safetensors' numpy API and TensorFlow are used (no PyTorch).
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -83,6 +106,47 @@ _HF_TIED_KEYS = {
     "cls.predictions.decoder.bias": "cls.predictions.bias",
 }
 _HF_PREFIX = "bert."
+LABEL_LIST_NAME = "label_list.txt"
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskHead:
+    """How one fine-tuning head is stored in both layouts."""
+
+    architecture: str  # The Hugging Face class.
+    google_scope: str  # "" for the top-level classifier variables.
+    hf_name: str  # "classifier" or "qa_outputs".
+    has_pooler: bool  # Whether the HF class has (and the head reads) the pooler.
+    problem_type: str | None = None  # config.json's problem_type.
+    has_labels: bool = True  # Whether label_list.txt names the outputs.
+
+    def names(self):
+        """[(google variable, HF key)] of the head's weights and bias."""
+        prefix = f"{self.google_scope}/" if self.google_scope else ""
+        return [(f"{prefix}output_weights", f"{self.hf_name}.weight"),
+                (f"{prefix}output_bias", f"{self.hf_name}.bias")]
+
+
+TASK_HEADS = {
+    "classifier": TaskHead("BertForSequenceClassification", "", "classifier", True,
+                           "single_label_classification"),
+    "multi_label": TaskHead("BertForSequenceClassification", "", "classifier", True,
+                            "multi_label_classification"),
+    "regression": TaskHead("BertForSequenceClassification", "", "classifier", True,
+                           "regression", has_labels=False),
+    "squad": TaskHead("BertForQuestionAnswering", "cls/squad", "qa_outputs", False,
+                      has_labels=False),
+    "ner": TaskHead("BertForTokenClassification", "cls/ner", "classifier", False),
+    "multiple_choice": TaskHead("BertForMultipleChoice", "cls/multiple_choice", "classifier",
+                                True, has_labels=False),
+}
+
+
+def task_head(task):
+    """The `TaskHead` of `--task`."""
+    if task not in TASK_HEADS:
+        raise BertTfError(f"--task: unknown task '{task}'; use one of {', '.join(TASK_HEADS)}.")
+    return TASK_HEADS[task]
 
 
 class WeightName:
@@ -449,16 +513,19 @@ def read_tf_checkpoint(checkpoint, names=None):
     return {name: reader.get_tensor(name) for name in names if name in stored}
 
 
-def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False):
+def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False, task=None):
     """Converts a HF BERT directory into a Google BERT directory.
 
     Writes `output_dir/bert_config.json`, `output_dir/bert_model.ckpt.*` and
-    copies `vocab.txt` when `hf_dir` has one.
+    copies `vocab.txt` when `hf_dir` has one. With `task` (a key of `TASK_HEADS`) the HF
+    model's task head is converted too, and the directory is made a model directory (see the
+    module docstring), with label_list.txt from config.json's id2label.
 
     Args:
       hf_dir: directory with config.json and model.safetensors.
       output_dir: directory to write (created if needed).
       skip_unknown: drop non-BERT keys instead of failing.
+      task: None (encoder and pre-training heads) or a fine-tuning head.
 
     Returns:
       The checkpoint prefix written.
@@ -468,27 +535,45 @@ def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False):
     """
     hf_config, hf_tensors = read_hf_dir(hf_dir)
     config = hf_config_to_bert_config(hf_config, source=os.path.join(hf_dir, HF_CONFIG_NAME))
+    head_tensors = {}
+    if task is not None:
+        hf_tensors, head_tensors = _split_hf_head(hf_tensors, task_head(task), config,
+                                                  os.path.join(hf_dir, HF_WEIGHTS_NAME))
     google = hf_to_google_weights(hf_tensors, config, skip_unknown=skip_unknown,
                                   source=os.path.join(hf_dir, HF_WEIGHTS_NAME))
+    google.update(head_tensors)
     prefix = os.path.join(output_dir, TF_CHECKPOINT_NAME)
+    if task is not None:
+        _make_model_dir(google, config, hf_config, task_head(task), output_dir)
     write_tf_checkpoint(google, prefix)
+    if task is not None:
+        # The state file makes the directory a model_dir whose latest checkpoint is this one.
+        state = (f'model_checkpoint_path: "{TF_CHECKPOINT_NAME}"\n'
+                       f'all_model_checkpoint_paths: "{TF_CHECKPOINT_NAME}"\n')
+        _write_text(os.path.join(output_dir, "checkpoint"), state)
     _write_json(_bert_config_json(config), os.path.join(output_dir, TF_CONFIG_NAME))
     _copy_if_present(os.path.join(hf_dir, VOCAB_NAME), os.path.join(output_dir, VOCAB_NAME))
     logging.info("Wrote %d variables to %s", len(google), prefix)
     return prefix
 
 
-def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=None):
+def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=None,
+                     task=None, label_list_file=None):
     """Converts a Google BERT checkpoint into a HF `BertForPreTraining` directory.
 
     Writes `output_dir/config.json` and `output_dir/model.safetensors`, and
-    copies the vocab (`vocab_file`, else a vocab.txt beside the config).
+    copies the vocab (`vocab_file`, else a vocab.txt beside the config). With `task` (a key
+    of `TASK_HEADS`) it writes the fine-tuned model in the layout of the task's HF class
+    instead (see the module docstring).
 
     Args:
       bert_config_file: the checkpoint's bert_config.json.
       init_checkpoint: checkpoint prefix or directory.
       output_dir: directory to write (created if needed).
       vocab_file: optional vocab.txt to copy.
+      task: None, or the fine-tuning head to convert.
+      label_list_file: the run's label_list.txt (the label of each output, in order) for
+        classifier / multi_label / ner; default: label_list.txt beside the checkpoint.
 
     Returns:
       The path of the model.safetensors written.
@@ -497,12 +582,16 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
       BertTfError: on missing files or a checkpoint that does not fit the config.
     """
     config = modeling.BertConfig.from_json_file(bert_config_file)
-    names = [weight.google for weight in weight_names(config)]
-    hf = google_to_hf_weights(read_tf_checkpoint(init_checkpoint, names), config,
-                              source=f"checkpoint '{init_checkpoint}'")
-    has_heads = any(key.startswith("cls.") for key in hf)
-    hf_config = bert_config_to_hf_config(
-        config, architecture="BertForPreTraining" if has_heads else "BertModel")
+    if task is None:
+        names = [weight.google for weight in weight_names(config)]
+        hf = google_to_hf_weights(read_tf_checkpoint(init_checkpoint, names), config,
+                                  source=f"checkpoint '{init_checkpoint}'")
+        has_heads = any(key.startswith("cls.") for key in hf)
+        hf_config = bert_config_to_hf_config(
+            config, architecture="BertForPreTraining" if has_heads else "BertModel")
+    else:
+        hf, hf_config = _tf_task_to_hf(config, init_checkpoint, task_head(task),
+                                       label_list_file)
 
     safetensors_numpy = _import_safetensors()
     os.makedirs(output_dir, exist_ok=True)
@@ -521,6 +610,103 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
     _copy_if_present(vocab_file, os.path.join(output_dir, VOCAB_NAME))
     logging.info("Wrote %d tensors to %s", len(hf), weights_path)
     return weights_path
+
+
+def _encoder_google_names(config, head):
+    """Google names of the encoder weights a task's HF class has (the pooler only if used)."""
+    groups = ("encoder", "unused", "pooler") if head.has_pooler else ("encoder", "unused")
+    return [w.google for w in weight_names(config) if w.group in groups]
+
+
+def _tf_task_to_hf(config, init_checkpoint, head, label_list_file):
+    """(HF tensors, config.json dict) of a fine-tuned checkpoint with the task head `head`."""
+    source = f"checkpoint '{init_checkpoint}'"
+    head_names = head.names()
+    tensors = read_tf_checkpoint(init_checkpoint, _encoder_google_names(config, head) +
+                                 [google for google, _ in head_names])
+    for google, _ in head_names:
+        if google not in tensors:
+            raise BertTfError(f"{source}: lacks '{google}'; pass the checkpoint of a run of "
+                              f"this task (--task={_task_name(head)}) or pick the task it was "
+                              "fine-tuned for.")
+    hf = google_to_hf_weights(tensors, config, source=source)
+    weight = tensors[head_names[0][0]]
+    if weight.ndim != 2 or weight.shape[1] != config.hidden_size:
+        raise BertTfError(f"{source}: '{head_names[0][0]}' has shape {list(weight.shape)}, "
+                          f"not [outputs, {config.hidden_size}]; pick the task it was "
+                          "fine-tuned for.")
+    for google, key in head_names:
+        hf[key] = np.ascontiguousarray(tensors[google], dtype=np.float32)
+    hf_config = bert_config_to_hf_config(config, architecture=head.architecture)
+    num_outputs = weight.shape[0]
+    if head.architecture != "BertForMultipleChoice":
+        hf_config["num_labels"] = num_outputs
+    if head.problem_type:
+        hf_config["problem_type"] = head.problem_type
+    if head.has_labels:
+        labels = _read_label_list(label_list_file or os.path.join(
+            os.path.dirname(modeling.resolve_checkpoint(init_checkpoint)), LABEL_LIST_NAME))
+        if len(labels) != num_outputs:
+            raise BertTfError(f"--label_list: {len(labels)} labels but the head has "
+                              f"{num_outputs} outputs; pass the label_list.txt of this run.")
+        hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+        hf_config["label2id"] = {label: i for i, label in enumerate(labels)}
+    return hf, hf_config
+
+
+def _task_name(head):
+    return next(name for name, value in TASK_HEADS.items() if value is head)
+
+
+def _read_label_list(path):
+    if not os.path.isfile(path):
+        raise BertTfError(f"--label_list: '{path}' does not exist; pass the label_list.txt the "
+                          "run wrote to its --output_dir (the label of each output, in order).")
+    with open(path, encoding="utf-8") as f:
+        labels = [line.rstrip("\n") for line in f if line.strip()]
+    if not labels:
+        raise BertTfError(f"--label_list: '{path}' is empty; it needs one label a line.")
+    return labels
+
+
+def _split_hf_head(hf_tensors, head, config, source):
+    """(encoder tensors, {Google name: head tensor}) of a HF task model's tensors."""
+    tensors = dict(hf_tensors)
+    google = {}
+    for google_name, key in head.names():
+        value = tensors.pop(key, None)
+        if value is None:
+            raise BertTfError(f"{source}: lacks '{key}'; pass a Hugging Face "
+                              f"{head.architecture} model or pick the task it was fine-tuned "
+                              "for.")
+        google[google_name] = np.ascontiguousarray(value, dtype=np.float32)
+    width = google[head.names()[0][0]].shape
+    if len(width) != 2 or width[1] != config.hidden_size:
+        raise BertTfError(f"{source}: '{head.names()[0][1]}' has shape {list(width)}, not "
+                          f"[outputs, {config.hidden_size}]; pick the task it was fine-tuned "
+                          "for.")
+    return tensors, google
+
+
+def _make_model_dir(google, config, hf_config, head, output_dir):
+    """Adds what our scripts need to evaluate / predict from `output_dir`: global_step, a
+    zero pooler where the HF class has none, and label_list.txt from id2label."""
+    google["global_step"] = np.zeros((), dtype=np.int64)
+    hidden = config.hidden_size
+    google.setdefault("bert/pooler/dense/kernel", np.zeros((hidden, hidden), np.float32))
+    google.setdefault("bert/pooler/dense/bias", np.zeros((hidden,), np.float32))
+    id2label = hf_config.get("id2label")
+    if head.has_labels and id2label:
+        labels = [id2label[key] for key in sorted(id2label, key=int)]
+        _write_text(os.path.join(output_dir, LABEL_LIST_NAME),
+                    "".join(f"{label}\n" for label in labels))
+
+
+def _write_text(path, text):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 # Variables of fine-tuning heads: the classifier's top-level output_weights / output_bias and

@@ -23,12 +23,23 @@ records. Only the chief (TF_CONFIG's "chief" task, or worker 0 when there is non
 checkpoints and summaries; `output_dir` must be readable by every worker (a shared file system
 or a bucket), because all workers resume from the chief's checkpoint.
 
-A multi-worker step waits for every worker; if one dies, the others' step stops after
-`step_timeout_secs` (`--step_timeout_secs`) with a message instead of hanging.
+TF_CONFIG is read by the multi_worker strategy only. Every other strategy runs one process that
+is the chief whatever TF_CONFIG says (`strategy_from_flags` logs one line that it ignores it):
+only a multi-worker strategy can make a process a non-chief, so no single process ever waits
+for a chief that will never come.
+
+No wait is silent or endless. A multi-worker worker waits at most `startup_timeout_secs`
+(`--startup_timeout_secs`) for every other task of TF_CONFIG to start (`wait_for_workers`),
+and as long again for them to join the first step; a later step waits for every worker at most
+`step_timeout_secs` (`--step_timeout_secs`), so if one dies the others stop with a message
+instead of hanging. While waiting, one short line every `PROGRESS_INTERVAL_SECS`.
 """
 
 import json
 import os
+import socket
+import threading
+import time
 import weakref
 
 import tensorflow as tf
@@ -42,8 +53,11 @@ STRATEGY_NAMES = ("none", "mirrored", "multi_worker", "tpu")
 # How long a multi-worker step may wait for the other workers. It must cover the longest pause
 # of any worker, e.g. the chief writing a large checkpoint while the others wait for it.
 DEFAULT_STEP_TIMEOUT_SECS = 300
-# How long workers wait for each other to start (TF start-up, restoring a checkpoint).
-WORKER_STARTUP_TIMEOUT_SECS = 600
+# How long workers wait for each other to start (TF start-up, building the graph) and to join
+# the first step (which also optimizes the graph and restores a checkpoint).
+DEFAULT_STARTUP_TIMEOUT_SECS = 600
+# Seconds between the progress lines of a wait.
+PROGRESS_INTERVAL_SECS = 30
 
 # Session targets of the strategies built here that need one (TPU: the TPU's address).
 _SESSION_TARGETS = weakref.WeakKeyDictionary()
@@ -70,6 +84,10 @@ def strategy_from_options(distribution):
             raise BertTfError(f"--use_tpu contradicts --distribution_strategy={name}; pass only "
                               "one of them (--use_tpu means --distribution_strategy=tpu).")
         name = "tpu"
+    if name != "multi_worker" and os.environ.get("TF_CONFIG"):
+        logging.warning("TF_CONFIG is set but ignored: --distribution_strategy=%s runs this "
+                        "process alone, as the chief; --distribution_strategy=multi_worker "
+                        "would use TF_CONFIG's cluster.", name)
     return make_strategy(
         name, num_gpus=distribution.num_gpus, tpu_name=distribution.tpu_name,
         tpu_zone=distribution.tpu_zone, gcp_project=distribution.gcp_project,
@@ -216,7 +234,11 @@ def is_tpu(strategy):
 
 
 def is_chief(strategy):
-    """Whether this process writes checkpoints and summaries under `strategy`."""
+    """Whether this process writes checkpoints and summaries under `strategy`.
+
+    Always without a strategy or with a one-process one, whatever TF_CONFIG says: only a
+    multi-worker strategy makes non-chiefs (TF_CONFIG's workers other than the chief).
+    """
     return strategy is None or strategy.extended.should_checkpoint
 
 
@@ -291,14 +313,24 @@ def session_target(strategy):
     return _SERVERS[key].target
 
 
-def session_config(strategy, config):
-    """`config` updated for `strategy` (collective group leader, device filters, ...)."""
+def session_config(strategy, config, timeout_secs=None):
+    """`config` updated for `strategy` (collective group leader, device filters, ...).
+
+    Args:
+      strategy: a strategy or None.
+      config: a `tf.compat.v1.ConfigProto`.
+      timeout_secs: multi-worker only: the deadline of every run of the session that sets
+        none itself, e.g. the variables' initialization, which waits for the chief's initial
+        values (None or 0: no limit).
+    """
     if strategy is None:
         return config
     config = strategy.update_config_proto(config)
     # Launch the step's all-reduces (gradients, loss, input end-of-data check) in one fixed
     # order on every worker: launched in different orders they can wait on each other forever.
     config.experimental.collective_deterministic_sequential_execution = True
+    if is_multi_worker(strategy) and timeout_secs:
+        config.operation_timeout_in_ms = int(timeout_secs * 1000)
     return config
 
 
@@ -328,6 +360,146 @@ def cache_global_step_read(global_step):
         with graph.name_scope(None), graph.name_scope(global_step.op.name + "/"):
             graph.add_to_collection("global_step_read_op_cache",
                                     tf.identity(global_step, name="plain_read"))
+
+
+def peer_addresses():
+    """The other tasks of this multi-worker run, from TF_CONFIG.
+
+    Returns:
+      [(task name such as "worker 1", "host:port")] of every chief and worker task but this one.
+    """
+    cluster, task_type, task_index = parse_tf_config()
+    return [(f"{job} {index}", address) for job in ("chief", "worker")
+            for index, address in enumerate(cluster.get(job, []))
+            if (job, index) != (task_type, task_index)]
+
+
+def _accepts_connections(address, timeout_secs=2.0):
+    """Whether something listens at `address` ("host:port", "[v6]:port", "grpc://host:port")."""
+    host, _, port = address.split("://")[-1].rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_secs):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _describe(peers):
+    return ", ".join(f"{name} at {address}" for name, address in peers)
+
+
+def wait_for_workers(strategy, timeout_secs, what="training"):
+    """Starts this worker's gRPC server, then waits until every other task listens on its port.
+
+    Every worker starts its own server first, so they cannot wait on each other; a task
+    listening means its process is up and has built its graph (servers start after that).
+
+    Args:
+      strategy: a multi-worker strategy.
+      timeout_secs: the deadline in seconds (None or 0: no limit).
+      what: what waits, for the messages, e.g. "training" or "benchmark".
+
+    Returns:
+      The session target of `strategy` (`session_target`).
+
+    Raises:
+      BertTfError: naming the tasks that did not start within `timeout_secs` and the fix.
+    """
+    target = session_target(strategy)
+    peers = peer_addresses()
+    start = last_log = time.monotonic()
+    missing = [peer for peer in peers if not _accepts_connections(peer[1])]
+    if missing:
+        logging.info("Waiting %s for %s (TF_CONFIG) to start.", _limit(timeout_secs),
+                     _describe(missing))
+    while missing:
+        now = time.monotonic()
+        if timeout_secs and now - start >= timeout_secs:
+            raise BertTfError(
+                f"multi-worker {what} did not start: waited {timeout_secs:g} s for "
+                f"{_describe(missing)} (from TF_CONFIG), which never accepted a connection; "
+                "start every task of TF_CONFIG's cluster with the same command (each with its "
+                "own task index), check those addresses, or raise --startup_timeout_secs.")
+        if now - last_log >= PROGRESS_INTERVAL_SECS:
+            logging.info("Still waiting for %s to start (%s).", _describe(missing),
+                         _elapsed(now - start, timeout_secs))
+            last_log = now
+        time.sleep(0.5)
+        missing = [peer for peer in missing if not _accepts_connections(peer[1])]
+    logging.info("The other tasks of TF_CONFIG are up: %s.", _describe(peers))
+    return target
+
+
+def _limit(timeout_secs):
+    return f"up to {timeout_secs:g} s" if timeout_secs else "without a limit"
+
+
+def _elapsed(seconds, timeout_secs):
+    return f"{seconds:.0f} s of {timeout_secs:g} s" if timeout_secs else f"{seconds:.0f} s"
+
+
+def startup_failure_message(timeout_secs, error, what="training"):
+    """The one-line message when a multi-worker run fails before its first step completes.
+
+    Args:
+      timeout_secs: the start-up deadline (`--startup_timeout_secs`).
+      error: the `tf.errors.OpError` raised (one of WORKER_FAILURE_ERRORS).
+      what: what did not start, e.g. "training" or "benchmark".
+    """
+    peers = peer_addresses()
+    gone = [peer for peer in peers if not _accepts_connections(peer[1])]
+    if isinstance(error, tf.errors.DeadlineExceededError):
+        cause = f"not every worker joined within {timeout_secs:g} s"
+    else:
+        cause = f"a worker dropped out ({type(error).__name__})"
+    if gone:
+        who = f"{_describe(gone)} (from TF_CONFIG) no longer accepts connections"
+    elif not peers:
+        who = "TF_CONFIG names no other task"
+    else:
+        verb = "accepts" if len(peers) == 1 else "accept"
+        who = (f"{_describe(peers)} (from TF_CONFIG) {verb} connections but did not join, so "
+               "check they run the same command with the same TF_CONFIG cluster and see the "
+               "same --output_dir")
+    return (f"multi-worker {what} did not start: {cause}; {who}. Start every task with the same "
+            "command and TF_CONFIG cluster (each with its own task index), or raise "
+            "--startup_timeout_secs if start-up is just slow.")
+
+
+class WaitingLog:
+    """While a blocking call runs, logs `Still waiting for <what> (N s of T s).` every
+    `PROGRESS_INTERVAL_SECS` from a thread; use as a context manager or start() / stop()."""
+
+    def __init__(self, what, timeout_secs, interval_secs=PROGRESS_INTERVAL_SECS):
+        self._what = what
+        self._timeout_secs = timeout_secs
+        self._interval_secs = interval_secs
+        self._done = threading.Event()
+        self._thread = None
+
+    def start(self):
+        start = time.monotonic()
+
+        def log_until_done():
+            while not self._done.wait(self._interval_secs):
+                logging.info("Still waiting for %s (%s).", self._what,
+                             _elapsed(time.monotonic() - start, self._timeout_secs))
+
+        self._thread = threading.Thread(target=log_until_done, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc_info):
+        self.stop()
 
 
 def all_workers_barrier(strategy):

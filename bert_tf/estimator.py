@@ -30,7 +30,10 @@ per worker with that batch size and, if it takes one, an `input_context` to shar
 checks the loss averaged over replicas, and runs the replicas' train ops together (the
 optimizer all-reduces the gradients). Only the chief writes checkpoints and summaries; every
 worker restores from the chief's checkpoint in model_dir. evaluate, predict and export run on
-one device.
+one device. Only a multi-worker strategy makes a process a non-chief: without one, train() is
+the chief whatever TF_CONFIG says. A multi-worker train() waits at most
+`RunConfig.startup_timeout_secs` for the other workers to start and as long again for them to
+join the first step, then at most `step_timeout_secs` per step; each ends in a `BertTfError`.
 """
 
 import collections
@@ -38,7 +41,6 @@ import contextlib
 import dataclasses
 import datetime
 import inspect
-import json
 import os
 import signal
 import sys
@@ -105,18 +107,19 @@ class RunConfig:
     # stops with an error (a worker died or hangs). None: distribute.DEFAULT_STEP_TIMEOUT_SECS;
     # 0: wait forever.
     step_timeout_secs: float = None
+    # Multi-worker only: seconds train() waits for the other workers of TF_CONFIG to start, and
+    # as long again for them to join the first step. None: distribute.DEFAULT_STARTUP_TIMEOUT_SECS;
+    # 0: wait forever.
+    startup_timeout_secs: float = None
     # SIGTERM / SIGINT during train(): seconds to finish the step and write its checkpoint.
     preemption_grace_secs: float = 30.0
 
     @property
     def is_chief(self):
-        """Whether this process writes checkpoints and summaries (TF_CONFIG's chief/worker 0)."""
-        tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-        task = tf_config.get("task", {})
-        if task.get("type") in (None, "chief", "master"):
-            return True
-        has_chief = bool({"chief", "master"} & set(tf_config.get("cluster", {})))
-        return task.get("type") == "worker" and task.get("index", 0) == 0 and not has_chief
+        """Whether this process writes checkpoints and summaries: always, except on the
+        non-chief workers of a multi-worker `train_distribute` (TF_CONFIG alone never makes
+        a non-chief, so a single process never waits for a chief)."""
+        return distribute.is_chief(self.train_distribute)
 
 
 ServingInputReceiver = collections.namedtuple(
@@ -200,7 +203,7 @@ class Estimator:
                          self.model_dir, start_step, max_steps)
             return self
         logging.info("Training %s from step %d to %d.", self.model_dir, start_step, max_steps)
-        is_chief = self.config.is_chief if strategy is None else distribute.is_chief(strategy)
+        is_chief = distribute.is_chief(strategy)
         multi_worker = distribute.is_multi_worker(strategy)
         with tf.Graph().as_default(), _strategy_scope(strategy):
             self._set_seed()
@@ -225,7 +228,9 @@ class Estimator:
             step_timeout = self.config.step_timeout_secs
             if step_timeout is None:
                 step_timeout = distribute.DEFAULT_STEP_TIMEOUT_SECS
-            startup_timeout = max(step_timeout, distribute.WORKER_STARTUP_TIMEOUT_SECS)
+            startup_timeout = self.config.startup_timeout_secs
+            if startup_timeout is None:
+                startup_timeout = distribute.DEFAULT_STARTUP_TIMEOUT_SECS
             first_step_options = step_options = None
             if multi_worker:
                 all_hooks.insert(0, _WaitForWorkersHook(
@@ -250,29 +255,52 @@ class Estimator:
                                                    all_hooks[-1], stop_on_signal))
                 _remove_partial_checkpoint_writes(self.model_dir)
             options = first_step_options
+            # Session creation (its variables' initialization waits for the chief's initial
+            # values), the barrier and the first step are the start-up: logged while they wait.
+            waiting = distribute.WaitingLog("the first step, which needs every worker",
+                                            startup_timeout)
             try:
+                if multi_worker:
+                    distribute.wait_for_workers(strategy, startup_timeout)
+                    waiting.start()
+                # Runs without a deadline of their own (initialization, checkpoint saves) get
+                # the longer one; a 0 (no limit) in either leaves them unbounded.
+                session_timeout = (max(startup_timeout, step_timeout)
+                                   if startup_timeout and step_timeout else 0)
                 with _SignalHandlers(stop_on_signal, self.config.preemption_grace_secs), \
-                        self._training_session(strategy, is_chief, scaffold, all_hooks) as sess:
+                        self._training_session(strategy, scaffold, all_hooks,
+                                               session_timeout) as sess:
                     while not sess.should_stop():
                         sess.run(spec.train_op, options=options)
                         options = step_options
+                        waiting.stop()
             except distribute.WORKER_FAILURE_ERRORS as e:
                 if not multi_worker:
                     raise
-                raise errors.BertTfError(distribute.worker_failure_message(
-                    startup_timeout if options is first_step_options else step_timeout, e,
-                    model_dir=self.model_dir)) from None
+                if options is first_step_options:
+                    message = distribute.startup_failure_message(startup_timeout, e)
+                else:
+                    message = distribute.worker_failure_message(step_timeout, e,
+                                                                model_dir=self.model_dir)
+                raise errors.BertTfError(message) from None
+            finally:
+                waiting.stop()
         if stop_on_signal.stopped_at is not None:
             raise errors.Preempted(stop_on_signal.stopped_at,
                                    stop_on_signal.signal_number or signal.SIGTERM)
         logging.info("Finished training; latest checkpoint: %s", self.latest_checkpoint())
         return self
 
-    def _training_session(self, strategy, is_chief, scaffold, hooks):
-        """The MonitoredSession of train(): restores model_dir's latest checkpoint, or inits."""
+    def _training_session(self, strategy, scaffold, hooks, timeout_secs):
+        """The MonitoredSession of train(): restores model_dir's latest checkpoint, or inits.
+
+        `timeout_secs` bounds a multi-worker session's runs that set no deadline themselves.
+        """
         if strategy is None:
+            # Always the chief: a non-chief's session waits for a chief to initialize the
+            # variables, and without a multi-worker strategy there is no other process.
             return tf.compat.v1.train.MonitoredTrainingSession(
-                is_chief=is_chief, checkpoint_dir=self.model_dir, scaffold=scaffold, hooks=hooks,
+                is_chief=True, checkpoint_dir=self.model_dir, scaffold=scaffold, hooks=hooks,
                 save_checkpoint_secs=None, save_checkpoint_steps=None, save_summaries_steps=None,
                 save_summaries_secs=None, log_step_count_steps=None, config=self._session_config)
         # Under a strategy every worker initializes or restores its own copy of the variables
@@ -280,7 +308,7 @@ class Estimator:
         # aborted until the process restarts, so the session is not "recovered" by recreating it.
         return tf.compat.v1.train.SingularMonitoredSession(
             hooks=hooks, scaffold=scaffold, master=distribute.session_target(strategy),
-            config=distribute.session_config(strategy, self._session_config),
+            config=distribute.session_config(strategy, self._session_config, timeout_secs),
             checkpoint_dir=self.model_dir)
 
     def _chief_training_hooks(self, loss, scaffold, max_steps, examples_per_step,
@@ -605,22 +633,22 @@ class _WaitForWorkersHook(tf.compat.v1.train.SessionRunHook):
         self._barrier = barrier
         self._num_replicas = num_replicas
         self._run_options = run_options
-        self._timeout_secs = run_options.timeout_in_ms // 1000
 
     def after_create_session(self, session, coord):
-        logging.info("Waiting up to %d s for all %d replicas to join.", self._timeout_secs,
-                     self._num_replicas)
-        try:
-            session.run(self._barrier, options=self._run_options)
-        except tf.errors.DeadlineExceededError:
-            raise errors.BertTfError(
-                f"multi-worker training: not every worker joined within {self._timeout_secs} s; "
-                "start every task listed in TF_CONFIG's cluster with the same command (its own "
-                "task index).") from None
+        # A DeadlineExceededError goes to train(), whose message names the missing workers.
+        logging.info("Waiting for all %d replicas to join.", self._num_replicas)
+        session.run(self._barrier, options=self._run_options)
         logging.info("All %d replicas joined.", self._num_replicas)
 
 
-class _StopOnNonFiniteLossHook(tf.compat.v1.train.SessionRunHook):
+class _StepHook(tf.compat.v1.train.SessionRunHook):
+    """A hook that reads the global step (`self._global_step`)."""
+
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+
+class _StopOnNonFiniteLossHook(_StepHook):
     """Raises BertTfError when the loss is NaN or Inf, before that step can be checkpointed.
 
     By the time a step's loss is seen, its update has already been applied, so the weights in
@@ -633,9 +661,6 @@ class _StopOnNonFiniteLossHook(tf.compat.v1.train.SessionRunHook):
     def __init__(self, loss, model_dir):
         self._loss = loss
         self._model_dir = model_dir
-
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._loss)
@@ -672,7 +697,7 @@ class _RefuseNonFiniteWeightsListener(tf.compat.v1.train.CheckpointSaverListener
                 "run again to resume from the last good checkpoint.")
 
 
-class _StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
+class _StopOnSignalHook(_StepHook):
     """Stops every worker after the same step: on SIGTERM / SIGINT to any of them (recorded
     by `_SignalHandlers`), or when the chief's evaluation asks to stop early.
 
@@ -692,9 +717,6 @@ class _StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
     @property
     def single_process(self):
         return self._any is None
-
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
 
     def before_run(self, run_context):
         if self._any is None:
@@ -758,20 +780,15 @@ class _SignalHandlers:
             os._exit(128 + signum)
 
 
-class _EvaluateHook(tf.compat.v1.train.SessionRunHook):
+class _EvaluateHook(_StepHook):
     """Every `every_n_steps` steps (chief only): saves that step's checkpoint through the
     chief's saver hook, calls `evaluate_fn(step, checkpoint_path)` and stops training when it
     returns True (through `stop_hook`, so that every worker stops)."""
 
     def __init__(self, evaluate_fn, every_n_steps, saver_hook, stop_hook):
-        self._evaluate_fn = evaluate_fn
-        self._stop_hook = stop_hook
-        self._every_n_steps = every_n_steps
-        self._saver_hook = saver_hook
+        self._evaluate_fn, self._every_n_steps = evaluate_fn, every_n_steps
+        self._saver_hook, self._stop_hook = saver_hook, stop_hook
         self._last_evaluated = None
-
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._global_step)
@@ -983,4 +1000,6 @@ def run_config(run_options, strategy=None):
         save_summary_steps=run_options.save_summary_steps,
         tf_random_seed=run_options.random_seed, train_distribute=strategy,
         step_timeout_secs=run_options.distribution.step_timeout_secs,
+        startup_timeout_secs=run_options.distribution.startup_timeout_secs,
+        preemption_grace_secs=run_options.preemption_grace_secs,
         session_config=session_config(use_xla=run_options.use_xla))

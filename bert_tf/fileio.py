@@ -47,15 +47,18 @@ def atomic_write_text(path, text):
         raise
 
 
-def format_eval_results(results):
-    """`key = value` lines, keys sorted, as the original run_*.py scripts write them."""
-    return "".join(f"{key} = {results[key]}\n" for key in sorted(results))
+def format_eval_results(results, header=()):
+    """`key = value` lines, keys sorted, as the original run_*.py scripts write them, after
+    the `header` lines (each written as `# line`, e.g. settings that shaped the results)."""
+    return "".join(f"# {line}\n" for line in header) + "".join(
+        f"{key} = {results[key]}\n" for key in sorted(results))
 
 
-def write_eval_results(output_dir, results, filename="eval_results.txt"):
-    """Writes `results` (a dict) to `output_dir/filename` atomically; returns the path."""
+def write_eval_results(output_dir, results, filename="eval_results.txt", header=()):
+    """Writes `results` (a dict) to `output_dir/filename` atomically, after the `header` lines
+    (`format_eval_results`); returns the path."""
     path = os.path.join(output_dir, filename)
-    atomic_write_text(path, format_eval_results(results))
+    atomic_write_text(path, format_eval_results(results, header))
     return path
 
 

@@ -375,7 +375,8 @@ def _enable_xla_cpu_jit_if_set(use_xla):
 
 
 def define_distribution_flags(flag_values=FLAGS):
-    """`--distribution_strategy`, `--num_gpus`, `--step_timeout_secs` and the TPU flags
+    """`--distribution_strategy`, `--num_gpus`, `--step_timeout_secs`,
+    `--startup_timeout_secs` and the TPU flags
     (`DistributionOptions`; see `bert_tf.distribute` and the README section "Scaling out").
     `--use_tpu` means `--distribution_strategy=tpu`."""
     from bert_tf import distribute
@@ -395,6 +396,11 @@ def define_distribution_flags(flag_values=FLAGS):
                        "before this worker stops with an error (a worker died or hangs); must "
                        "exceed the longest pause, e.g. the chief writing a checkpoint. 0: no "
                        "limit.", flag_values=flag_values)
+    flags.DEFINE_float("startup_timeout_secs", distribute.DEFAULT_STARTUP_TIMEOUT_SECS,
+                       "multi_worker: seconds this worker waits for every task of TF_CONFIG to "
+                       "start, and as long again for them to join the first step, before it "
+                       "stops with an error naming the missing ones. 0: no limit.",
+                       flag_values=flag_values)
     define_tpu_flags(flag_values)
 
 
@@ -442,6 +448,32 @@ def define_classifier_flags(flag_values=FLAGS):
                       "csv/tsv task: labels are real numbers (MSE loss, Pearson/Spearman).",
                       flag_values=flag_values)
     string("language", "xnli task: the language to train and evaluate on (default zh).")
+    define_doc_stride_flag(0, "Long texts: cut text_a into windows of max_seq_length starting "
+                           "every doc_stride word pieces (text_b repeated in each) and score "
+                           "the example from all its windows (--window_aggregation). 0: "
+                           "truncate, as the original.", flag_values)
+    flags.DEFINE_enum("window_aggregation", "mean", ["mean", "max"],
+                      "With --doc_stride: an example's logits are the mean (or the per-class "
+                      "max) of its windows' logits.", flag_values=flag_values)
+    flags.DEFINE_bool("multi_label", False,
+                      "csv/tsv task: each row has any number of labels (in the label column, "
+                      "separated by --label_separator); sigmoid outputs, binary cross-entropy.",
+                      flag_values=flag_values)
+    flags.DEFINE_string("label_separator", "|",
+                        "--multi_label: separator of the labels inside the label column.",
+                        flag_values=flag_values)
+    flags.DEFINE_float("multi_label_threshold", 0.5,
+                       "--multi_label: a label is predicted when its probability is >= this.",
+                       flag_values=flag_values)
+    string("class_weights", "Single-label classification: weights of the classes in the "
+           "cross-entropy, comma separated in label order (w0,w1,...), or 'balanced' "
+           "(n_examples / (n_classes * n_examples_of_class), from the training labels).")
+
+
+def define_doc_stride_flag(default, help_text, flag_values=FLAGS):
+    """`--doc_stride`: the distance in word pieces between the starts of a long input's
+    windows (SQuAD, and the classifier and NER with windows)."""
+    flags.DEFINE_integer("doc_stride", default, help_text, flag_values=flag_values)
 
 
 def define_ner_flags(flag_values=FLAGS):
@@ -449,6 +481,10 @@ def define_ner_flags(flag_values=FLAGS):
     flags.DEFINE_string("data_dir", None,
                         "Directory with the CoNLL files train.txt, dev.txt and test.txt.",
                         flag_values=flag_values)
+    define_doc_stride_flag(0, "Long sentences: cut them into windows of max_seq_length "
+                           "starting every doc_stride word pieces; each word is tagged from the "
+                           "window where it has the most context. 0: truncate (words that do "
+                           "not fit are tagged O).", flag_values)
 
 
 def define_squad_flags(flag_values=FLAGS):
@@ -458,9 +494,8 @@ def define_squad_flags(flag_values=FLAGS):
     flags.DEFINE_string("predict_file", None,
                         "SQuAD json for predictions, e.g. dev-v1.1.json or test-v1.1.json.",
                         flag_values=flag_values)
-    flags.DEFINE_integer("doc_stride", 128,
-                         "When splitting up a long document into chunks, how much stride to "
-                         "take between chunks.", flag_values=flag_values)
+    define_doc_stride_flag(128, "When splitting up a long document into chunks, how much "
+                           "stride to take between chunks.", flag_values)
     flags.DEFINE_integer("max_query_length", 64,
                          "The maximum number of tokens for the question; longer questions are "
                          "truncated to this length.", flag_values=flag_values)
@@ -478,3 +513,49 @@ def define_squad_flags(flag_values=FLAGS):
     flags.DEFINE_float("null_score_diff_threshold", 0.0,
                        "v2.0: predict the null answer when null score - best non-null score is "
                        "above this.", flag_values=flag_values)
+
+
+def define_multiple_choice_flags(flag_values=FLAGS):
+    """The task flags of run_multiple_choice.py (`MultipleChoiceOptions`)."""
+    flags.DEFINE_string("data_dir", None,
+                        "The input data dir: train.csv, val.csv, test.csv (swag) or "
+                        "train.jsonl, dev.jsonl, test.jsonl (jsonl).", flag_values=flag_values)
+    flags.DEFINE_enum("task_name", None, ["swag", "jsonl"],
+                      "swag: SWAG's CSV layout (sent1 or startphrase, sent2, ending0..3, "
+                      "label). jsonl: one {\"context\", \"question\", \"choices\": [...], "
+                      "\"label\": k} object a line.", flag_values=flag_values)
+
+
+def define_conversion_flags(flag_values=FLAGS):
+    """The flags of convert_checkpoint.py (see `bert_tf.conversion`)."""
+    from bert_tf import conversion
+
+    flags.DEFINE_enum("direction", None, ["hf_to_tf", "tf_to_hf"],
+                      "hf_to_tf: Hugging Face config.json + model.safetensors -> bert_config.json "
+                      "+ bert_model.ckpt. tf_to_hf: the reverse, in the BertForPreTraining "
+                      "layout (with --task: the task's Hugging Face class).",
+                      flag_values=flag_values)
+    flags.DEFINE_string("hf_dir", None, "hf_to_tf: Hugging Face BERT model directory.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("bert_config_file", None, "tf_to_hf: the checkpoint's bert_config.json.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("init_checkpoint", None,
+                        "tf_to_hf: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's "
+                        "--output_dir (its latest checkpoint).", flag_values=flag_values)
+    flags.DEFINE_string("vocab_file", None,
+                        "tf_to_hf: vocab.txt to copy (default: vocab.txt beside "
+                        "--bert_config_file).", flag_values=flag_values)
+    flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.",
+                        flag_values=flag_values)
+    flags.DEFINE_bool("skip_unknown_keys", False,
+                      "hf_to_tf: drop keys that are not BERT weights (e.g. a classifier head) "
+                      "instead of failing.", flag_values=flag_values)
+    flags.DEFINE_enum("task", None, list(conversion.TASK_HEADS),
+                      "Convert a fine-tuned model with this task head: classifier, multi_label "
+                      "and regression (BertForSequenceClassification), squad "
+                      "(BertForQuestionAnswering), ner (BertForTokenClassification), "
+                      "multiple_choice (BertForMultipleChoice).", flag_values=flag_values)
+    flags.DEFINE_string("label_list", None,
+                        "tf_to_hf with --task classifier / multi_label / ner: the run's "
+                        "label_list.txt for id2label (default: label_list.txt beside the "
+                        "checkpoint).", flag_values=flag_values)

@@ -1,4 +1,4 @@
-"""What every task head shares: the output projection and the softmax cross-entropy.
+"""What every task head shares: the output projection and the softmax (or sigmoid) cross-entropy.
 
 The pre-training heads (masked LM, next sentence) and the fine-tuning heads (classifier, NER,
 SQuAD, ...) all end in `logits = x @ output_weights^T + output_bias` computed in float32, and
@@ -73,3 +73,20 @@ def softmax_cross_entropy(logits, labels, weights=None):
     weights = tf.cast(weights, tf.float32)
     loss = tf.reduce_sum(weights * per_example_loss) / (tf.reduce_sum(weights) + 1e-5)
     return loss, per_example_loss, log_probs
+
+
+def sigmoid_cross_entropy(logits, multi_hot_labels):
+    """Binary cross-entropy of independent labels (multi-label classification).
+
+    Args:
+      logits: float32 Tensor [B, C].
+      multi_hot_labels: int or float Tensor [B, C], 1 where the label applies.
+
+    Returns:
+      (loss scalar: the mean over examples and labels, per_example_loss [B]: the mean over
+      the example's labels, probabilities [B, C] = sigmoid(logits)), all float32.
+    """
+    per_label_loss = tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.cast(multi_hot_labels, tf.float32), logits=logits)
+    per_example_loss = tf.reduce_mean(per_label_loss, axis=-1)
+    return tf.reduce_mean(per_example_loss), per_example_loss, tf.sigmoid(logits)

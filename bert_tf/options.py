@@ -58,6 +58,7 @@ class DistributionOptions(_FromFlags):
     distribution_strategy: str  # "none", "mirrored", "multi_worker" or "tpu".
     num_gpus: int | None  # GPUs per host; None: all.
     step_timeout_secs: float  # multi_worker: seconds a step may wait for the others; 0: forever.
+    startup_timeout_secs: float  # multi_worker: seconds to wait for the others to start.
     use_tpu: bool  # The original flag; means distribution_strategy="tpu".
     tpu_name: str | None
     tpu_zone: str | None
@@ -208,6 +209,12 @@ class ClassifierOptions(_FromFlags):
     has_header: bool | None
     regression: bool | None
     language: str | None  # xnli.
+    doc_stride: int  # 0: truncate; else windows of max_seq_length every doc_stride pieces.
+    window_aggregation: str  # "mean" or "max" of the windows' logits.
+    multi_label: bool  # csv/tsv: sigmoid outputs, binary cross-entropy.
+    label_separator: str  # Between the labels of a --multi_label label column.
+    multi_label_threshold: float  # A label is predicted when its probability is >= this.
+    class_weights: str | None  # "w0,w1,..." in label order, or "balanced".
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +222,15 @@ class NerOptions(_FromFlags):
     """The task flags of run_ner.py (`bert_tf.tasks.ner`)."""
 
     data_dir: str
+    doc_stride: int  # 0: truncate; else windows every doc_stride word pieces.
+
+
+@dataclasses.dataclass(frozen=True)
+class MultipleChoiceOptions(_FromFlags):
+    """The task flags of run_multiple_choice.py (`bert_tf.tasks.multiple_choice`)."""
+
+    data_dir: str
+    task_name: str  # "swag" or "jsonl".
 
 
 @dataclasses.dataclass(frozen=True)

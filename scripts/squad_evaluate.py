@@ -2,7 +2,11 @@
 
 Usage:
   python scripts/squad_evaluate.py DATA_FILE PRED_FILE [--version_2]
-      [--na_prob_file=null_odds.json] [--na_prob_thresh=1.0]
+      [--na_prob_file=null_odds.json] [--na_prob_thresh=1.0] [--out_file=eval.json]
+
+The official v2.0 script's spellings work too (`--na-prob-file`, `--na-prob-thresh`,
+`--out-file`), so the original README's command runs as typed:
+  python scripts/squad_evaluate.py dev-v2.0.json predictions.json --na-prob-file null_odds.json
 
 Prints one JSON line: v1.1 {"exact_match", "f1"}; v2.0 {"exact", "f1", "total", "HasAns_*",
 "NoAns_*"} and, with --na_prob_file, {"best_exact", "best_exact_thresh", "best_f1",
@@ -13,7 +17,7 @@ import json
 
 from absl import flags
 
-from bert_tf import errors
+from bert_tf import errors, fileio
 from bert_tf.metrics import squad as squad_metrics
 
 FLAGS = flags.FLAGS
@@ -24,6 +28,11 @@ flags.DEFINE_string("na_prob_file", None,
 flags.DEFINE_float("na_prob_thresh", 1.0,
                    "v2.0: a prediction counts as no answer when its no-answer probability "
                    "exceeds this.")
+flags.DEFINE_string("out_file", None, "Also write the JSON result to this file.")
+# The official evaluate-v2.0.py's option names.
+for _official, _ours in (("na-prob-file", "na_prob_file"), ("na-prob-thresh", "na_prob_thresh"),
+                         ("out-file", "out_file")):
+    flags.DEFINE_alias(_official, _ours)
 
 
 def main(argv):
@@ -33,9 +42,12 @@ def main(argv):
             "squad_evaluate.py DATA_FILE PRED_FILE [--version_2] [--na_prob_file F] "
             "[--na_prob_thresh T].")
     result = squad_metrics.evaluate_files(
-        argv[1], argv[2], version_2=FLAGS.version_2, na_prob_file=FLAGS.na_prob_file,
+        argv[1], argv[2], version_2=FLAGS.version_2 or bool(FLAGS.na_prob_file),
+        na_prob_file=FLAGS.na_prob_file,
         na_prob_thresh=FLAGS.na_prob_thresh)
     print(json.dumps(result))
+    if FLAGS.out_file:
+        fileio.atomic_write_text(FLAGS.out_file, json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,28 @@
-"""Shared pytest fixtures: the real MiniLM weights, their conversion, a clean TF graph."""
+"""Shared pytest fixtures: a clean environment and TF graph, the real MiniLM weights and their
+conversion."""
 
 import sys
 
 import pytest
+from envs import BEHAVIOUR_VARIABLES
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _clean_session_environment():
+    """Removes TF_CONFIG and BERT_TF_DEBUG (see tests/envs.py) for the whole session: session
+    scope, so that module-scoped fixtures (which pytest sets up before function-scoped ones,
+    e.g. test_estimator's `trained`) run without them too."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in BEHAVIOUR_VARIABLES:
+            patch.delenv(name, raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch):
+    """Each test starts without them even if an earlier one set them."""
+    for name in BEHAVIOUR_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -7,10 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from envs import child_env
 
 from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
-from bert_tf.tasks import classification, ner, squad
+from bert_tf.tasks import classification, multiple_choice, ner, squad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -33,6 +34,9 @@ _TASKS = {
                    classification.ClassificationTask, True),
     "squad": (bert_flags.define_squad_flags, bert_options.SquadOptions, squad.SquadTask, False),
     "ner": (bert_flags.define_ner_flags, bert_options.NerOptions, ner.NerTask, True),
+    "multiple_choice": (bert_flags.define_multiple_choice_flags,
+                        bert_options.MultipleChoiceOptions,
+                        multiple_choice.MultipleChoiceTask, True),
 }
 
 
@@ -46,8 +50,8 @@ def write_tiny_config(directory, **overrides):
 
 def options(kind, **values):
     """(task, FinetuneOptions) for `finetuning.run_finetuning`, as run_classifier / run_squad /
-    run_ner ("classifier", "squad", "ner") build them from the script's own flag groups: the
-    flag defaults, then `_TEST_VALUES`, then `values`."""
+    run_ner / run_multiple_choice ("classifier", "squad", "ner", "multiple_choice") build them
+    from the script's own flag groups: the flag defaults, then `_TEST_VALUES`, then `values`."""
     define_task, options_class, task_class, has_eval = _TASKS[kind]
 
     def define(flag_values):
@@ -66,9 +70,8 @@ def options(kind, **values):
 
 def run_script(name, *args, timeout=300):
     """Runs scripts/<name> with `args` in a fresh Python; returns the CompletedProcess."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+                          capture_output=True, text=True, timeout=timeout, env=child_env())
 
 
 def assert_ok(result):
@@ -87,10 +90,12 @@ def assert_clean_error(result, *fragments):
 
 
 def read_key_values(path):
-    """eval_results.txt as a dict of floats (`key = value` lines)."""
+    """eval_results.txt as a dict of floats (`key = value` lines; `# header` lines skipped)."""
     results = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
+            if line.startswith("#"):
+                continue
             key, value = line.rstrip("\n").split(" = ")
             results[key] = float(value)
     return results

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 import tensorflow as tf
+from envs import child_env
 from finetune_helpers import TINY_CONFIG as FINETUNE_CONFIG
 from test_pretraining import TINY, write_records
 
@@ -24,8 +25,6 @@ from bert_tf import modeling
 from bert_tf.tasks import pretraining
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-ENV.pop("TF_CONFIG", None)
 OLD_RESULTS = "global_step = 7\nloss = 1.25\n"
 
 Case = collections.namedtuple("Case", "name script args fragments env", defaults=(None,))
@@ -108,6 +107,18 @@ CASES = [
     Case("--use_tpu with another strategy", "run_pretraining.py",
          _with(_PRETRAIN, use_tpu="true", distribution_strategy="mirrored"),
          ["--use_tpu", "--distribution_strategy=mirrored"]),
+    # Training-run flags (README "Training runs").
+    Case("unknown --best_checkpoint_metric", "run_pretraining.py",
+         _with(_PRETRAIN, eval_every_n_steps=1, best_checkpoint_metric="f1"),
+         ["--best_checkpoint_metric", "'f1'", "masked_lm_accuracy"]),
+    Case("negative --early_stopping_patience", "run_pretraining.py",
+         _with(_PRETRAIN, eval_every_n_steps=1, best_checkpoint_metric="masked_lm_loss",
+               early_stopping_patience=-2), ["--early_stopping_patience", "-2"]),
+    Case("frozen scope that matches nothing", "run_pretraining.py",
+         _with(_PRETRAIN, freeze_scopes="bert/encoder/layer_9"),
+         ["--freeze_scopes", "bert/encoder/layer_9", "matches no variable"]),
+    Case("more frozen layers than the model has", "run_pretraining.py",
+         _with(_PRETRAIN, freeze_layers=5), ["--freeze_layers=5", "encoder layers"]),
     # Fine-tuning and feature extraction.
     Case("unknown task", "run_classifier.py", _with(_CLASSIFY, task_name="sentiment"),
          ["sentiment"]),
@@ -115,6 +126,11 @@ CASES = [
          _with(_CLASSIFY, data_dir="{d}/glue_bad"), ["train.tsv"]),
     Case("vocab without [CLS]", "run_classifier.py",
          _with(_CLASSIFY, vocab_file="{d}/vocab_no_cls.txt"), ["vocab_no_cls.txt", "[CLS]"]),
+    Case("unknown --best_checkpoint_metric for the task", "run_classifier.py",
+         _with(_CLASSIFY, do_eval="true", eval_every_n_steps=1, best_checkpoint_metric="mcc"),
+         ["--best_checkpoint_metric", "'mcc'", "eval_accuracy"]),
+    Case("--eval_every_n_steps without eval data", "run_classifier.py",
+         _with(_CLASSIFY, eval_every_n_steps=1), ["--eval_every_n_steps=1", "--do_eval"]),
     Case("malformed SQuAD file", "run_squad.py", _with(_SQUAD, train_file="{d}/corpus.txt"),
          ["corpus.txt"]),
     Case("SQuAD file without data", "run_squad.py",
@@ -148,8 +164,9 @@ def data(tmp_path_factory, minilm_dir):
     (d / "latin1.txt").write_bytes("the caf\u00e9 sat\n".encode("latin-1"))
     (d / "empty.txt").write_text("\n\n")
     (d / "glue_mrpc").mkdir()
-    (d / "glue_mrpc" / "train.tsv").write_text(
-        "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tthe cat sat\tthe cat sat\n")
+    for split in ("train", "dev"):
+        (d / "glue_mrpc" / f"{split}.tsv").write_text(
+            "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tthe cat sat\tthe cat sat\n")
     (d / "glue_bad").mkdir()
     (d / "glue_bad" / "train.tsv").write_text(
         "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\tonly three columns\n")
@@ -181,7 +198,7 @@ def _run_case(case, paths, out):
     args = [arg.format(out=out, **paths) for arg in case.args]
     completed = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", case.script),
                                 *args], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                               env=dict(ENV, **(case.env or {})))
+                               env=child_env(**(case.env or {})))
     return completed, sorted(os.listdir(out)), open(os.path.join(out, "eval_results.txt")).read()
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 import tensorflow as tf
+from envs import child_env
 
 from bert_tf import conversion, modeling
 from bert_tf.errors import BertTfError
@@ -66,9 +67,8 @@ def _make_tiny_hf_dir(path, legacy=False, seed=0):
 
 
 def _run_script(*args):
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=child_env(), timeout=120)
 
 
 def test_minilm_checkpoint_has_google_names_and_layout(minilm_dir, minilm_converted):

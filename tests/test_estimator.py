@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import ROOT, child_env
 
 from bert_tf import errors
 from bert_tf import estimator as est
@@ -24,11 +25,9 @@ INIT_W, INIT_B = 5.0, -3.0
 
 
 def linear_model_fn(features, labels, mode, params):
-    """pred = x @ w + b; MSE loss; GD. Optional params: init_checkpoint, poison_step, ballast."""
+    """pred = x @ w + b; MSE loss; GD. Optional params: init_checkpoint, poison_step."""
     w = tf.compat.v1.get_variable("w", [1, 1], initializer=tf.compat.v1.zeros_initializer())
     b = tf.compat.v1.get_variable("b", [1], initializer=tf.compat.v1.zeros_initializer())
-    if params.get("ballast"):  # Unused weights that make each checkpoint save take a while.
-        tf.compat.v1.get_variable("ballast", [params["ballast"]], trainable=False)
     if params.get("init_checkpoint"):
         tf.compat.v1.train.init_from_checkpoint(params["init_checkpoint"], {"w": "w", "b": "b"})
     pred = tf.matmul(features["x"], w) + b
@@ -167,49 +166,26 @@ def test_resume_continues_without_reinitialising(tmp_path):
     assert sorted(os.listdir(model_dir)) == files
 
 
-class KillSelfDuringSave(tf.compat.v1.train.CheckpointSaverListener):
-    """SIGKILLs this process while TF writes the checkpoint of `step` (its _temp dir exists)."""
-
-    def __init__(self, model_dir, step):
-        self._prefix = os.path.join(model_dir, f"model.ckpt-{step}")
-        self._temp_dir = self._prefix + "_temp"
-        self._step = step
-
-    def before_save(self, session, global_step_value):
-        if global_step_value != self._step:
-            return
-        subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__),
-                                                       "kill_watcher.py"),
-                          self._temp_dir, str(os.getpid())])
-        # The temp directory lives for milliseconds and a loaded machine can let one write
-        # slip past the watcher: write this step's shards again (without the `checkpoint`
-        # state update a whole save ends with) until the kill lands inside one.
-        saver = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)[0]
-        for _ in range(20000):
-            session.run(saver.saver_def.save_tensor_name,
-                        {saver.saver_def.filename_tensor_name: self._prefix})
-        raise RuntimeError("the kill never landed inside a checkpoint write")
-
-
-
 def train_in_child(model_dir, kill_at_step):
-    """Trains 'forever', saving every 2 steps, and is killed while saving `kill_at_step`."""
-    estimator = make_estimator(model_dir, params={"ballast": 2_000_000},
-                               save_checkpoints_steps=2, keep_checkpoint_max=3)
-    estimator.train(make_input_fn(X, Y), max_steps=1_000_000,
-                    saving_listeners=[KillSelfDuringSave(model_dir, kill_at_step)])
+    """Trains 'forever', saving every 2 steps, and is killed inside the save of `kill_at_step`
+    (tests/kill_during_save.py: its shards written, not yet merged into place)."""
+    import kill_during_save
+
+    kill_during_save.install(kill_at_step)
+    estimator = make_estimator(model_dir, save_checkpoints_steps=2, keep_checkpoint_max=3)
+    estimator.train(make_input_fn(X, Y), max_steps=1_000_000)
 
 
 def test_sigkill_during_save_then_restart_ends_at_max_steps(tmp_path):
     model_dir = str(tmp_path / "model")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(os.path.dirname(__file__)), os.path.dirname(__file__)]),
-        TF_CPP_MIN_LOG_LEVEL="2")
+    env = child_env(PYTHONPATH=os.pathsep.join([ROOT, os.path.dirname(__file__)]))
     child = subprocess.run(
         [sys.executable, "-c", "import sys, test_estimator as t; t.train_in_child(sys.argv[1], 8)",
          model_dir], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
-    assert os.path.isdir(os.path.join(model_dir, "model.ckpt-8_temp"))  # It died mid-save.
+    # It died inside the save: shards written, not merged into model.ckpt-8.index / .data.
+    assert os.listdir(os.path.join(model_dir, "model.ckpt-8_temp"))
+    assert not glob.glob(os.path.join(model_dir, "model.ckpt-8.*"))
     # The state file still names the previous checkpoint, and all of it is readable.
     latest = tf.train.latest_checkpoint(model_dir)
     assert latest == os.path.join(model_dir, "model.ckpt-6")
@@ -217,8 +193,7 @@ def test_sigkill_during_save_then_restart_ends_at_max_steps(tmp_path):
     for name in reader.get_variable_to_shape_map():
         reader.get_tensor(name)
 
-    estimator = make_estimator(model_dir, params={"ballast": 2_000_000},
-                               save_checkpoints_steps=2, keep_checkpoint_max=3)
+    estimator = make_estimator(model_dir, save_checkpoints_steps=2, keep_checkpoint_max=3)
     estimator.train(make_input_fn(X, Y), max_steps=11)
     assert estimator.latest_checkpoint() == os.path.join(model_dir, "model.ckpt-11")
     assert checkpoint_steps(model_dir) == [8, 10, 11]

@@ -13,6 +13,7 @@ import numpy as np
 import numpy_bert
 import pytest
 import tensorflow as tf
+from envs import child_env
 
 from bert_tf import extract_features as ef
 from bert_tf import modeling, tokenization
@@ -83,9 +84,12 @@ def _reference_layers(model, feature):
     return [layer[0] for layer in layers]
 
 
-def _run_script(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)
+def _run_script(*args, ran_ops_file=None):
+    """Runs the script; with `ran_ops_file`, under tests/ran_ops.py, which writes there the op
+    types of the kernels its sessions ran."""
+    tracer = [os.path.join(REPO, "tests", "ran_ops.py"), str(ran_ops_file)] if ran_ops_file else []
+    return subprocess.run([sys.executable, *tracer, SCRIPT, *args], capture_output=True,
+                          text=True, cwd=REPO, env=child_env(), timeout=300)
 
 
 def test_read_examples_splits_pairs_and_numbers_lines(tiny_model):
@@ -168,16 +172,22 @@ def test_layer_outputs_match_numpy_reference_in_both_padding_modes(tiny_model):
 @pytest.mark.parametrize("use_xla", [False, True])
 def test_script_writes_original_json_lines(tiny_model, tmp_path, use_xla):
     output_file = tmp_path / "out" / "features.jsonl"
+    ran_ops_file = tmp_path / "ran_ops.json"
     result = _run_script(
         f"--input_file={tiny_model['input_file']}", f"--output_file={output_file}",
         f"--vocab_file={tiny_model['vocab_file']}",
         f"--bert_config_file={tiny_model['config_file']}",
         f"--init_checkpoint={tiny_model['checkpoint']}", "--layers=-1,0", "--max_seq_length=12",
-        "--batch_size=2", "--do_lower_case=True", f"--use_xla={use_xla}")
+        "--batch_size=2", "--do_lower_case=True", f"--use_xla={use_xla}",
+        ran_ops_file=ran_ops_file)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "examples/sec" in result.stderr
-    # TF logs this line once per process when a cluster ran through XLA.
-    assert ("Compiled cluster using XLA" in result.stderr) == use_xla
+    # An XLA-compiled cluster runs as an _XlaCompile and an _XlaRun kernel; the trace saw the
+    # model's kernels either way (its matmuls, whichever kernel runs them here).
+    ran_ops = json.loads(ran_ops_file.read_text())
+    xla_ops = {op for op in ran_ops if "Xla" in op}
+    assert ({"_XlaCompile", "_XlaRun"} <= xla_ops) if use_xla else not xla_ops, ran_ops
+    assert [op for op in ran_ops if "MatMul" in op], ran_ops
     assert os.listdir(output_file.parent) == ["features.jsonl"]  # No temp file left behind.
 
     features = _features(tiny_model, seq_length=12)

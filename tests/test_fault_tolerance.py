@@ -19,6 +19,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf import estimator as estimator_lib
@@ -29,9 +30,9 @@ from bert_tf.tasks import pretraining
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
-WATCHER = os.path.join(ROOT, "tests", "kill_watcher.py")  # SIGKILLs a process when a path exists.
-ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-ENV.pop("TF_CONFIG", None)
+# Runs a script and SIGKILLs it inside the real save of one step (see the file).
+KILL_DURING_SAVE = os.path.join(ROOT, "tests", "kill_during_save.py")
+ENV = child_env()
 
 
 def assert_checkpoint_state_is_whole(model_dir):
@@ -49,34 +50,6 @@ def assert_checkpoint_state_is_whole(model_dir):
     return int(state.model_checkpoint_path.rsplit("-", 1)[1])
 
 
-# Runs scripts/run_pretraining.py as __main__ after arranging a SIGKILL of this process while
-# TensorFlow writes the checkpoint of step KILL_STEP (its `<prefix>-KILL_STEP_temp` directory).
-_KILLED_DURING_SAVE = textwrap.dedent("""
-    import os, runpy, subprocess, sys
-    import tensorflow as tf
-    kill_step, model_dir = int(sys.argv[1]), sys.argv[2]
-    temp_dir = os.path.join(model_dir, f"model.ckpt-{{kill_step}}_temp")
-    original_save = tf.compat.v1.train.Saver.save
-
-    def save(self, sess, save_path, global_step=None, *args, **kwargs):
-        step = sess.run(global_step) if hasattr(global_step, "op") else global_step
-        if step is None or int(step) != kill_step:
-            return original_save(self, sess, save_path, global_step, *args, **kwargs)
-        subprocess.Popen([sys.executable, {watcher!r}, temp_dir, str(os.getpid())])
-        # The temp directory lives for milliseconds, so one write can slip past the watcher on
-        # a loaded machine: write the shards of this step again (the `checkpoint` state is only
-        # updated after a whole save, which never happens here) until the kill lands in one.
-        feed = {{self.saver_def.filename_tensor_name: f"{{save_path}}-{{kill_step}}"}}
-        for _ in range(20000):
-            sess.run(self.saver_def.save_tensor_name, feed)
-        sys.exit("the kill never landed inside a checkpoint write")
-
-    tf.compat.v1.train.Saver.save = save
-    sys.argv = [{script!r}, *sys.argv[3:]]
-    runpy.run_path({script!r}, run_name="__main__")
-""")
-
-
 @pytest.mark.slow
 def test_script_killed_during_a_checkpoint_write_and_at_random_resumes(tmp_path):
     write_records(str(tmp_path / "train.tfrecord"), num=64)
@@ -90,13 +63,13 @@ def test_script_killed_during_a_checkpoint_write_and_at_random_resumes(tmp_path)
             "--save_checkpoints_steps=3", "--keep_checkpoint_max=2", "--log_every_n_steps=3",
             "--learning_rate=1e-3"]
 
-    # 1. Killed while TF writes model.ckpt-6: the state still names the whole model.ckpt-3.
-    killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_DURING_SAVE.format(script=SCRIPT, watcher=WATCHER), "6",
-         out, *args],
-        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    # 1. Killed inside TF's save of model.ckpt-6 (shards written, not yet merged into place):
+    #    the state still names the whole model.ckpt-3.
+    killed = subprocess.run([sys.executable, KILL_DURING_SAVE, "6", SCRIPT, *args],
+                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert os.path.isdir(os.path.join(out, "model.ckpt-6_temp"))  # It did die mid-write.
+    assert os.listdir(os.path.join(out, "model.ckpt-6_temp"))  # It did die mid-save.
+    assert not [name for name in os.listdir(out) if name.startswith("model.ckpt-6.")]
     assert assert_checkpoint_state_is_whole(out) == 3
 
     # 2. Killed at a random moment after it saved once more. The run is made long enough that

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import numpy as np
 import numpy_bert
 import pytest
 import tensorflow as tf
+from envs import ROOT, child_env
 
 from bert_tf import modeling
 from bert_tf.errors import BertTfError
@@ -244,7 +246,8 @@ def test_shipped_configs_are_valid_and_sized_as_documented():
              "medium": (8, 512, 8, 2048), "base": (12, 768, 12, 3072),
              "large": (24, 1024, 16, 4096)}
     for name, (layers, hidden, heads, inter) in sizes.items():
-        config = modeling.BertConfig.from_json_file(f"configs/bert_{name}.json")
+        path = os.path.join(ROOT, "configs", f"bert_{name}.json")  # Not cwd-relative.
+        config = modeling.BertConfig.from_json_file(path)
         got = (config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
                config.intermediate_size)
         assert got == (layers, hidden, heads, inter), name
@@ -255,7 +258,7 @@ def test_shipped_configs_are_valid_and_sized_as_documented():
 def test_help_shows_shapes():
     out = subprocess.run([sys.executable, "-c",
                           "from bert_tf import modeling; help(modeling.transformer_model)"],
-                         capture_output=True, text=True, env={"PAGER": "cat", "TERM": "dumb",
-                                                              "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True,
+                         env=child_env(PAGER="cat", TERM="dumb", PATH="/usr/bin:/bin"),
                          check=True).stdout
     assert re.search(r"\[B, S, H\]", out) and re.search(r"\[B\*S, H\]", out)

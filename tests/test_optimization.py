@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 
 from bert_tf import optimization
 from bert_tf.errors import BertTfError
@@ -458,9 +459,8 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_mirrored_strategy_matches_one_device():
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
     completed = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], capture_output=True,
-                               text=True, env=env, cwd=REPO_ROOT, timeout=300)
+                               text=True, env=child_env(), cwd=REPO_ROOT, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = json.loads(completed.stdout.strip().splitlines()[-1])
     for config, runs in results.items():

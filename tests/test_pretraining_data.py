@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from envs import child_env
 
 from bert_tf import tokenization
 from bert_tf.data import pretraining_data, tfrecords
@@ -390,7 +391,7 @@ def test_bad_inputs_give_one_clear_error(tmp_path, vocab_file):
 
 def test_script_runs_with_the_original_flags(tmp_path, vocab_file):
     script = os.path.join(REPO, "scripts", "create_pretraining_data.py")
-    env = {**os.environ, "PYTHONPATH": REPO}
+    env = child_env()
     corpus = tmp_path / "small.txt"
     corpus.write_text("\n\n".join(open(TRAIN_TXT).read().split("\n\n")[:4]) + "\n")
     outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
@@ -425,7 +426,7 @@ def test_a_worker_that_cannot_start_is_an_error_not_a_hang(tmp_path, vocab_file)
         f"pretraining_data.create_pretraining_data({TRAIN_TXT!r}, {str(tmp_path / 'o.tfrecord')!r},"
         " config, num_workers=2, chunk_size_mb=0.05)\n")
     result = subprocess.run([sys.executable, str(user_script)], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": REPO}, timeout=240)
+                            env=child_env(), timeout=240)
     assert result.returncode != 0
     assert "a worker process died" in result.stderr
     assert 'if __name__ == "__main__":' in result.stderr

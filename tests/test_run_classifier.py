@@ -123,15 +123,34 @@ def test_regression_metrics_match_numpy_on_predictions(tmp_path, vocab_file):
 
 
 def test_glue_sentence_pair_task_writes_its_metrics(tmp_path, vocab_file):
-    """MRPC: sentence pairs (segment ids 0 / 1) and GLUE's accuracy + F1."""
+    """MRPC: GLUE's accuracy + F1, and features whose segment ids are 1 exactly on text_b and
+    its [SEP] (the original's layout: [CLS] a [SEP] b [SEP])."""
+    from bert_tf import tokenization
+
+    out = tmp_path / "out"
+    mrpc = os.path.join(DATA, "glue", "MRPC")
     results = finetuning.run_finetuning(*options(
-        "classifier", task_name="MRPC", data_dir=os.path.join(DATA, "glue", "MRPC"),
-        vocab_file=vocab_file, bert_config_file=write_tiny_config(tmp_path),
-        output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, num_train_steps=2,
-        train_batch_size=2))
+        "classifier", task_name="MRPC", data_dir=mrpc, vocab_file=vocab_file,
+        bert_config_file=write_tiny_config(tmp_path), output_dir=str(out), do_train=True,
+        do_eval=True, num_train_steps=2, train_batch_size=2, max_seq_length=64))
     assert {"accuracy", "f1", "acc_and_f1", "eval_accuracy", "eval_loss"} <= set(results)
     assert results["acc_and_f1"] == pytest.approx((results["accuracy"] + results["f1"]) / 2)
     assert results["global_step"] == 2
+
+    tokenizer = tokenization.FullTokenizer(vocab_file)
+    rows = _read_tsv(os.path.join(mrpc, "dev.tsv"))[1:]
+    records = list(tf.compat.v1.io.tf_record_iterator(str(out / "eval.tf_record")))
+    assert len(records) == len(rows)
+    for row, record in zip(rows, records, strict=True):
+        feature = tf.train.Example.FromString(record).features.feature
+        a, b = tokenizer.tokenize(row[3]), tokenizer.tokenize(row[4])
+        assert len(a) + len(b) + 3 <= 64  # Nothing truncated.
+        expected = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        segment_ids = list(feature["segment_ids"].int64_list.value)
+        assert segment_ids[:len(expected)] == expected
+        assert not any(segment_ids[len(expected):])
+        ids = list(feature["input_ids"].int64_list.value)[:len(expected)]
+        assert ids == tokenizer.convert_tokens_to_ids(["[CLS]", *a, "[SEP]", *b, "[SEP]"])
 
 
 def test_eval_and_predict_batches_are_trimmed_to_their_longest_example(tmp_path, vocab_file):

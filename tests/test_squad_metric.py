@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from envs import child_env
 
 from bert_tf import errors
 from bert_tf.metrics import squad as squad_metrics
@@ -134,9 +135,8 @@ def test_v1_rejects_questions_without_gold_answers():
 
 
 def _run_script(*args):
-    env = dict(os.environ, PYTHONPATH=REPO)
     return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          env=env, timeout=60)
+                          env=child_env(), timeout=60)
 
 
 def test_script_prints_one_json_line_for_v1():

@@ -21,6 +21,7 @@ import numpy_bert
 import pytest
 import safetensors.numpy
 import tensorflow as tf
+from envs import child_env
 
 from bert_tf import conversion, extract_features, modeling
 from bert_tf.errors import BertTfError
@@ -384,7 +385,8 @@ def test_extract_features_writes_attentions(tmp_path):
     script = os.path.join(REPO, "scripts", "extract_features.py")
     out = tmp_path / "out.jsonl"
     result = subprocess.run([sys.executable, script, *flags, f"--output_file={out}",
-                             "--output_attentions"], capture_output=True, text=True, timeout=300)
+                             "--output_attentions"], capture_output=True, text=True,
+                            env=child_env(), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     records = [json.loads(line) for line in out.read_text().splitlines()]
 

@@ -32,6 +32,7 @@ import inspect
 import json
 import os
 
+import numpy as np
 from absl import logging
 
 from bert_tf import errors, tokenization
@@ -74,14 +75,18 @@ class PaddingInputExample:
 
 
 class InputFeatures:
-    """A single set of features of data: lists of ints of length max_seq_length, a label."""
+    """A single set of features of data: lists of ints of length max_seq_length, a label
+    (an int id, a float score, or a multi-hot list [num_labels] for multi-label), and with
+    windows the index of the example the window belongs to."""
 
-    def __init__(self, input_ids, input_mask, segment_ids, label_id, is_real_example=True):
+    def __init__(self, input_ids, input_mask, segment_ids, label_id, is_real_example=True,
+                 example_index=None):
         self.input_ids = input_ids
         self.input_mask = input_mask
         self.segment_ids = segment_ids
         self.label_id = label_id
         self.is_real_example = is_real_example
+        self.example_index = example_index
 
 
 def pad_examples_to_batch_multiple(examples, batch_size):
@@ -158,6 +163,7 @@ class DataProcessor:
     """
 
     is_regression = False
+    multi_label = False  # True: an example's label is a tuple of labels.
 
     def get_train_examples(self, data_dir):
         """Gets a collection of `InputExample`s for the train set."""
@@ -426,7 +432,8 @@ class CsvProcessor(DataProcessor):
     extension = "csv"
 
     def __init__(self, text_a_column=None, text_b_column=None, label_column="label",
-                 labels=None, header=True, regression=False, data_dir=None):
+                 labels=None, header=True, regression=False, data_dir=None, multi_label=False,
+                 label_separator="|"):
         """Constructs the processor.
 
         Args:
@@ -439,6 +446,9 @@ class CsvProcessor(DataProcessor):
           regression: labels are real numbers (scored with Pearson / Spearman).
           data_dir: where the train file is, so `get_labels()` works before
             `get_train_examples()` (for eval- or predict-only runs).
+          multi_label: the label column holds any number of labels separated by
+            `label_separator` (an empty cell: none); an example's label is then a tuple.
+          label_separator: see `multi_label`.
         """
         self.text_a_column = _parse_column(text_a_column)
         self.text_b_column = _parse_column(text_b_column)
@@ -456,6 +466,14 @@ class CsvProcessor(DataProcessor):
                         f"task {self.task_name}: {option} '{value}' is a name but the files "
                         f"have no header; give a 0-based column index or set header=True.")
         self.is_regression = bool(regression)
+        self.multi_label = bool(multi_label)
+        if self.multi_label and self.is_regression:
+            raise errors.BertTfError("--multi_label and --regression exclude each other; pass "
+                                     "one of them.")
+        if self.multi_label and not label_separator:
+            raise errors.BertTfError("--label_separator: empty; pass the string that separates "
+                                     "the labels of a row, e.g. '|'.")
+        self.label_separator = label_separator
         if isinstance(labels, str):
             labels = [label.strip() for label in labels.split(",") if label.strip()]
         self._labels = list(labels) if labels else None
@@ -491,12 +509,25 @@ class CsvProcessor(DataProcessor):
             for line_number, fields in body:
                 _check_row_length(path, line_number, fields, label_index + 1,
                                   "the label_column")
-                seen.add(fields[label_index])
+                seen.update(self._split_labels(fields[label_index]))
             if not seen:
                 raise errors.BertTfError(f"{path}: no rows to collect labels from; "
                                          "add training rows or pass the labels option.")
             self._labels = sorted(seen)
         return list(self._labels)
+
+    def _split_labels(self, text):
+        """The labels of one label cell: itself, or with --multi_label its non-empty parts."""
+        if not self.multi_label:
+            return [text]
+        return [label.strip() for label in text.split(self.label_separator) if label.strip()]
+
+    def _parse_label(self, path, line_number, text, label_list):
+        """The checked label of a row: a str, or with --multi_label a tuple of str."""
+        if not self.multi_label:
+            return _check_label(path, line_number, text, label_list)
+        return tuple(_check_label(path, line_number, label, label_list)
+                     for label in self._split_labels(text))
 
     def _rows(self, path):
         """(header names or None, [(line_number, fields)] of the data rows) of a file."""
@@ -544,11 +575,12 @@ class CsvProcessor(DataProcessor):
             text_b = fields[text_b_index] if text_b_index is not None else None
             if split == "test":
                 # Predictions do not use the label; a placeholder keeps the features uniform.
-                label = 0.0 if self.is_regression else self.get_labels()[0]
+                label = 0.0 if self.is_regression else (
+                    () if self.multi_label else self.get_labels()[0])
             elif self.is_regression:
                 label = _parse_score(path, line_number, fields[label_index])
             else:
-                label = _check_label(path, line_number, fields[label_index], label_list)
+                label = self._parse_label(path, line_number, fields[label_index], label_list)
             examples.append(InputExample(guid=f"{split}-{i + 1}", text_a=text_a,
                                          text_b=text_b, label=label))
         return examples
@@ -619,8 +651,52 @@ def get_processor(task_name, **options):
 # Features.
 
 
-def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
-    """Converts a single `InputExample` into a single `InputFeatures`.
+def _check_room(max_seq_length, is_pair):
+    if max_seq_length < (3 if is_pair else 2):
+        raise errors.BertTfError(
+            f"--max_seq_length={max_seq_length} leaves no room for text after [CLS] and "
+            "[SEP]; use a larger max_seq_length (128 is usual).")
+
+
+def label_id_of(example, label_list, multi_label=False):
+    """The feature label of `example`: its index in `label_list`, its score as a float
+    (`label_list` None or empty: regression), or with `multi_label` a multi-hot list
+    [len(label_list)] of its labels."""
+    if not label_list:
+        return float(example.label)
+    label_map = {label: i for i, label in enumerate(label_list)}
+    labels = example.label if multi_label else [example.label]
+    for label in labels:
+        if label not in label_map:
+            raise errors.BertTfError(
+                f"example {example.guid}: label '{label}' is not in the label list "
+                f"({', '.join(label_list)}); fix the data or the label list.")
+    if not multi_label:
+        return label_map[example.label]
+    hot = set(label_map[label] for label in labels)
+    return [int(i in hot) for i in range(len(label_list))]
+
+
+def _padding_features(label_list, max_seq_length, multi_label, example_index=None):
+    """All-zero features with is_real_example=False (batch padding)."""
+    label_id = 0.0 if not label_list else ([0] * len(label_list) if multi_label else 0)
+    return InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
+                         segment_ids=[0] * max_seq_length, label_id=label_id,
+                         is_real_example=False, example_index=example_index)
+
+
+def _log_example(ex_index, example, tokens, input_ids, label_id):
+    if ex_index < _NUM_EXAMPLES_TO_LOG:
+        logging.info("*** Example ***")
+        logging.info("guid: %s", example.guid)
+        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+        logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+        logging.info("label: %s (id = %s)", example.label, label_id)
+
+
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer,
+                           multi_label=False):
+    """Converts a single `InputExample` into a single `InputFeatures` (truncating).
 
     Args:
       ex_index: the example's position (the first few are logged).
@@ -628,45 +704,72 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
       label_list: the task's labels; None or [] for regression (label kept as float).
       max_seq_length: length of every id list, [CLS] and [SEP]s included.
       tokenizer: a `tokenization.FullTokenizer`.
+      multi_label: `example.label` is a tuple of labels (multi-hot label_id).
 
     Returns:
       `InputFeatures`: input_ids, input_mask (1 for real tokens), segment_ids (0 for
-      [CLS] a [SEP], 1 for b [SEP]), each [max_seq_length]; label_id (int index into
-      label_list, or float); is_real_example.
+      [CLS] a [SEP], 1 for b [SEP]), each [max_seq_length]; label_id (see `label_id_of`);
+      is_real_example.
     """
     is_pair = not isinstance(example, PaddingInputExample) and bool(example.text_b)
-    if max_seq_length < (3 if is_pair else 2):
-        raise errors.BertTfError(
-            f"--max_seq_length={max_seq_length} leaves no room for text after [CLS] and "
-            "[SEP]; use a larger max_seq_length (128 is usual).")
+    _check_room(max_seq_length, is_pair)
     if isinstance(example, PaddingInputExample):
-        return InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
-                             segment_ids=[0] * max_seq_length,
-                             label_id=0.0 if not label_list else 0, is_real_example=False)
-
-    if label_list:
-        label_map = {label: i for i, label in enumerate(label_list)}
-        if example.label not in label_map:
-            raise errors.BertTfError(
-                f"example {example.guid}: label '{example.label}' is not in the label list "
-                f"({', '.join(label_list)}); fix the data or the label list.")
-        label_id = label_map[example.label]
-    else:
-        label_id = float(example.label)
-
+        return _padding_features(label_list, max_seq_length, multi_label)
+    label_id = label_id_of(example, label_list, multi_label)
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
     tokens, input_ids, input_mask, segment_ids = packing.pack_and_pad(
         tokens_a, tokens_b, tokenizer, max_seq_length)
-
-    if ex_index < _NUM_EXAMPLES_TO_LOG:
-        logging.info("*** Example ***")
-        logging.info("guid: %s", example.guid)
-        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
-        logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-        logging.info("label: %s (id = %s)", example.label, label_id)
+    _log_example(ex_index, example, tokens, input_ids, label_id)
     return InputFeatures(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
                          label_id=label_id, is_real_example=True)
+
+
+def check_doc_stride(doc_stride, max_seq_length):
+    """Raises `BertTfError` unless `doc_stride` is 0 (truncate) or shorter than a window."""
+    if doc_stride < 0:
+        raise errors.BertTfError(f"--doc_stride={doc_stride} must be 0 (truncate long texts) "
+                                 "or a positive number of word pieces.")
+    if doc_stride and doc_stride >= max_seq_length - 2:
+        raise errors.BertTfError(
+            f"--doc_stride={doc_stride} must be smaller than a window ({max_seq_length - 2} "
+            f"word pieces: --max_seq_length={max_seq_length} less [CLS] and [SEP]), or windows "
+            "would skip text; lower --doc_stride (e.g. max_seq_length / 2).")
+
+
+def convert_example_to_windows(ex_index, example, label_list, max_seq_length, tokenizer,
+                               doc_stride, multi_label=False):
+    """Converts one `InputExample` into the `InputFeatures` of its windows.
+
+    text_a is cut into windows of the room left in `max_seq_length` (`packing.
+    compute_doc_spans`) starting every `doc_stride` word pieces; text_b, if any, is repeated
+    in each window after text_a's window (cut to half the room first, as SQuAD cuts the
+    question). Every window carries the example's label and `example_index=ex_index`.
+
+    Returns:
+      A non-empty list of `InputFeatures`, windows in text order.
+    """
+    check_doc_stride(doc_stride, max_seq_length)
+    if isinstance(example, PaddingInputExample):
+        return [_padding_features(label_list, max_seq_length, multi_label, ex_index)]
+    _check_room(max_seq_length, bool(example.text_b))
+    label_id = label_id_of(example, label_list, multi_label)
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+    if tokens_b:
+        tokens_b = tokens_b[:(max_seq_length - 3) // 2]
+    room = max_seq_length - 2 - (len(tokens_b) + 1 if tokens_b else 0)
+    spans = packing.compute_doc_spans(len(tokens_a), room, doc_stride) or [packing.DocSpan(0, 0)]
+    features = []
+    for span in spans:
+        tokens, segment_ids = packing.pack_tokens(
+            tokens_a[span.start:span.start + span.length], tokens_b)
+        input_ids, input_mask, segment_ids = packing.encode_and_pad(
+            tokens, segment_ids, tokenizer, max_seq_length)
+        _log_example(ex_index, example, tokens, input_ids, label_id)
+        features.append(InputFeatures(input_ids, input_mask, segment_ids, label_id,
+                                      is_real_example=True, example_index=ex_index))
+    return features
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
@@ -684,7 +787,7 @@ def feature_to_tf_example(feature):
     if isinstance(feature.label_id, float):
         label_feature = tfrecords.create_float_feature([feature.label_id])
     else:
-        label_feature = tfrecords.create_int_feature([feature.label_id])
+        label_feature = tfrecords.create_int_feature(np.atleast_1d(feature.label_id).tolist())
     features = {
         "input_ids": tfrecords.create_int_feature(feature.input_ids),
         "input_mask": tfrecords.create_int_feature(feature.input_mask),
@@ -692,6 +795,8 @@ def feature_to_tf_example(feature):
         "label_ids": label_feature,
         "is_real_example": tfrecords.create_int_feature([int(feature.is_real_example)]),
     }
+    if feature.example_index is not None:
+        features["example_index"] = tfrecords.create_int_feature([feature.example_index])
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
@@ -714,10 +819,12 @@ def write_tf_examples(tf_examples, output_file):
 
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                            output_file):
+                                            output_file, doc_stride=0, multi_label=False):
     """Converts examples to features and writes them to the TFRecord file `output_file`.
 
-    Written to a temporary name and renamed, so `output_file` is whole or absent.
+    Written to a temporary name and renamed, so `output_file` is whole or absent. With
+    `doc_stride` > 0 each example becomes its windows (`convert_example_to_windows`), each
+    record carrying `example_index`; `multi_label`: multi-hot label_ids [len(label_list)].
 
     Returns:
       The number of records written.
@@ -726,10 +833,19 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
         for ex_index, example in enumerate(examples):
             if ex_index % 10000 == 0 and ex_index:
                 logging.info("Writing example %d of %d", ex_index, len(examples))
-            yield feature_to_tf_example(convert_single_example(
-                ex_index, example, label_list, max_seq_length, tokenizer))
+            if doc_stride:
+                yield from map(feature_to_tf_example, convert_example_to_windows(
+                    ex_index, example, label_list, max_seq_length, tokenizer, doc_stride,
+                    multi_label))
+            else:
+                yield feature_to_tf_example(convert_single_example(
+                    ex_index, example, label_list, max_seq_length, tokenizer, multi_label))
 
-    return write_tf_examples(tf_examples(), output_file)
+    num_written = write_tf_examples(tf_examples(), output_file)
+    if doc_stride:
+        logging.info("%d examples -> %d windows (--doc_stride=%d)", len(examples), num_written,
+                     doc_stride)
+    return num_written
 
 
 def tokenizer_fingerprint(tokenizer):
@@ -794,9 +910,11 @@ def cached_tfrecord_file(output_file, key, write_fn):
     return False
 
 
-def feature_cache_key(task, examples, label_list, max_seq_length, tokenizer):
-    """The sidecar key of a feature file: what decides its contents."""
+def feature_cache_key(task, examples, label_list, max_seq_length, tokenizer, **settings):
+    """The sidecar key of a feature file: what decides its contents (`settings`: the task's
+    other options that change the features, e.g. doc_stride)."""
     return {
+        **settings,
         "format": FEATURE_CACHE_FORMAT,
         "task": task,
         "max_seq_length": max_seq_length,
@@ -808,7 +926,8 @@ def feature_cache_key(task, examples, label_list, max_seq_length, tokenizer):
 
 
 def cached_file_based_convert_examples_to_features(examples, label_list, max_seq_length,
-                                                   tokenizer, output_file):
+                                                   tokenizer, output_file, doc_stride=0,
+                                                   multi_label=False):
     """`file_based_convert_examples_to_features`, reusing `output_file` when still valid.
 
     The sidecar `<output_file>.meta.json` (see `cached_tfrecord_file`) records the cache
@@ -820,9 +939,12 @@ def cached_file_based_convert_examples_to_features(examples, label_list, max_seq
     Returns:
       True if the existing file was reused, False if it was (re)built.
     """
+    settings = {"doc_stride": doc_stride, "multi_label": multi_label} if (
+        doc_stride or multi_label) else {}
     key = feature_cache_key("classification", examples, label_list, max_seq_length,
-                            tokenizer)
+                            tokenizer, **settings)
     return cached_tfrecord_file(
         output_file, key,
-        lambda: file_based_convert_examples_to_features(examples, label_list, max_seq_length,
-                                                        tokenizer, output_file))
+        lambda: file_based_convert_examples_to_features(
+            examples, label_list, max_seq_length, tokenizer, output_file, doc_stride,
+            multi_label))

@@ -11,7 +11,13 @@ extract_features), with the original Google BERT's semantics:
   pack_and_pad        all of the above for a text or a text pair
 
 Task-specific bits stay in the task's data module: NER's label alignment to first pieces,
-SQuAD's document windows and their token_to_orig_map / max-context maps.
+SQuAD's token_to_orig_map and answer positions.
+
+Long inputs are cut into windows (SQuAD, and the classifier and NER with --doc_stride):
+  compute_doc_spans     windows of at most N tokens starting every doc_stride tokens
+  max_context_window    the window where a token has the most context (SQuAD's rule)
+  check_is_max_context  whether a given window is that one
+  max_context_windows   that window for every token at once
 """
 
 import collections
@@ -23,6 +29,8 @@ SEP_TOKEN = "[SEP]"
 # One packed sequence: `tokens` unpadded [num_tokens]; the id lists [max_seq_length].
 PackedInputs = collections.namedtuple(
     "PackedInputs", ["tokens", "input_ids", "input_mask", "segment_ids"])
+# One window of a long token list: tokens [start, start + length).
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -131,3 +139,74 @@ def pack_and_pad(tokens_a, tokens_b, tokenizer, max_seq_length):
     tokens_a, tokens_b = truncate_to_fit(tokens_a, tokens_b, max_seq_length)
     tokens, segment_ids = pack_tokens(tokens_a, tokens_b)
     return PackedInputs(tokens, *encode_and_pad(tokens, segment_ids, tokenizer, max_seq_length))
+
+
+# ------------------------------------------------------------------------------- windows
+
+
+def compute_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
+    """Cuts `num_doc_tokens` tokens into windows of at most `max_tokens_for_doc`.
+
+    Windows start `doc_stride` tokens apart (less if a window is shorter); the last one ends at
+    the last token.
+
+    Returns:
+      A list of `DocSpan(start, length)`.
+    """
+    doc_spans = []
+    start_offset = 0
+    while start_offset < num_doc_tokens:
+        length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
+        doc_spans.append(DocSpan(start=start_offset, length=length))
+        if start_offset + length == num_doc_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return doc_spans
+
+
+def check_is_max_context(doc_spans, cur_span_index, position):
+    """Whether window `cur_span_index` is the best one for the token at `position`.
+
+    A token's score in a window is min(tokens left of it, tokens right of it) in that window,
+    plus 0.01 * window length to prefer longer windows; the first window with the highest score
+    wins. E.g. with windows "bought a new bat" and "a new bat and a ball", "bat" has 1 left /
+    0 right context in the first and 2 left / 3 right in the second, so the second wins.
+
+    Args:
+      doc_spans: the `DocSpan`s of the document.
+      cur_span_index: index of the window being built.
+      position: index of the token in the WordPiece-tokenized document.
+
+    Returns:
+      bool.
+    """
+    return cur_span_index == max_context_window(doc_spans, position)
+
+
+def max_context_window(doc_spans, position):
+    """The index of the window where the token at `position` has the most context (see
+    `check_is_max_context`), or None when no window holds it."""
+    best_score = None
+    best_span_index = None
+    for span_index, doc_span in enumerate(doc_spans):
+        end = doc_span.start + doc_span.length - 1
+        if position < doc_span.start or position > end:
+            continue
+        num_left_context = position - doc_span.start
+        num_right_context = end - position
+        score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
+        if best_score is None or score > best_score:
+            best_score = score
+            best_span_index = span_index
+    return best_span_index
+
+
+def max_context_windows(doc_spans, num_tokens):
+    """For every token position, the index of the window where it has the most context.
+
+    The same rule as `check_is_max_context`, for all `num_tokens` positions at once.
+
+    Returns:
+      A list of window indices [num_tokens].
+    """
+    return [max_context_window(doc_spans, position) for position in range(num_tokens)]

@@ -22,6 +22,9 @@ from absl import logging
 from bert_tf import errors, tokenization
 from bert_tf.data import packing, tfrecords
 
+# The window helpers live in packing (classifier and NER windows use them too).
+from bert_tf.data.packing import DocSpan, check_is_max_context, compute_doc_spans  # noqa: F401
+
 # First `unique_id` given to a feature, as in the original (ids are unique within one run).
 FIRST_UNIQUE_ID = 1000000000
 
@@ -95,7 +98,6 @@ class InputFeatures:
 
 
 # A window of the WordPiece-tokenized document: `length` tokens from index `start`.
-DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 
 
 def load_squad_dataset(input_file, flag=None):
@@ -259,57 +261,6 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False, 
                     end_position=end_position,
                     is_impossible=is_impossible))
     return examples
-
-
-def compute_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
-    """Cuts `num_doc_tokens` tokens into windows of at most `max_tokens_for_doc`.
-
-    Windows start `doc_stride` tokens apart (less if a window is shorter); the last one ends at
-    the last token.
-
-    Returns:
-      A list of `DocSpan(start, length)`.
-    """
-    doc_spans = []
-    start_offset = 0
-    while start_offset < num_doc_tokens:
-        length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
-        doc_spans.append(DocSpan(start=start_offset, length=length))
-        if start_offset + length == num_doc_tokens:
-            break
-        start_offset += min(length, doc_stride)
-    return doc_spans
-
-
-def check_is_max_context(doc_spans, cur_span_index, position):
-    """Whether window `cur_span_index` is the best one for the token at `position`.
-
-    A token's score in a window is min(tokens left of it, tokens right of it) in that window,
-    plus 0.01 * window length to prefer longer windows; the first window with the highest score
-    wins. E.g. with windows "bought a new bat" and "a new bat and a ball", "bat" has 1 left /
-    0 right context in the first and 2 left / 3 right in the second, so the second wins.
-
-    Args:
-      doc_spans: the `DocSpan`s of the document.
-      cur_span_index: index of the window being built.
-      position: index of the token in the WordPiece-tokenized document.
-
-    Returns:
-      bool.
-    """
-    best_score = None
-    best_span_index = None
-    for span_index, doc_span in enumerate(doc_spans):
-        end = doc_span.start + doc_span.length - 1
-        if position < doc_span.start or position > end:
-            continue
-        num_left_context = position - doc_span.start
-        num_right_context = end - position
-        score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
-        if best_score is None or score > best_score:
-            best_score = score
-            best_span_index = span_index
-    return cur_span_index == best_span_index
 
 
 def improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):

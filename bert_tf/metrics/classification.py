@@ -136,3 +136,57 @@ def glue_metrics(task_name, predictions, labels, is_regression=False):
     known = sorted(("cola", "sts-b") + _ACCURACY_TASKS + _ACCURACY_F1_TASKS)
     raise errors.BertTfError(f"--task_name: no GLUE metrics for task '{task_name}'; "
                              f"use one of {', '.join(known)}.")
+
+
+def per_class_recall(predictions, labels, label_list):
+    """{"recall_<label>": recall of each class} (0.0 for a class absent from `labels`).
+
+    Args:
+      predictions, labels: predicted and gold label ids, one per example.
+      label_list: the class names, in id order.
+    """
+    predictions, labels = _as_pair(predictions, labels)
+    results = {}
+    for class_id, name in enumerate(label_list):
+        gold = labels == class_id
+        hits = float(np.sum(gold & (predictions == class_id)))
+        results[f"recall_{name}"] = hits / float(np.sum(gold)) if np.any(gold) else 0.0
+    return results
+
+
+def multi_label_metrics(probabilities, labels, label_list, threshold=0.5):
+    """Multi-label metrics: a label is predicted where its probability is >= `threshold`.
+
+    F1 with no predicted and no gold positives is 0.0 (as `f1_score`).
+
+    Args:
+      probabilities: float [N, C], one probability per label.
+      labels: multi-hot [N, C] gold labels.
+      label_list: the C label names.
+      threshold: the decision threshold.
+
+    Returns:
+      {"micro_f1": F1 over all (example, label) decisions, "macro_f1": mean of the per-label
+      F1s, "exact_match": fraction of examples whose whole label set is right, "f1_<label>":
+      each label's F1, "threshold"}.
+    """
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    labels = np.asarray(labels).astype(bool)
+    if probabilities.shape != labels.shape or probabilities.ndim != 2 or not labels.size:
+        raise errors.BertTfError(
+            f"multi-label metrics: probabilities {list(probabilities.shape)} and labels "
+            f"{list(labels.shape)} must both be [examples, labels] and not empty.")
+    predicted = probabilities >= threshold
+
+    def f1(axis=None):
+        true_positive = np.sum(predicted & labels, axis=axis)
+        denominator = np.sum(predicted, axis=axis) + np.sum(labels, axis=axis)
+        return np.where(denominator > 0, 2.0 * true_positive / np.maximum(denominator, 1), 0.0)
+
+    per_label = f1(axis=0)
+    results = {"micro_f1": float(f1()), "macro_f1": float(np.mean(per_label)),
+               "exact_match": float(np.mean(np.all(predicted == labels, axis=1))),
+               "threshold": float(threshold)}
+    results.update({f"f1_{name}": float(value)
+                    for name, value in zip(label_list, per_label, strict=True)})
+    return results

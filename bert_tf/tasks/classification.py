@@ -3,7 +3,13 @@
 The head follows the original run_classifier.py: top-level variables `output_weights`
 [num_labels, H] and `output_bias` [num_labels] on the pooled [CLS] output, with dropout 0.1
 while training. Regression tasks (STS-B, or a csv/tsv task with --regression) use one output
-and a mean squared error loss.
+and a mean squared error loss; --multi_label uses one sigmoid per label and a binary
+cross-entropy; --class_weights weights the softmax cross-entropy by the gold class.
+
+Long texts (--doc_stride > 0): an example becomes several windows (`bert_tf.data.
+classification.convert_example_to_windows`), each record carrying `example_index`. The model
+scores windows; the example's logits are the mean (or per-class max, --window_aggregation) of
+its windows' logits, and the metrics, test_results.tsv and predictions use those.
 """
 
 import os
@@ -21,6 +27,7 @@ from bert_tf.tasks import finetuning, model_fn_parts, runner
 
 tf1 = tf.compat.v1
 
+
 def classifier_logits(pooled_output, num_labels, is_training, initializer_range=0.02):
     """The classification head: top-level `output_weights` / `output_bias`.
 
@@ -37,38 +44,53 @@ def classifier_logits(pooled_output, num_labels, is_training, initializer_range=
                                    dropout_prob=heads.HEAD_DROPOUT_PROB if is_training else 0.0)
 
 
-def classifier_loss(logits, labels, is_regression):
-    """Per-example and mean loss, and the predictions.
+def classifier_loss(logits, labels, is_regression, multi_label=False, class_weights=None):
+    """Per-example and mean loss, and the outputs.
 
     Args:
       logits: float32 [B, num_labels] ([B, 1] for regression).
-      labels: [B] class ids (int) or target values (float, regression).
+      labels: [B] class ids (int) or target values (float, regression); multi-label: [B,
+        num_labels] multi-hot.
       is_regression: mean squared error on logits[:, 0] instead of softmax cross-entropy.
+      multi_label: binary cross-entropy per label (`heads.sigmoid_cross_entropy`).
+      class_weights: None, or a weight per class: the loss is sum(w[y] * loss) / sum(w[y])
+        (PyTorch's CrossEntropyLoss(weight=...)).
 
     Returns:
       (loss scalar, per_example_loss [B], outputs): outputs is a dict with "probabilities"
-      [B, num_labels] and "predictions" [B] (the argmax id), or for regression
-      "predictions" [B] (the predicted value).
+      [B, num_labels] (softmax, or sigmoid for multi-label), "predictions" [B] (the argmax
+      id; regression: the predicted value) and with class weights "loss_weights" [B].
     """
     if is_regression:
         predictions = logits[:, 0]
         per_example_loss = tf.square(predictions - tf.cast(labels, tf.float32))
         return tf.reduce_mean(per_example_loss), per_example_loss, {"predictions": predictions}
-    loss, per_example_loss, log_probs = heads.softmax_cross_entropy(logits, labels)
+    if multi_label:
+        loss, per_example_loss, probabilities = heads.sigmoid_cross_entropy(logits, labels)
+        return loss, per_example_loss, {"probabilities": probabilities}
+    weights = None
+    if class_weights is not None:
+        weights = tf.gather(tf.constant(class_weights, tf.float32), labels)
+    loss, per_example_loss, log_probs = heads.softmax_cross_entropy(logits, labels, weights)
     outputs = {"probabilities": tf.exp(log_probs),
                "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+    if weights is not None:
+        outputs["loss_weights"] = weights
     return loss, per_example_loss, outputs
 
 
 def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoint=None,
                      learning_rate=5e-5, num_train_steps=1, num_warmup_steps=0,
                      optimizer="adamw", num_accumulation_steps=1, compute_dtype=tf.float32,
-                     use_one_hot_embeddings=False, eval_collector=None, trainable=None):
+                     use_one_hot_embeddings=False, eval_collector=None, trainable=None,
+                     multi_label=False, class_weights=None, windowed=False):
     """Returns a model_fn(features, labels, mode, params) for classification / regression.
 
-    Features: input_ids, input_mask, segment_ids [B, S]; label_ids [B] or [B, 1] and
-    is_real_example (TRAIN / EVAL). PREDICT and the export return {"probabilities":
-    [B, num_labels]} (regression: {"predictions": [B]}).
+    Features: input_ids, input_mask, segment_ids [B, S]; label_ids [B, 1] ([B, num_labels]
+    multi-hot for multi-label) and is_real_example (TRAIN / EVAL); example_index [B, 1] for
+    windows. PREDICT and the export return {"probabilities": [B, num_labels]} (softmax;
+    multi-label: sigmoid per label; regression: {"predictions": [B]}); `windowed` adds
+    "logits" [B, num_labels] (to aggregate over windows) and PREDICT "example_index".
 
     Args:
       bert_config: `BertConfig`.
@@ -79,13 +101,13 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         see `optimization.create_optimizer`.
       compute_dtype: tf.float32, tf.bfloat16 or tf.float16.
       use_one_hot_embeddings: one-hot embedding lookup (TPUs).
-      eval_collector: a `finetuning.ExampleCollector` that receives each eval example's
-        "predictions", "label_ids" and "is_real_example".
+      eval_collector: a `finetuning.ExampleCollector` that receives each eval record's
+        "logits", "label_ids", "is_real_example" (and "example_index").
       trainable: an `optimization.TrainableSelection` (frozen layers), or None.
+      multi_label, class_weights: see `classifier_loss`.
+      windowed: records are windows of longer examples (--doc_stride).
     """
-
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
-                                     use_one_hot_embeddings)
+    encoder, training = model_fn_parts.encoder_and_training(locals())
 
     def head(model, is_training):
         return classifier_logits(model.get_pooled_output(), num_labels, is_training,
@@ -96,59 +118,117 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         logits = encoder.build(features, mode, head)
 
         if mode == estimator_lib.ModeKeys.PREDICT:
-            if is_regression:
-                predictions = {"predictions": logits[:, 0]}
-            else:
-                predictions = {"probabilities": tf.nn.softmax(logits, axis=-1)}
-            return estimator_lib.EstimatorSpec(mode=mode, predictions=predictions)
+            return predict_spec(logits, features, is_regression, multi_label, windowed)
 
-        label_ids = tf.reshape(features["label_ids"], [-1])
-        loss, per_example_loss, outputs = classifier_loss(logits, label_ids, is_regression)
+        label_ids = features["label_ids"]
+        label_ids = label_ids if multi_label else tf.reshape(label_ids, [-1])
+        loss, per_example_loss, outputs = classifier_loss(logits, label_ids, is_regression,
+                                                          multi_label, class_weights)
         if mode == estimator_lib.ModeKeys.TRAIN:
-            return model_fn_parts.train_spec(
-                loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
+            return training.spec(loss, features["input_ids"])
 
+        collected = {"logits": logits, "label_ids": label_ids}
+        if "example_index" in features:
+            collected["example_index"] = tf.reshape(features["example_index"], [-1])
         return eval_spec(loss, per_example_loss, outputs, label_ids,
-                         features["is_real_example"], is_regression, eval_collector)
+                         features["is_real_example"], is_regression or multi_label,
+                         eval_collector, collected)
 
     return model_fn
 
 
-def eval_spec(loss, per_example_loss, outputs, label_ids, is_real_example, is_regression,
-              eval_collector=None):
+def prediction_outputs(logits, is_regression, multi_label):
+    """What PREDICT and the export return: {"probabilities": [B, C]} (softmax, or sigmoid per
+    label for multi-label), or {"predictions": [B]} for regression."""
+    if is_regression:
+        return {"predictions": logits[:, 0]}
+    probabilities = tf.sigmoid(logits) if multi_label else tf.nn.softmax(logits, axis=-1)
+    return {"probabilities": probabilities}
+
+
+def predict_spec(logits, features, is_regression, multi_label, windowed):
+    """The PREDICT-mode EstimatorSpec: `prediction_outputs`, plus the logits of windowed
+    records and each record's example_index when the features have one."""
+    predictions = prediction_outputs(logits, is_regression, multi_label)
+    if windowed:
+        predictions["logits"] = logits
+    if "example_index" in features:
+        predictions["example_index"] = tf.reshape(features["example_index"], [-1])
+    return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.PREDICT,
+                                       predictions=predictions)
+
+
+def eval_spec(loss, per_example_loss, outputs, label_ids, is_real_example, no_accuracy,
+              eval_collector=None, collected=None):
     """The EVAL-mode EstimatorSpec: eval_loss (and eval_accuracy) over the real examples.
 
     Args:
-      loss: float32 scalar; per_example_loss: [B]; outputs: see `classifier_loss`.
+      loss: float32 scalar; per_example_loss: [B]; outputs: see `classifier_loss` (with
+        "loss_weights", eval_loss is weighted by them as the training loss is).
       label_ids: [B] gold labels; is_real_example: [B] or [B, 1], 0 for padding examples.
-      is_regression: no accuracy for regression.
-      eval_collector: a `finetuning.ExampleCollector` receiving each example's
-        "predictions", "label_ids" and "is_real_example".
+      no_accuracy: no eval_accuracy (regression, multi-label).
+      eval_collector: a `finetuning.ExampleCollector` receiving `collected` (dict name ->
+        [B, ...]) and "is_real_example" of each record.
+      collected: see `eval_collector` (default: {"predictions", "label_ids"}).
     """
     is_real_example = tf.cast(tf.reshape(is_real_example, [-1]), tf.float32)
-    metrics = {"eval_loss": tf1.metrics.mean(per_example_loss, weights=is_real_example)}
-    if not is_regression:
+    loss_weights = is_real_example * outputs.get("loss_weights", 1.0)
+    metrics = {"eval_loss": tf1.metrics.mean(per_example_loss, weights=loss_weights)}
+    if not no_accuracy:
         metrics["eval_accuracy"] = tf1.metrics.accuracy(
             labels=label_ids, predictions=outputs["predictions"], weights=is_real_example)
     hooks = []
     if eval_collector is not None:
-        hooks.append(eval_collector.hook({"predictions": outputs["predictions"],
-                                          "label_ids": label_ids,
-                                          "is_real_example": is_real_example}))
+        if collected is None:
+            collected = {"predictions": outputs["predictions"], "label_ids": label_ids}
+        hooks.append(eval_collector.hook({**collected, "is_real_example": is_real_example}))
     return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.EVAL, loss=loss,
                                        eval_metric_ops=metrics, evaluation_hooks=hooks)
 
 
-def feature_spec(seq_length, is_regression=False):
-    """The classification TFRecord keys (SPEC section 6); label_ids is float for regression."""
-    return {
+def feature_spec(seq_length, is_regression=False, num_label_ids=1, windowed=False):
+    """The classification TFRecord keys (SPEC section 6); label_ids is float for regression,
+    [num_label_ids] multi-hot for multi-label; `windowed` adds example_index [1]."""
+    spec = {
         "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
         "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-        "label_ids": tf.io.FixedLenFeature([1], tf.float32 if is_regression else tf.int64),
+        "label_ids": tf.io.FixedLenFeature([num_label_ids],
+                                           tf.float32 if is_regression else tf.int64),
         "is_real_example": tf.io.FixedLenFeature([1], tf.int64),
     }
+    if windowed:
+        spec["example_index"] = tf.io.FixedLenFeature([1], tf.int64)
+    return spec
+
+
+def aggregate_windows(values, example_index, method="mean"):
+    """Per-example rows from per-window rows: the mean (or element-wise max) of each example's
+    windows.
+
+    Args:
+      values: float [num_windows, C] (e.g. logits).
+      example_index: int [num_windows], the example of each window; examples 0..N-1 each
+        have at least one window.
+      method: "mean" or "max".
+
+    Returns:
+      float64 [N, C], row i from the windows of example i.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    example_index = np.asarray(example_index).reshape(-1)
+    num_examples = int(example_index.max()) + 1 if example_index.size else 0
+    counts = np.bincount(example_index, minlength=num_examples)
+    if not np.all(counts):
+        raise BertTfError(f"window aggregation: example {int(np.argmin(counts))} has no window; "
+                          "delete the cached .tf_record files in --output_dir and rerun.")
+    if method == "max":
+        out = np.full((num_examples,) + values.shape[1:], -np.inf)
+        np.maximum.at(out, example_index, values)
+        return out
+    out = np.zeros((num_examples,) + values.shape[1:])
+    np.add.at(out, example_index, values)
+    return out / counts.reshape((-1,) + (1,) * (values.ndim - 1))
 
 
 def format_test_results(outputs):
@@ -158,13 +238,56 @@ def format_test_results(outputs):
                    for row in outputs)
 
 
+def parse_class_weights(value, label_list, train_examples):
+    """The --class_weights of a single-label task: one positive weight per label.
+
+    Args:
+      value: "w0,w1,..." in label order, or "balanced": n / (n_classes * n_c) from the
+        training labels (sklearn's rule).
+      label_list: the labels.
+      train_examples: the training `InputExample`s (None without --do_train).
+
+    Returns:
+      A list of floats [len(label_list)].
+    """
+    if value.strip().lower() == "balanced":
+        if not train_examples:
+            raise BertTfError("--class_weights=balanced: computed from the training labels, "
+                              "but there are none (no --do_train); pass the weights "
+                              "explicitly as w0,w1,...")
+        counts = [sum(example.label == label for example in train_examples)
+                  for label in label_list]
+        if not all(counts):
+            missing = label_list[counts.index(0)]
+            raise BertTfError(f"--class_weights=balanced: label '{missing}' has no training "
+                              "example; pass the weights explicitly or drop the label.")
+        return [len(train_examples) / (len(label_list) * count) for count in counts]
+    parts = [part.strip() for part in value.split(",")]
+    if len(parts) != len(label_list):
+        raise BertTfError(f"--class_weights: {len(parts)} weights for {len(label_list)} labels "
+                          f"({', '.join(label_list)}); give one weight per label, in that "
+                          "order, or 'balanced'.")
+    try:
+        weights = [float(part) for part in parts]
+    except ValueError:
+        raise BertTfError(f"--class_weights: '{value}' is not a list of numbers; pass "
+                          "w0,w1,... or 'balanced'.") from None
+    if not all(weight > 0 for weight in weights):
+        raise BertTfError(f"--class_weights: '{value}' has a weight <= 0; every weight must "
+                          "be positive.")
+    return weights
+
+
 class ClassificationTask(finetuning.FinetuningTask):
-    """GLUE, XNLI and csv/tsv sentence (pair) classification and regression.
+    """GLUE, XNLI and csv/tsv sentence (pair) classification, multi-label and regression.
 
     Writes to --output_dir: train.tf_record / eval.tf_record / predict.tf_record (cached
-    features, reused while the data and settings are unchanged), checkpoints,
-    eval_results.txt (eval_loss, eval_accuracy, global_step, loss and the task's GLUE metrics)
-    and test_results.tsv; with --export_dir a SavedModel (see `finetuning`).
+    features, reused while the data and settings are unchanged), checkpoints, label_list.txt
+    (classification: the label of each output), eval_results.txt (eval_loss, eval_accuracy,
+    global_step, loss and the task's GLUE metrics; multi-label: micro_f1, macro_f1,
+    exact_match, f1_<label>; with --class_weights a `# class_weights` header and recall_<label>)
+    and test_results.tsv (one probability per label a line); with --export_dir a SavedModel
+    (see `finetuning`).
     """
 
     cached_features = staticmethod(
@@ -175,68 +298,181 @@ class ClassificationTask(finetuning.FinetuningTask):
         self.task_options = task_options
         self.task_name = classification_data.normalize_task_name(task_options.task_name)
         self.processor = None
+        self.class_weights = None
         self.collector = finetuning.ExampleCollector()
 
     @property
     def is_regression(self):
         return self.processor.is_regression
 
+    @property
+    def multi_label(self):
+        return self.processor.multi_label
+
+    @property
+    def windowed(self):
+        return self.task_options.doc_stride > 0
+
     def check(self, options):
-        del options
         t = self.task_options
         self.processor = classification_data.get_processor(
             t.task_name, text_a_column=t.text_a_column, text_b_column=t.text_b_column,
             label_column=t.label_column, labels=t.labels, header=t.has_header,
-            regression=t.regression, language=t.language)
+            regression=t.regression, language=t.language, multi_label=t.multi_label or None,
+            label_separator=t.label_separator if t.multi_label else None)
         finetuning.require_data_dir(t.data_dir, f"the {self.task_name} files")
+        classification_data.check_doc_stride(t.doc_stride, options.model.max_seq_length)
+        if t.class_weights and (self.is_regression or self.multi_label):
+            raise BertTfError("--class_weights: only for single-label classification, not "
+                              f"{'--regression' if self.is_regression else '--multi_label'}; "
+                              "drop the flag.")
+        if t.multi_label and not 0.0 < t.multi_label_threshold < 1.0:
+            raise BertTfError(f"--multi_label_threshold={t.multi_label_threshold} must be "
+                              "between 0 and 1 (exclusive).")
 
     def read_examples(self, options):
         splits = finetuning.read_splits(self.processor, self.task_options.data_dir, options)
         self.label_list = None if self.is_regression else self.processor.get_labels()
         logging.info("Task %s: %s", self.task_name,
-                     "regression" if self.is_regression else f"labels {self.label_list}")
+                     "regression" if self.is_regression else
+                     f"{'multi-label ' if self.multi_label else ''}labels {self.label_list}")
+        if self.task_options.class_weights:
+            self.class_weights = parse_class_weights(self.task_options.class_weights,
+                                                     self.label_list, splits[0])
+            logging.info("Class weights: %s", self._class_weights_text())
         return splits
 
     def model_fn(self, bert_config, init_checkpoint, training):
         num_labels = 1 if self.is_regression else len(self.label_list)
         return model_fn_builder(bert_config, num_labels, is_regression=self.is_regression,
                                 init_checkpoint=init_checkpoint, eval_collector=self.collector,
-                                **training)
+                                multi_label=self.multi_label, class_weights=self.class_weights,
+                                windowed=self.windowed, **training)
+
+    def write_features(self, examples, path, tokenizer, options, is_training):
+        del is_training
+        self.cached_features(examples, self.label_list, options.model.max_seq_length,
+                             tokenizer, path, doc_stride=self.task_options.doc_stride,
+                             multi_label=self.multi_label)
 
     def feature_spec(self, seq_length, is_training):
         del is_training
-        return feature_spec(seq_length, self.is_regression)
+        return feature_spec(seq_length, self.is_regression,
+                            len(self.label_list) if self.multi_label else 1, self.windowed)
+
+    def example_outputs(self, logits, example_index, num_examples):
+        """Per-example logits [N, C] from the records' logits (windows aggregated)."""
+        logits = np.asarray(logits, dtype=np.float64)
+        if self.windowed:
+            logits = aggregate_windows(logits, example_index,
+                                       self.task_options.window_aggregation)
+        if len(logits) != num_examples:
+            raise BertTfError(f"got outputs for {len(logits)} of {num_examples} examples; "
+                              "delete the cached .tf_record files in --output_dir and rerun.")
+        return logits
 
     def metric_names(self, options):
         del options
+        if self.multi_label:
+            return sorted(["eval_loss", "loss", *classification_metrics.multi_label_metrics(
+                [[0.0] * len(self.label_list)], [[0] * len(self.label_list)],
+                self.label_list)])
         # The GLUE metrics of this task are the keys glue_metrics returns for any input.
-        glue = classification_metrics.glue_metrics(self.task_name, [0.0, 1.0], [0.0, 1.0],
-                                                   is_regression=self.is_regression)
-        streaming = ["eval_loss", "loss"] + ([] if self.is_regression else ["eval_accuracy"])
-        return sorted([*glue, *streaming])
+        names = ["eval_loss", "loss", *classification_metrics.glue_metrics(
+            self.task_name, [0.0, 1.0], [0.0, 1.0], is_regression=self.is_regression)]
+        if not self.is_regression:
+            names.append("eval_accuracy")
+        if self.class_weights:
+            names += [f"recall_{label}" for label in self.label_list]
+        return sorted(names)
 
     def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
         results = runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
-        real = self.collector.column("is_real_example") > 0
-        results.update(classification_metrics.glue_metrics(
-            self.task_name, self.collector.column("predictions")[real],
-            self.collector.column("label_ids")[real], is_regression=self.is_regression))
+        column = self.collector.column
+        real = column("is_real_example") > 0
+        index = column("example_index")[real] if self.windowed else None
+        logits = self.example_outputs(column("logits")[real], index, len(examples))
+        labels = column("label_ids")[real]
+        if self.windowed:  # One label per example: its first window's.
+            labels = labels[np.unique(index, return_index=True)[1]]
+        results.update(self.example_metrics(logits, labels))
+        return results
+
+    def example_metrics(self, logits, labels):
+        """The task's metrics from per-example logits [N, C] and gold labels."""
+        t = self.task_options
+        if self.multi_label:
+            return classification_metrics.multi_label_metrics(
+                1.0 / (1.0 + np.exp(-logits)), labels, self.label_list, t.multi_label_threshold)
+        predictions = logits[:, 0] if self.is_regression else np.argmax(logits, axis=-1)
+        results = classification_metrics.glue_metrics(self.task_name, predictions, labels,
+                                                      is_regression=self.is_regression)
+        if self.windowed and not self.is_regression:
+            # The streaming eval_accuracy counts windows; this one counts examples.
+            results["eval_accuracy"] = classification_metrics.accuracy(predictions, labels)
+        if self.class_weights:
+            results.update(classification_metrics.per_class_recall(predictions, labels,
+                                                                   self.label_list))
         return results
 
     def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
-        key = "predictions" if self.is_regression else "probabilities"
-        outputs = [prediction[key] for prediction in
-                   estimator.predict(input_fn, checkpoint_path=checkpoint_path)]
-        if len(outputs) != len(examples):
-            raise BertTfError(f"predicted {len(outputs)} of {len(examples)} test examples; "
+        outputs = list(estimator.predict(input_fn, checkpoint_path=checkpoint_path))
+        if self.windowed:
+            logits = self.example_outputs([o["logits"] for o in outputs],
+                                          [o["example_index"] for o in outputs], len(examples))
+            rows = self.probabilities(logits)
+        else:
+            key = "predictions" if self.is_regression else "probabilities"
+            rows = [prediction[key] for prediction in outputs]
+        if len(rows) != len(examples):
+            raise BertTfError(f"predicted {len(rows)} of {len(examples)} test examples; "
                               "delete predict.tf_record in --output_dir and rerun.")
         path = os.path.join(options.run.output_dir, "test_results.tsv")
-        fileio.atomic_write_text(path, format_test_results(outputs))
+        fileio.atomic_write_text(path, format_test_results(rows))
         logging.info("Wrote %s", path)
         return None
 
+    def probabilities(self, logits):
+        """What test_results.tsv holds per example, from its logits [N, C]."""
+        if self.is_regression:
+            return logits[:, 0]
+        if self.multi_label:
+            return 1.0 / (1.0 + np.exp(-logits))
+        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return shifted / shifted.sum(axis=-1, keepdims=True)
+
+    def run_files(self):
+        return {} if self.is_regression else {"label_list.txt": self._label_file_text()}
+
     def export_files(self):
+        files = {"label_list.txt": self._label_file_text()}
+        t = self.task_options
+        if self.windowed:
+            files["windows.txt"] = (
+                "The model scores one window of at most max_seq_length word pieces and "
+                "returns its probabilities and logits. Trained with --doc_stride="
+                f"{t.doc_stride}: cut a longer text_a into windows starting every "
+                f"{t.doc_stride} word pieces (text_b repeated in each), take the "
+                f"{t.window_aggregation} of the windows' logits as the example's logits, and "
+                f"{'a sigmoid per label' if self.multi_label else 'a softmax'} of those as "
+                "its probabilities.\n")
+        return files
+
+    def _label_file_text(self):
         # The order of the probabilities (regression: one predicted value).
         labels = self.label_list or ["prediction"]
-        return {"label_list.txt": "".join(f"{label}\n" for label in labels)}
+        return "".join(f"{label}\n" for label in labels)
 
+    def _class_weights_text(self):
+        return ", ".join(f"{label}={weight:.6g}"
+                         for label, weight in zip(self.label_list, self.class_weights,
+                                                  strict=True))
+
+    def results_header(self):
+        header = []
+        if self.class_weights:
+            header.append(f"class_weights: {self._class_weights_text()}")
+        if self.windowed:
+            header.append(f"windows: doc_stride={self.task_options.doc_stride}, "
+                          f"aggregation={self.task_options.window_aggregation}")
+        return header

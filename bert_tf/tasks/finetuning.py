@@ -123,6 +123,11 @@ class FinetuningTask:
     def write_eval_files(self, examples, options):
         """Writes the task's files about the last `evaluate` (e.g. NER's predictions)."""
 
+    def results_header(self):
+        """Lines for the top of eval_results.txt (written `# line`): settings that shaped the
+        results, e.g. class weights."""
+        return []
+
     def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
         """Predicts the test examples with `checkpoint_path` (default: the latest) and writes
         the predictions; returns eval results when the task computes them from its
@@ -202,7 +207,7 @@ def _evaluate_predict_export(task, estimator, features, splits, options, checkpo
         logging.info("***** Evaluating %d examples *****", len(splits["eval"]))
         results = task.evaluate(estimator, features("eval"), splits["eval"], options,
                                 checkpoint_path=checkpoint)
-        runner.write_results(options.run.output_dir, results)
+        runner.write_results(options.run.output_dir, results, header=task.results_header())
         task.write_eval_files(splits["eval"], options)
     if options.do_predict:
         logging.info("***** Predicting %d examples *****", len(splits["predict"]))

@@ -72,8 +72,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
       example's "tag_ids" and "label_mask".
     """
 
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
-                                     use_one_hot_embeddings)
+    encoder, training = model_fn_parts.encoder_and_training(locals())
 
     def model_fn(features, labels, mode, params):
         del labels, params
@@ -91,9 +90,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
         label_weights = tf.cast(features["label_mask"], tf.float32) * is_real_example
         loss, per_token_loss = token_loss(logits, features["label_ids"], label_weights)
         if mode == estimator_lib.ModeKeys.TRAIN:
-            return model_fn_parts.train_spec(
-                loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
+            return training.spec(loss, features["input_ids"])
 
         metrics = {
             "eval_loss": tf1.metrics.mean(per_token_loss, weights=label_weights),

@@ -119,9 +119,8 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
       trainable: an `optimization.TrainableSelection` (frozen layers), or None.
       next_sentence_objective: "nsp", "sop" or "none" (MLM only: no sentence head at all).
     """
+    encoder, training = model_fn_parts.encoder_and_training(locals())
     has_sentence_head = next_sentence_objective != "none"
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
-                                     use_one_hot_embeddings)
 
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
@@ -144,10 +143,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
                 mlm_example_loss, mlm_log_probs, features["masked_lm_ids"],
                 features["masked_lm_weights"], *(sentence[1:] if sentence else (None, None)),
                 features["next_sentence_labels"], next_sentence_objective)
-            return model_fn_parts.train_spec(
-                total_loss, features["input_ids"], learning_rate, num_train_steps,
-                num_warmup_steps, optimizer, num_accumulation_steps, compute_dtype,
-                trainable=trainable, training_metrics=metrics)
+            return training.spec(total_loss, features["input_ids"], metrics)
 
         if mode == estimator_lib.ModeKeys.EVAL:
             metrics = pretraining_metrics(

@@ -146,10 +146,13 @@ def create_output_dir(run):
 
 def make_strategy(run, train):
     """The training strategy of `--distribution_strategy` (None: one device), with the
-    global batch checked against its replicas; None when not training."""
-    if not train.do_train:
+    global batch checked against its replicas. Without --do_train only a multi-worker strategy
+    is built, so that the other workers still leave the chief's work to it."""
+    if not train.do_train and run.distribution.distribution_strategy != "multi_worker":
         return None
     strategy = distribute.strategy_from_options(run.distribution)
+    if not train.do_train:
+        return strategy
     per_replica = distribute.per_replica_batch_size(
         train.train_batch_size, strategy, num_accumulation_steps=train.num_accumulation_steps)
     logging.info("Training: batch %d (%d micro-batches of %d); %d replicas with %d examples "
@@ -225,10 +228,13 @@ def evaluate(estimator, input_fn, steps=None, checkpoint_path=None):
             for key, value in results.items()}
 
 
-def write_results(output_dir, results):
-    """Writes eval_results.txt (`key = value` lines) and logs each result."""
-    path = fileio.write_eval_results(output_dir, results)
+def write_results(output_dir, results, header=()):
+    """Writes eval_results.txt (`# header` lines, then `key = value` lines) and logs each
+    result."""
+    path = fileio.write_eval_results(output_dir, results, header=header)
     logging.info("***** Eval results (%s) *****", path)
+    for line in header:
+        logging.info("  # %s", line)
     for key in sorted(results):
         logging.info("  %s = %s", key, results[key])
     return path

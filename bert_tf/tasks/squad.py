@@ -57,8 +57,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
                      compute_dtype=tf.float32, use_one_hot_embeddings=False, trainable=None):
     """Returns a model_fn for SQuAD: TRAIN (span loss) and PREDICT (unique_ids + logits)."""
 
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, compute_dtype,
-                                     use_one_hot_embeddings)
+    encoder, training = model_fn_parts.encoder_and_training(locals())
 
     def model_fn(features, labels, mode, params):
         del labels, params
@@ -69,9 +68,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
         if mode == estimator_lib.ModeKeys.TRAIN:
             loss = squad_loss(start_logits, end_logits, features["start_positions"],
                               features["end_positions"])
-            return model_fn_parts.train_spec(
-                loss, features["input_ids"], learning_rate, num_train_steps, num_warmup_steps,
-                optimizer, num_accumulation_steps, compute_dtype, trainable=trainable)
+            return training.spec(loss, features["input_ids"])
 
         predictions = {"start_logits": start_logits, "end_logits": end_logits}
         if "unique_ids" in features:

@@ -1,0 +1,33 @@
+"""BERT fine-tuning for multiple choice: SWAG's CSV files or your own jsonl.
+
+    python scripts/run_multiple_choice.py --task_name=swag --data_dir=$SWAG_DIR \
+      --vocab_file=$BERT_DIR/vocab.txt --bert_config_file=$BERT_DIR/bert_config.json \
+      --init_checkpoint=$BERT_DIR/bert_model.ckpt --do_train --do_eval \
+      --max_seq_length=80 --train_batch_size=16 --learning_rate=2e-5 \
+      --num_train_epochs=3.0 --output_dir=/tmp/swag_output/
+
+See `bert_tf/data/multiple_choice.py` for the file layouts and `bert_tf/tasks/
+multiple_choice.py` for the head and the export.
+"""
+
+from absl import flags
+
+from bert_tf import errors, options
+from bert_tf import flags as bert_flags
+from bert_tf.tasks import finetuning, multiple_choice
+
+bert_flags.define_multiple_choice_flags()
+bert_flags.define_finetuning_flags(max_seq_length=128)
+
+
+def main(_):
+    finetuning.run_finetuning(
+        multiple_choice.MultipleChoiceTask(
+            options.MultipleChoiceOptions.from_flags(flags.FLAGS)),
+        options.FinetuneOptions.from_flags(flags.FLAGS))
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["task_name", "data_dir", "vocab_file", "bert_config_file",
+                                  "output_dir"])
+    errors.run_main(main)
