@@ -108,6 +108,7 @@ def define_run_flags(flag_values=FLAGS):
                       "Shuffle the training records. False reads them in file order "
                       "(repeatable runs, e.g. to compare a distributed run with a "
                       "single-process one).", flag_values=flag_values)
+    define_fault_flags(flag_values)
     flags.DEFINE_float("preemption_grace_secs", 30.0,
                        "On SIGTERM / SIGINT: seconds to finish the current step and write its "
                        "checkpoint before exiting (143 / 130); the same command resumes.",
@@ -119,6 +120,20 @@ def define_run_flags(flag_values=FLAGS):
     define_validation_flags(flag_values)
     define_xla_flags(flag_values)
     define_distribution_flags(flag_values)
+
+
+def define_fault_flags(flag_values=FLAGS):
+    """--skip_corrupt_records and --exact_resume: what a run does about damaged input and
+    where a restarted run picks up its input (README "Crashes")."""
+    flags.DEFINE_bool("skip_corrupt_records", False,
+                      "Train on when a TFRecord file is truncated or damaged: read it up to its "
+                      "last whole record and log what was skipped. Default: stop with an error "
+                      "naming the file.", flag_values=flag_values)
+    flags.DEFINE_bool("exact_resume", True,
+                      "Save the input pipeline's position with every checkpoint, so a restarted "
+                      "run sees the batches an uninterrupted one would (one worker; with more, "
+                      "or with a checkpoint without it, the input restarts from the first "
+                      "record, as with false).", flag_values=flag_values)
 
 
 def define_validation_flags(flag_values=FLAGS):

@@ -98,6 +98,8 @@ class RunOptions(_FromFlags):
     random_seed: int | None  # Graph-level seed for repeatable runs.
     use_xla: bool
     shuffle_train_input: bool  # False: training records in file order.
+    skip_corrupt_records: bool  # Read a damaged TFRecord file up to its last whole record.
+    exact_resume: bool  # Checkpoint the input pipeline's position (one worker).
     preemption_grace_secs: float  # SIGTERM / SIGINT: seconds to finish the step and save.
     export_release_dir: str | None  # Also write the release checkpoint layout here at the end.
     distribution: DistributionOptions = _group(DistributionOptions)

@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio, heads, modeling
+from bert_tf import errors, fileio, heads, modeling, records
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import dynamic_masking, tfrecords
 from bert_tf.errors import BertTfError
@@ -298,7 +298,8 @@ def check_pretraining_records(input_files, max_seq_length, max_predictions_per_s
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,
-                     num_cpu_threads=4, shuffle=True, dynamic=False, vocab_size=None,
+                     num_cpu_threads=4, shuffle=True, record_limits=None,
+                     skip_corrupt_records=False, flag=None, dynamic=False, vocab_size=None,
                      random_seed=None):
     """Returns an input_fn(params, input_context=None) reading pre-training TFRecords.
 
@@ -307,7 +308,7 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     interleaved in parallel, then records. Evaluation reads each record once, in order. Under
     a multi-worker strategy each worker reads its own files, or its own records when there
     are fewer files than workers (`distribute.record_dataset`). Int64 features arrive as
-    int32.
+    int32. `record_limits`, `skip_corrupt_records` and `flag`: see `runner.record_input_fn`.
 
     With `dynamic` the records are dynamic-masking ones: each batch is masked by
     `dynamic_masking.mask_batch` (random ids below `vocab_size`), seeded by (`random_seed`,
@@ -323,6 +324,7 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
         input_files, tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq,
                                                         dynamic=dynamic),
         is_training, shuffle=shuffle, drop_remainder=True, num_cpu_threads=num_cpu_threads,
+        record_limits=record_limits, skip_corrupt_records=skip_corrupt_records, flag=flag,
         map_batch=map_batch)
 
 
@@ -363,9 +365,8 @@ def masked_lm_majority_baseline(train_files, eval_files):
 
 
 def run_pretraining(options):
-    """Runs pre-training and/or evaluation as `scripts/run_pretraining.py` configures it.
-
-    Every check runs before any graph is built or anything is written (see `tasks.runner`).
+    """Runs pre-training and/or evaluation as `scripts/run_pretraining.py` configures it;
+    every check runs before any graph is built or anything is written (`tasks.runner`).
 
     Args:
       options: `bert_tf.options.PretrainOptions`.
@@ -373,8 +374,8 @@ def run_pretraining(options):
     Returns:
       The eval results dict if --do_eval (on the chief), else None.
     """
-    bert_config, init_checkpoint, (input_files, dynamic), (eval_files, eval_dynamic) = (
-        prepare_run(options))
+    (bert_config, init_checkpoint, (input_files, dynamic), (eval_files, eval_dynamic),
+     record_limits) = prepare_run(options)
     train, run = options.train, options.run
     strategy = runner.make_strategy(run, train)
     runner.create_output_dir(run)
@@ -387,22 +388,24 @@ def run_pretraining(options):
         next_sentence_objective=options.next_sentence_objective)
     estimator = runner.make_estimator(model_fn, run, train, strategy,
                                       eval_batch_size=options.evaluation.eval_batch_size)
-    input_fn = functools.partial(input_fn_builder, max_seq_length=options.model.max_seq_length,
-                                 max_predictions_per_seq=options.max_predictions_per_seq,
-                                 vocab_size=bert_config.vocab_size,
-                                 random_seed=run.random_seed)
+    input_fn = functools.partial(
+        input_fn_builder, max_seq_length=options.model.max_seq_length,
+        max_predictions_per_seq=options.max_predictions_per_seq, record_limits=record_limits,
+        skip_corrupt_records=run.skip_corrupt_records, vocab_size=bert_config.vocab_size,
+        random_seed=run.random_seed)
+    eval_flag = "eval_input_file" if options.eval_input_file else "input_file"
     chief = runner.is_chief(strategy)
 
     def evaluate(checkpoint_path=None):
-        return runner.evaluate(estimator, input_fn(eval_files, is_training=False,
+        return runner.evaluate(estimator, input_fn(eval_files, is_training=False, flag=eval_flag,
                                                    dynamic=eval_dynamic),
                                steps=options.max_eval_steps, checkpoint_path=checkpoint_path)
 
     checkpoint = None
     if train.do_train:
         checkpoint = runner.train(
-            estimator, input_fn(input_files, is_training=True, dynamic=dynamic,
-                                shuffle=run.shuffle_train_input),
+            estimator, input_fn(input_files, is_training=True, shuffle=run.shuffle_train_input,
+                                flag="input_file", dynamic=dynamic),
             train.num_train_steps, run,
             evaluate if chief and run.validation.eval_every_n_steps else None)
     if chief and train.do_train:
@@ -426,7 +429,9 @@ def run_pretraining(options):
 def prepare_run(options):
     """Checks every option and the input records, all before any graph is built or anything
     is written. Returns (bert_config, init_checkpoint, (input_files, dynamic),
-    (eval_files, dynamic)), `dynamic` telling records for dynamic masking."""
+    (eval_files, dynamic), record_limits): `dynamic` tells records for dynamic masking;
+    `record_limits`: {path: whole records} of the damaged files read only partly
+    (`records.check_record_files`, --skip_corrupt_records)."""
     if not options.train.do_train and not options.evaluation.do_eval:
         raise BertTfError("At least one of --do_train or --do_eval must be True.")
     runner.check_train_options(options.train, options.model.max_seq_length)
@@ -438,14 +443,17 @@ def prepare_run(options):
                               max_seq_length=options.model.max_seq_length,
                               max_predictions_per_seq=options.max_predictions_per_seq,
                               next_sentence_objective=options.next_sentence_objective)
+    skip = options.run.skip_corrupt_records
     input_files = fileio.expand_input_files(options.input_file, what=_RECORDS)
+    record_limits = records.check_record_files(input_files, "input_file", skip)
     train_inputs = eval_inputs = (input_files, check(input_files))
     if options.eval_input_file:
         eval_files = fileio.expand_input_files(options.eval_input_file, flag="eval_input_file",
                                                what=_RECORDS)
+        record_limits.update(records.check_record_files(eval_files, "eval_input_file", skip))
         eval_inputs = (eval_files, check(eval_files, flag="eval_input_file"))
     validation.check_options(options.run.validation,
                              metric_names(options.next_sentence_objective))
     logging.info("Input files: %d for training (%s masking), %d for eval", len(input_files),
                  "dynamic" if train_inputs[1] else "static", len(eval_inputs[0]))
-    return bert_config, init_checkpoint, train_inputs, eval_inputs
+    return bert_config, init_checkpoint, train_inputs, eval_inputs, record_limits
