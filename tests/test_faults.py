@@ -22,6 +22,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 from test_fault_tolerance import assert_checkpoint_state_is_whole
 from test_pretraining import TINY, pretrain_options, write_records
 
@@ -33,8 +34,7 @@ from bert_tf.tasks import model_fn_parts, pretraining
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
-ENV = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-ENV.pop("TF_CONFIG", None)
+ENV = child_env()
 NUM_RECORDS = 64
 
 
@@ -272,7 +272,8 @@ def test_disk_full_on_a_small_tmpfs(data, tmp_path):
         assert assert_checkpoint_state_is_whole(out) == 9
         assert not [n for n in os.listdir(out) if "temp" in n or ".tmp" in n]
     finally:
-        subprocess.run(["umount", mount], check=False)
+        # Lazy: this process's cached summary writers may still hold files open there.
+        subprocess.run(["umount", "-l", mount], check=False)
 
 
 # --------------------------------------------------------------------------------- out of memory
