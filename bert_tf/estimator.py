@@ -51,7 +51,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import distribute, errors
+from bert_tf import checkpoints, distribute, errors, resume
+from bert_tf.faults import translate_faults
 
 
 class ModeKeys:
@@ -77,7 +78,7 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
     the count of one replica (the Estimator multiplies it by the replicas). `training_metrics`
     (TRAIN) maps a name to a float32 scalar computed on the training batch: the chief logs
     them with the progress line and writes them to TensorBoard every `log_step_count_steps`
-    (averaged over replicas under a strategy). `eval_metric_ops`
+    (under a strategy: averaged over the chief's own replicas). `eval_metric_ops`
     maps a name to a `(value, update_op)` pair from
     `tf.compat.v1.metrics`; `export_outputs` maps a signature name to a tensor or dict of tensors.
     """
@@ -113,6 +114,9 @@ class RunConfig:
     startup_timeout_secs: float = None
     # SIGTERM / SIGINT during train(): seconds to finish the step and write its checkpoint.
     preemption_grace_secs: float = 30.0
+    # Save the input pipeline's position with every checkpoint and restore it on resume
+    # (bert_tf.resume; one input pipeline, i.e. no train_distribute).
+    exact_resume: bool = False
 
     @property
     def is_chief(self):
@@ -176,8 +180,16 @@ class Estimator:
         """Path prefix of the newest whole checkpoint in model_dir, or None."""
         return tf.train.latest_checkpoint(self.model_dir)
 
+    def batch_per_replica(self, mode):
+        """Examples one replica computes per session run in `mode` (None: not set)."""
+        batch = self._batch_sizes.get(mode)
+        strategy = self.config.train_distribute if mode == ModeKeys.TRAIN else None
+        return batch if batch is None or strategy is None else (
+            batch // strategy.num_replicas_in_sync)
+
     # ----------------------------------------------------------------------------------- train
 
+    @translate_faults(ModeKeys.TRAIN)
     def train(self, input_fn, max_steps, hooks=None, saving_listeners=None, evaluate_fn=None,
               evaluate_every_n_steps=0):
         """Trains until global_step reaches `max_steps` or input_fn runs out; returns self.
@@ -199,6 +211,8 @@ class Estimator:
                 strategy, (tf.distribute.Strategy, tf.compat.v1.distribute.Strategy)):
             raise TypeError(f"RunConfig.train_distribute must be a tf.distribute strategy, got "
                             f"{type(strategy).__name__}.")
+        if self.config.is_chief if strategy is None else distribute.is_chief(strategy):
+            checkpoints.set_aside_unreadable(self.model_dir)  # Before anything reads one.
         start_step = self._checkpoint_step()
         if start_step >= max_steps:
             logging.info("Checkpoint in %s is at step %d >= max_steps=%d; nothing to train.",
@@ -214,6 +228,9 @@ class Estimator:
                 distribute.cache_global_step_read(global_step)
             features, labels, input_hooks = self._get_features_and_labels(
                 input_fn, ModeKeys.TRAIN, strategy)
+            if self.config.exact_resume:
+                input_hooks, saving_listeners = resume.resumable_input(
+                    input_hooks, saving_listeners, self.model_dir, strategy)
             spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, strategy)
             if spec.loss is None or spec.train_op is None:
                 raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
@@ -333,6 +350,7 @@ class Estimator:
 
     # -------------------------------------------------------------------------------- evaluate
 
+    @translate_faults(ModeKeys.EVAL)
     def evaluate(self, input_fn, steps=None, name=None, checkpoint_path=None, hooks=None):
         """Evaluates a checkpoint until input_fn runs out or after `steps` batches.
 
@@ -371,6 +389,7 @@ class Estimator:
 
     # --------------------------------------------------------------------------------- predict
 
+    @translate_faults(ModeKeys.PREDICT)
     def predict(self, input_fn, predict_keys=None, hooks=None, checkpoint_path=None,
                 yield_single_examples=True):
         """Yields predictions: one per example (a dict, or an array if predictions is a tensor).
@@ -419,6 +438,7 @@ class Estimator:
 
     # ---------------------------------------------------------------------------------- export
 
+    @translate_faults("export")
     def export_saved_model(self, export_dir_base, serving_input_receiver_fn,
                            checkpoint_path=None):
         """Writes a SavedModel of the PREDICT graph to export_dir_base/<timestamp>; returns it.
@@ -497,12 +517,16 @@ class Estimator:
         spec = specs[min(specs)]
         examples = spec.examples_per_step
 
-        def mean(values):
-            return strategy.reduce(tf.distribute.ReduceOp.MEAN, values, axis=None)
+        def local_mean(value):
+            # Over this worker's replicas only: the chief alone fetches the metrics, so a
+            # cross-worker all-reduce would wait forever for the other workers.
+            values = strategy.experimental_local_results(value)
+            return tf.add_n(list(values)) / float(len(values))
 
         return spec._replace(
-            loss=mean(losses), train_op=strategy.group(train_ops),
-            training_metrics={name: mean(value) for name, value in metrics.items()} or None,
+            loss=strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None),
+            train_op=strategy.group(train_ops),
+            training_metrics={name: local_mean(v) for name, v in metrics.items()} or None,
             examples_per_step=None if examples is None else
             examples * strategy.num_replicas_in_sync)
 
@@ -574,7 +598,7 @@ class Estimator:
             result = call_input_fn()
             if isinstance(result, tf.data.Dataset):
                 iterator = tf.compat.v1.data.make_initializable_iterator(result)
-                hooks.append(_RunAfterSessionCreatedHook(iterator.initializer))
+                hooks.append(resume.InitIteratorHook(iterator))
                 result = iterator.get_next()
         if isinstance(result, (tuple, list)) and len(result) == 2:
             return result[0], result[1], hooks
@@ -604,6 +628,8 @@ class Estimator:
         return int(tf.train.load_variable(checkpoint, "global_step"))
 
     def _require_checkpoint(self, checkpoint_path, action):
+        if checkpoint_path is None and self.config.is_chief:
+            checkpoints.set_aside_unreadable(self.model_dir)
         checkpoint_path = checkpoint_path or self.latest_checkpoint()
         if checkpoint_path is None:
             raise errors.BertTfError(f"Cannot {action}: no checkpoint in model_dir "
@@ -705,7 +731,7 @@ class _StopOnSignalHook(_StepHook):
     by `_SignalHandlers`), or when the chief's evaluation asks to stop early.
 
     Without a strategy it stops the session after the current step; under a multi-worker
-    strategy every step all-reduces each worker's [signal, early stop] flags
+    strategy every worker all-reduces its [signal, early stop] flags after each step
     (`distribute.any_worker_flag`), so all workers stop after the same step (an early stop
     decided after step N takes effect after step N + 1 there). The chief's
     CheckpointSaverHook saves the last step when the session closes.
@@ -721,15 +747,13 @@ class _StopOnSignalHook(_StepHook):
     def single_process(self):
         return self._any is None
 
-    def before_run(self, run_context):
-        if self._any is None:
-            return None
-        flags = [1.0 if self.signal_number else 0.0, 1.0 if self.early_stop else 0.0]
-        return tf.compat.v1.train.SessionRunArgs(self._any, feed_dict={self._flag: flags})
-
     def after_run(self, run_context, run_values):
         if self._any is not None:
-            signalled, early_stop = (float(x) > 0 for x in run_values.results)
+            # Its own run after the step's: launched in the same run as the step's all-reduces,
+            # the collectives could start in another order on each worker and deadlock.
+            flags = [1.0 if self.signal_number else 0.0, 1.0 if self.early_stop else 0.0]
+            results = run_context.session.run(self._any, feed_dict={self._flag: flags})
+            signalled, early_stop = (float(x) > 0 for x in results)
         else:
             signalled, early_stop = self.signal_number is not None, self.early_stop
         if signalled and self.stopped_at is None:
@@ -827,7 +851,14 @@ class _CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         latest = tf.train.latest_checkpoint(self._checkpoint_dir)
         if latest and os.path.basename(latest) == f"{os.path.basename(self._save_path)}-{step}":
             return False
-        return super()._save(session, step)
+        try:
+            return super()._save(session, step)
+        except (tf.errors.OpError, OSError) as e:
+            if not checkpoints.is_write_error(e):
+                raise
+            _remove_partial_checkpoint_writes(self._checkpoint_dir)  # Gives the space back.
+            raise errors.BertTfError(checkpoints.write_failure_message(
+                e, f"checkpoint {step}", self._checkpoint_dir)) from None
 
 
 class _ProgressHook(tf.compat.v1.train.StepCounterHook):
@@ -1005,4 +1036,5 @@ def run_config(run_options, strategy=None):
         step_timeout_secs=run_options.distribution.step_timeout_secs,
         startup_timeout_secs=run_options.distribution.startup_timeout_secs,
         preemption_grace_secs=run_options.preemption_grace_secs,
+        exact_resume=run_options.exact_resume,
         session_config=session_config(use_xla=run_options.use_xla))

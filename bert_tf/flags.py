@@ -108,6 +108,7 @@ def define_run_flags(flag_values=FLAGS):
                       "Shuffle the training records. False reads them in file order "
                       "(repeatable runs, e.g. to compare a distributed run with a "
                       "single-process one).", flag_values=flag_values)
+    define_fault_flags(flag_values)
     flags.DEFINE_float("preemption_grace_secs", 30.0,
                        "On SIGTERM / SIGINT: seconds to finish the current step and write its "
                        "checkpoint before exiting (143 / 130); the same command resumes.",
@@ -119,6 +120,20 @@ def define_run_flags(flag_values=FLAGS):
     define_validation_flags(flag_values)
     define_xla_flags(flag_values)
     define_distribution_flags(flag_values)
+
+
+def define_fault_flags(flag_values=FLAGS):
+    """--skip_corrupt_records and --exact_resume: what a run does about damaged input and
+    where a restarted run picks up its input (README "Crashes")."""
+    flags.DEFINE_bool("skip_corrupt_records", False,
+                      "Train on when a TFRecord file is truncated or damaged: read it up to its "
+                      "last whole record and log what was skipped. Default: stop with an error "
+                      "naming the file.", flag_values=flag_values)
+    flags.DEFINE_bool("exact_resume", True,
+                      "Save the input pipeline's position with every checkpoint, so a restarted "
+                      "run sees the batches an uninterrupted one would (one worker; with more, "
+                      "or with a checkpoint without it, the input restarts from the first "
+                      "record, as with false).", flag_values=flag_values)
 
 
 def define_validation_flags(flag_values=FLAGS):
@@ -197,6 +212,146 @@ def define_pretraining_flags(flag_values=FLAGS):
     flags.DEFINE_bool("report_majority_baseline", False,
                       "After eval, also log the masked-LM accuracy of always predicting the most "
                       "frequent masked token of the training data.", flag_values=flag_values)
+    define_sentence_objective_flag(flag_values)
+
+
+def define_sentence_objective_flag(flag_values=FLAGS):
+    """`--next_sentence_objective`, which create_pretraining_data.py and run_pretraining.py
+    must be given alike."""
+    flags.DEFINE_enum("next_sentence_objective", "nsp", ["nsp", "sop", "none"],
+                      "The sentence-level objective beside masked LM. nsp: next-sentence "
+                      "prediction (B follows A or comes from another document). sop: "
+                      "sentence-order prediction (ALBERT: A and B consecutive, swapped half the "
+                      "time). none: masked LM only, one full-length segment (RoBERTa); no "
+                      "sentence head in the model.", flag_values=flag_values)
+
+
+def define_pretraining_data_flags(flag_values=FLAGS):
+    """The flags of create_pretraining_data.py (`PretrainingDataOptions`): the original's,
+    plus --masking, --next_sentence_objective, --num_workers and --chunk_size_mb."""
+    import os
+
+    flags.DEFINE_string("input_file", None,
+                        "Input raw text file (or comma-separated list of files and globs): one "
+                        "sentence a line, a blank line between documents.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("output_file", None,
+                        "Output TF example file (or comma-separated list of files: shards).",
+                        flag_values=flag_values)
+    define_tokenizer_flags(flag_values)
+    flags.DEFINE_bool("do_whole_word_mask", False,
+                      "Whether to use whole word masking rather than per-WordPiece masking.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("max_predictions_per_seq", 20,
+                         "Maximum number of masked LM predictions per sequence.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("dupe_factor", 10,
+                         "Number of times to duplicate the input data (with different masks).",
+                         flag_values=flag_values)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.",
+                       flag_values=flag_values)
+    flags.DEFINE_float("short_seq_prob", 0.1,
+                       "Probability of creating sequences which are shorter than the maximum "
+                       "length.", flag_values=flag_values)
+    flags.DEFINE_enum("masking", "static", ["static", "dynamic"],
+                      "static: masks drawn here, once per dupe_factor pass (the original). "
+                      "dynamic: records without masks; run_pretraining.py masks them afresh "
+                      "every epoch (same 15%% / 80-10-10 / whole-word rules).",
+                      flag_values=flag_values)
+    define_sentence_objective_flag(flag_values)
+    flags.DEFINE_integer("num_workers", os.cpu_count() or 1,
+                         "Worker processes; the output is the same for any number.",
+                         flag_values=flag_values)
+    flags.DEFINE_float("chunk_size_mb", 1.0,
+                       "MB of text per chunk of whole documents processed together (random "
+                       "next-sentence documents are drawn from the same chunk).",
+                       flag_values=flag_values)
+
+
+def define_prepare_corpus_flags(flag_values=FLAGS):
+    """The flags of scripts/prepare_corpus.py (`PrepareCorpusOptions`)."""
+    import os
+
+    flags.DEFINE_string("input_file", None,
+                        "Raw text to prepare: files and globs, comma separated. Plain text (a "
+                        "blank line between documents), JSON lines, or a MediaWiki XML export "
+                        "(.xml or .xml.bz2).", flag_values=flag_values)
+    flags.DEFINE_string("output_dir", None,
+                        "Where to write the shards (corpus-NNNNN-of-NNNNN.txt: one sentence a "
+                        "line, a blank line between documents).", flag_values=flag_values)
+    flags.DEFINE_enum("format", "auto", ["auto", "text", "jsonl", "wiki_xml"],
+                      "Input format; auto: wiki_xml for *.xml / *.xml.bz2, jsonl for *.jsonl / "
+                      "*.json, else by the first bytes (<mediawiki, {), else text.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("num_shards", 1, "Output files; documents go to them in turn.",
+                         flag_values=flag_values)
+    flags.DEFINE_string("text_key", "text", "jsonl: the key holding a document's text.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("language", "en",
+                        "Language code for sentence splitting (sentencex: ISO 639 codes of "
+                        "~300 languages; unknown ones fall back to related languages or "
+                        "English rules).", flag_values=flag_values)
+    flags.DEFINE_integer("num_workers", os.cpu_count() or 1,
+                         "Worker processes that clean and split documents; the output is the "
+                         "same for any number.", flag_values=flag_values)
+
+
+def define_build_vocab_flags(flag_values=FLAGS):
+    """The flags of scripts/build_vocab.py (`BuildVocabOptions`)."""
+    flags.DEFINE_string("input_file", None,
+                        "Text to learn the vocab from (files and globs, comma separated), e.g. "
+                        "the shards prepare_corpus.py writes.", flag_values=flag_values)
+    flags.DEFINE_string("output_file", None, "The vocab.txt to write.", flag_values=flag_values)
+    flags.DEFINE_integer("vocab_size", 30522,
+                         "Tokens in the vocab, special and unused ones included.",
+                         flag_values=flag_values)
+    flags.DEFINE_bool("do_lower_case", True,
+                      "Lower-case and strip accents first (an uncased vocab); False keeps case.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("num_unused", 100,
+                         "[unusedN] placeholders after [PAD] (ids 1..num_unused), for tokens "
+                         "added when fine-tuning.", flag_values=flag_values)
+
+
+def define_recipe_flags(flag_values=FLAGS):
+    """The flags of scripts/pretrain_recipe.py (`RecipeOptions`): raw text -> prepared corpus
+    -> vocab -> phase 1 (short sequences) -> phase 2 (long, from phase 1) -> held-out eval."""
+    import os
+
+    flags.DEFINE_string("input_file", "data/corpus/train.txt", "Raw training text.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("eval_input_file", "data/corpus/eval.txt", "Raw held-out text.",
+                        flag_values=flag_values)
+    flags.DEFINE_string("output_dir", "pretrain_example",
+                        "Where every stage writes (corpus/, vocab.txt, bert_config.json, data/, "
+                        "phase1/, phase2/).", flag_values=flag_values)
+    flags.DEFINE_string("bert_config_file", "configs/bert_tiny.json",
+                        "Model config; its vocab_size is set to the learned vocab's.",
+                        flag_values=flag_values)
+    flags.DEFINE_integer("vocab_size", 4000, "Size of the learned vocab.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("phase1_seq_length", 128, "Phase 1 sequence length.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("phase2_seq_length", 512, "Phase 2 sequence length.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("phase1_steps", 1500, "Phase 1 optimizer updates.",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("phase2_steps", 100, "Phase 2 optimizer updates (after phase 1's).",
+                         flag_values=flag_values)
+    flags.DEFINE_integer("train_batch_size", 32, "Batch size of both phases.",
+                         flag_values=flag_values)
+    flags.DEFINE_float("learning_rate", 1e-3, "Peak learning rate of both phases.",
+                       flag_values=flag_values)
+    flags.DEFINE_enum("masking", "dynamic", ["static", "dynamic"], "See create_pretraining_data.",
+                      flag_values=flag_values)
+    define_sentence_objective_flag(flag_values)
+    flags.DEFINE_integer("num_workers", min(os.cpu_count() or 1, 4),
+                         "Worker processes of the data stages.", flag_values=flag_values)
+    flags.DEFINE_integer("random_seed", 12345, "Seed of every stage.", flag_values=flag_values)
 
 
 def define_tpu_flags(flag_values=FLAGS):

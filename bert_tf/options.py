@@ -21,7 +21,7 @@ Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.
 
 import dataclasses
 
-from bert_tf import precision as precision_lib
+from bert_tf.data.pretraining_data import PretrainingDataConfig
 
 
 def _group(options_class, optional=False):
@@ -99,6 +99,8 @@ class RunOptions(_FromFlags):
     random_seed: int | None  # Graph-level seed for repeatable runs.
     use_xla: bool
     shuffle_train_input: bool  # False: training records in file order.
+    skip_corrupt_records: bool  # Read a damaged TFRecord file up to its last whole record.
+    exact_resume: bool  # Checkpoint the input pipeline's position (one worker).
     preemption_grace_secs: float  # SIGTERM / SIGINT: seconds to finish the step and save.
     export_release_dir: str | None  # Also write the release checkpoint layout here at the end.
     distribution: DistributionOptions = _group(DistributionOptions)
@@ -117,6 +119,9 @@ class ModelOptions(_FromFlags):
     @property
     def compute_dtype(self):
         """The tf.DType of `precision`."""
+        # Imported here: data-preparation scripts use these options without TensorFlow.
+        from bert_tf import precision as precision_lib
+
         return precision_lib.compute_dtype_from_name(self.precision)
 
 
@@ -187,6 +192,7 @@ class PretrainOptions(_FromFlags):
     num_warmup_steps: int
     max_eval_steps: int
     report_majority_baseline: bool
+    next_sentence_objective: str  # "nsp", "sop" or "none"; as the records were written.
     model: ModelOptions = _group(ModelOptions)
     train: TrainOptions = _group(TrainOptions)
     run: RunOptions = _group(RunOptions)
@@ -302,3 +308,60 @@ class BenchmarkOptions(_FromFlags):
     trace_file: str | None
     check_onednn: bool
     distribution: DistributionOptions = _group(DistributionOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataOptions(_FromFlags):
+    """The flags of create_pretraining_data.py
+    (`bert_tf.data.pretraining_data.create_pretraining_data`)."""
+
+    input_file: str
+    output_file: str
+    num_workers: int
+    chunk_size_mb: float
+    config: PretrainingDataConfig = _group(PretrainingDataConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareCorpusOptions(_FromFlags):
+    """The flags of prepare_corpus.py (`bert_tf.data.corpus.prepare_corpus`)."""
+
+    input_file: str
+    output_dir: str
+    format: str  # "auto", "text", "jsonl" or "wiki_xml".
+    num_shards: int
+    text_key: str
+    language: str  # Sentence-splitting rules (sentencex language code).
+    num_workers: int
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildVocabOptions(_FromFlags):
+    """The flags of build_vocab.py (`bert_tf.data.vocab.build_vocab`)."""
+
+    input_file: str
+    output_file: str
+    vocab_size: int
+    do_lower_case: bool
+    num_unused: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeOptions(_FromFlags):
+    """The flags of pretrain_recipe.py (`bert_tf.tasks.recipe.run_recipe`)."""
+
+    input_file: str
+    eval_input_file: str
+    output_dir: str
+    bert_config_file: str
+    vocab_size: int
+    phase1_seq_length: int
+    phase2_seq_length: int
+    phase1_steps: int
+    phase2_steps: int
+    train_batch_size: int
+    learning_rate: float
+    masking: str
+    next_sentence_objective: str
+    num_workers: int
+    random_seed: int

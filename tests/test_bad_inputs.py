@@ -91,6 +91,12 @@ CASES = [
          ["--max_predictions_per_seq=5", "train.tfrecord"]),
     Case("max_seq_length over max_position_embeddings", "run_pretraining.py",
          _with(_PRETRAIN, max_seq_length=128), ["--max_seq_length=128", "max_position_embeddings"]),
+    Case("truncated TFRecord (an interrupted copy)", "run_pretraining.py",
+         _with(_PRETRAIN, input_file="{d}/cut.tfrecord"),
+         ["--input_file", "cut.tfrecord", "corrupt at byte", "re-copy", "--skip_corrupt_records"]),
+    Case("truncated --init_checkpoint data shard", "run_pretraining.py",
+         _with(_PRETRAIN, init_checkpoint="{d}/cut_ckpt/model.ckpt"),
+         ["--init_checkpoint", "cut_ckpt/model.ckpt", "cannot be read"]),
     Case("checkpoint of another shape", "run_pretraining.py",
          _with(_PRETRAIN, init_checkpoint="{d}/wide/model.ckpt"), ["model.ckpt", "shape"]),
     Case("output_dir is a file", "run_pretraining.py",
@@ -150,6 +156,8 @@ def data(tmp_path_factory, minilm_dir):
     (d / "negative.json").write_text(json.dumps({**TINY, "intermediate_size": -4}))
     (d / "not_json.json").write_text("{vocab_size: 64,")
     write_records(str(d / "train.tfrecord"), num=16)
+    records = (d / "train.tfrecord").read_bytes()
+    (d / "cut.tfrecord").write_bytes(records[:len(records) * 2 // 3])
     words = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "hello", "world", "."]
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     (d / "vocab.txt").write_text("\n".join(specials + words) + "\n")
@@ -174,6 +182,9 @@ def data(tmp_path_factory, minilm_dir):
     # A checkpoint of a wider model (hidden 48) for --init_checkpoint; and a finetune one.
     _save_model_checkpoint({**TINY, "hidden_size": 48}, str(d / "wide" / "model.ckpt"))
     _save_model_checkpoint(FINETUNE_CONFIG, str(d / "init" / "model.ckpt"))
+    _save_model_checkpoint(TINY, str(d / "cut_ckpt" / "model.ckpt"))
+    shard = d / "cut_ckpt" / "model.ckpt.data-00000-of-00001"
+    shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 3])
     return {"d": str(d), "minilm_vocab": os.path.join(minilm_dir, "vocab.txt")}
 
 

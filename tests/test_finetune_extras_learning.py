@@ -9,6 +9,17 @@ accuracy after 600 steps (0.5 after 300: the tiny model learns the verdict words
 
 Multi-label: 4 topic labels, each present in ~35% of the sentences; the all-negative baseline
 has micro-F1 0.0. Measured: micro-F1 0.58 after 150 steps.
+
+Class weights: 90% common / 10% rare, the rare sentences hold two cue words (1 in 20 common ones
+holds one). Minority (rare) recall on the 200-sentence dev set (20 rare) after 90 steps, equal
+weights -> balanced, random seeds 1 / 2 / 3: 0.50 -> 0.65, 0.00 -> 0.70, 0.35 -> 1.00 (mean
+rise 0.50; common recall 0.96-1.00 throughout). After 120 steps: 0.45 -> 0.60, 0.00 -> 0.35,
+0.70 -> 1.00; after 60: 0.00 -> 0.00, 0.00 -> 0.00, 0.05 -> 1.00.
+
+Multiple choice (MiniLM weights, SWAG layout, 32 train / 14 val questions, 4 endings; the wrong
+endings are right endings of other questions of the same split): val accuracy after 40 steps
+at 5e-5, seeds 1 / 2 / 3: 0.64, 0.79, 0.64 (chance 0.25). With distractors taken from the
+train split's right endings, the model learnt those endings and scored 0.07-0.29.
 """
 
 import os
@@ -69,3 +80,41 @@ def test_multi_label_learns_above_all_negative_baseline(tmp_path, vocab_file):
     with open(tmp_path / "out" / "test_results.tsv") as f:
         rows = [[float(v) for v in line.split("\t")] for line in f]
     assert len(rows) == 6 and all(len(row) == 4 and 0 <= min(row) for row in rows)
+
+
+def test_balanced_class_weights_raise_minority_recall(tmp_path, vocab_file):
+    config = write_tiny_config(tmp_path)
+
+    def rare_recall(class_weights, seed):
+        # Equal weights are the unweighted loss and also report each class's recall.
+        return finetuning.run_finetuning(*options(
+            "classifier", task_name="tsv", text_a_column="text",
+            data_dir=os.path.join(FINETUNE_DATA, "imbalanced"), vocab_file=vocab_file,
+            bert_config_file=config, output_dir=str(tmp_path / f"{class_weights}{seed}"),
+            do_train=True, do_eval=True, max_seq_length=16, train_batch_size=16,
+            num_train_steps=90, learning_rate=1e-3, eval_batch_size=100,
+            class_weights=class_weights, random_seed=seed,
+            keep_checkpoint_max=1))["recall_rare"]
+
+    rises = []
+    for seed in (1, 2, 3):
+        unweighted, balanced = rare_recall("1,1", seed), rare_recall("balanced", seed)
+        print(f"seed {seed}: rare recall {unweighted:.2f} unweighted, {balanced:.2f} balanced")
+        rises.append(balanced - unweighted)
+    # Measured rises 0.15, 0.70, 0.65.
+    assert min(rises) >= 0.0
+    assert sum(rises) / 3 >= 0.25
+
+
+def test_multiple_choice_learns_above_chance_with_minilm(tmp_path, minilm_converted):
+    results = finetuning.run_finetuning(*options(
+        "multiple_choice", task_name="swag", data_dir=os.path.join(FINETUNE_DATA, "swag"),
+        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
+        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
+        init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
+        output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, max_seq_length=32,
+        train_batch_size=8, num_train_steps=40, learning_rate=5e-5, random_seed=1,
+        keep_checkpoint_max=1))
+    print(f"multiple choice: {results}")
+    # Chance is 0.25 (3.5 of 14); measured 0.64 (9 of 14). 7 of 14 or more by chance: 2%.
+    assert results["eval_accuracy"] >= 0.5

@@ -83,6 +83,50 @@ def test_truncation_drops_words_that_do_not_fit(tokenizer):
     assert ner.complete_predictions(example, predicted) == ["B-PER", "O"]
 
 
+def test_word_windows_hand_worked():
+    # Pieces per word 1, 2, 1, 1, 3, 1 (9 pieces; words start at 0, 1, 3, 4, 5, 8); 4 pieces a
+    # window every 2: windows 0-3, 2-5, 4-7, 6-8. Score min(left, right) + 0.01 * length: the
+    # piece at 3 has 0 right context in window 0 but 1 left / 2 right in window 1; the piece
+    # at 4 has 2 / 1 in window 1 against 0 / 3 in window 2; 5 has 3 / 0 in window 1 and 1 / 2
+    # in window 2; 8 is only in window 3.
+    spans, starts, windows = ner.word_windows([1, 2, 1, 1, 3, 1], room=4, doc_stride=2)
+    assert [(s.start, s.length) for s in spans] == [(0, 4), (2, 4), (4, 4), (6, 3)]
+    assert starts == [0, 1, 3, 4, 5, 8]
+    assert windows == [0, 0, 1, 1, 2, 3]
+
+
+def test_windows_score_each_word_once_where_it_has_most_context(tokenizer):
+    words = ["Nadim", "Ladki", "said"] * 2  # nad ##im | lad ##ki | said: pieces 2, 2, 1.
+    example = ner.NerExample("x", words, ["B-PER", "I-PER", "O"] * 2)
+    features = ner.convert_examples_to_features([example], LABELS, 6, tokenizer, doc_stride=2)
+    # 10 pieces, 4 a window every 2: 0-3, 2-5, 4-7, 6-9; words start at 0, 2, 4, 5, 7, 9 and
+    # have their most context in windows 0, 0, 1, 2, 3, 3 (worked as in the test above).
+    assert [tokenizer.convert_ids_to_tokens(f.input_ids) for f in features] == [
+        ["[CLS]", "nad", "##im", "lad", "##ki", "[SEP]"],
+        ["[CLS]", "lad", "##ki", "said", "nad", "[SEP]"],
+        ["[CLS]", "said", "nad", "##im", "lad", "[SEP]"],
+        ["[CLS]", "##im", "lad", "##ki", "said", "[SEP]"]]
+    assert [f.label_mask for f in features] == [
+        [0, 1, 0, 1, 0, 0], [0, 0, 0, 1, 0, 0], [0, 0, 1, 0, 0, 0], [0, 0, 1, 0, 1, 0]]
+    assert [f.word_index for f in features] == [
+        [0, 0, 0, 1, 0, 0], [0, 0, 0, 2, 0, 0], [0, 0, 3, 0, 0, 0], [0, 0, 4, 0, 5, 0]]
+    b_per, i_per = LABELS.index("B-PER"), LABELS.index("I-PER")
+    assert [f.label_ids for f in features] == [
+        [0, b_per, 0, i_per, 0, 0], [0] * 6, [0, 0, b_per, 0, 0, 0], [0, 0, i_per, 0, 0, 0]]
+    assert [f.example_index for f in features] == [0] * 4
+    # Each window predicts its own tag id (window + 1) everywhere: a word's tag shows the window
+    # it was taken from, in any order of the records.
+    outputs = [{"tag_ids": [window + 1] * 6, "label_mask": f.label_mask,
+                "word_index": f.word_index, "example_index": [f.example_index]}
+               for window, f in enumerate(features)]
+    assert ner.merge_window_tags(outputs[::-1], [example], LABELS) == [
+        [LABELS[1], LABELS[1], LABELS[2], LABELS[3], LABELS[4], LABELS[4]]]
+    with pytest.raises(errors.BertTfError, match="word 3 of x has no prediction"):
+        ner.merge_window_tags(outputs[:2] + outputs[3:], [example], LABELS)
+    with pytest.raises(errors.BertTfError, match="scored twice"):
+        ner.merge_window_tags(outputs + outputs[:1], [example], LABELS)
+
+
 def test_padding_example(tokenizer):
     features = ner.convert_single_example(0, classification.PaddingInputExample(), LABELS, 4,
                                           tokenizer)

@@ -146,3 +146,48 @@ def test_dev_tag_not_in_train_labels_names_file_and_line(tmp_path, vocab_file):
             bert_config_file=write_tiny_config(tmp_path), output_dir=str(tmp_path / "out"),
             do_train=True, do_eval=True))
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+def _long_document(tmp_path, num_words=300):
+    """train/dev/test.txt: one 300-word sentence (far more than a 64-piece window)."""
+    data_dir = tmp_path / "long"
+    data_dir.mkdir()
+    words = ["Peter", "Blackburn", "visited", "Paris", "today", "."] * (num_words // 6)
+    tags = ["B-PER", "I-PER", "O", "B-LOC", "O", "O"] * (num_words // 6)
+    text = "".join(f"{word} {tag}\n" for word, tag in zip(words, tags, strict=True))
+    for name in ("train.txt", "dev.txt", "test.txt"):
+        (data_dir / name).write_text(text)
+    return data_dir, words
+
+
+def test_doc_stride_predicts_every_word_of_a_long_document(tmp_path, vocab_file):
+    data_dir, words = _long_document(tmp_path)
+    out = tmp_path / "out"
+    results = finetuning.run_finetuning(*options(
+        "ner", data_dir=str(data_dir), vocab_file=vocab_file,
+        bert_config_file=write_tiny_config(tmp_path), output_dir=str(out), do_train=True,
+        do_eval=True, do_predict=True, max_seq_length=64, doc_stride=32, num_train_steps=4,
+        train_batch_size=2, eval_batch_size=4, predict_batch_size=4))
+    for name in ("eval_predictions.txt", "test_predictions.txt"):
+        with open(out / name) as f:
+            written = [line.split() for line in f if line.strip()]
+        assert [row[0] for row in written] == words
+    # The 300 words (one piece each) are 9 windows of up to 62 pieces starting every 32
+    # (0, 32, ..., 256), not one truncated record.
+    records = sum(1 for _ in tf.data.TFRecordDataset(str(out / "eval.tf_record")))
+    assert records == 9
+    # Each word is scored in exactly one window, so the streaming accuracy over scored pieces
+    # is conlleval's accuracy over the 300 words.
+    rescored = ner_metrics.evaluate_conll_file(str(out / "eval_predictions.txt"))
+    assert results["eval_accuracy"] == pytest.approx(rescored.accuracy, abs=1e-6)
+    assert results["accuracy"] == pytest.approx(rescored.accuracy)
+
+
+def test_doc_stride_as_long_as_a_window_is_refused(tmp_path, vocab_file):
+    data_dir, _ = _long_document(tmp_path, num_words=6)
+    with pytest.raises(BertTfError, match=r"--doc_stride=62 must be smaller than a window"):
+        finetuning.run_finetuning(*options(
+            "ner", data_dir=str(data_dir), vocab_file=vocab_file,
+            bert_config_file=write_tiny_config(tmp_path), output_dir=str(tmp_path / "out"),
+            do_train=True, max_seq_length=64, doc_stride=62))
+    assert not os.path.exists(tmp_path / "out")

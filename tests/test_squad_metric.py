@@ -159,6 +159,20 @@ def test_script_v2_with_flags():
     assert result["best_f1_thresh"] == pytest.approx(0.9)
 
 
+def test_script_takes_the_official_v2_scripts_spellings(tmp_path):
+    """`evaluate-v2.0.py data pred --na-prob-file F --na-prob-thresh T --out-file O`, as the
+    original README types it: the same result as our spellings, and the file written."""
+    out = tmp_path / "eval.json"
+    official = _run_script(_data("dev_v2.json"), _data("pred_v2.json"), "--na-prob-file",
+                           _data("na_prob_v2.json"), "--na-prob-thresh", "0.85", "--out-file",
+                           str(out))
+    ours = _run_script(_data("dev_v2.json"), _data("pred_v2.json"), "--version_2",
+                       "--na_prob_file", _data("na_prob_v2.json"), "--na_prob_thresh=0.85")
+    assert official.returncode == 0, official.stderr
+    assert json.loads(official.stdout) == json.loads(ours.stdout)
+    assert json.loads(out.read_text()) == json.loads(ours.stdout)
+
+
 @pytest.mark.parametrize("content, expected", [
     ('{"version": "1.1"}', 'has no "data" list of articles'),
     ('[1, 2]', 'has no "data" list of articles'),

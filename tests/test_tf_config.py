@@ -20,6 +20,7 @@ import time
 
 import pytest
 import tensorflow as tf
+from envs import child_env
 from finetune_helpers import DATA, FINETUNE_DATA, write_tiny_config
 from test_estimator import X, Y, make_estimator, make_input_fn
 from test_pretraining import TINY, write_records
@@ -171,7 +172,7 @@ def test_startup_failure_names_the_peers_that_are_gone(monkeypatch, closed_port,
 
 
 def _run(script, args, tf_config, timeout=300):
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=tf_config)
+    env = child_env(TF_CONFIG=tf_config)
     return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), *args],
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 

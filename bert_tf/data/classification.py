@@ -881,8 +881,9 @@ def cached_tfrecord_file(output_file, key, write_fn):
     """Reuses `output_file` if its sidecar `<output_file>.meta.json` holds `key`, else rebuilds.
 
     The sidecar stores `key` (a JSON-able dict describing everything the file was built
-    from) and the record file's size. When both match, the file is reused; otherwise the
-    sidecar is deleted, `write_fn()` writes `output_file` (whole, via a temporary name) and a
+    from) and the record file's size. When both match and every record reads back (CRCs
+    checked, so a damaged file is rebuilt), the file is reused; otherwise the sidecar is
+    deleted, `write_fn()` writes `output_file` (whole, via a temporary name) and a
     new sidecar is written after it, so a run stopped half-way leaves no sidecar that could
     vouch for a partial file. Delete either file to force a rebuild.
 
@@ -898,8 +899,14 @@ def cached_tfrecord_file(output_file, key, write_fn):
             meta = None
         if (isinstance(meta, dict) and meta.get("key") == key and
                 meta.get("record_file_size") == os.path.getsize(output_file)):
-            logging.info("Reusing cached features %s", output_file)
-            return True
+            from bert_tf import records
+
+            bad_offset = records.first_bad_offset(output_file)  # Every CRC: bytes can flip.
+            if bad_offset is None:
+                logging.info("Reusing cached features %s", output_file)
+                return True
+            logging.warning("Cached features %s are corrupt at byte %d; rebuilding them.",
+                            output_file, bad_offset)
     if os.path.exists(meta_file):
         os.remove(meta_file)
     write_fn()

@@ -11,11 +11,20 @@ and the predictions only look at first pieces. Words that do not fit in
 `max_seq_length - 2` pieces are dropped from the features (counted and logged); when
 predictions are written, such a word gets the tag "O".
 
+Windows (--doc_stride > 0): a sentence's word pieces are cut into windows of
+`max_seq_length - 2` pieces starting every doc_stride pieces (`packing.compute_doc_spans`).
+Each word is scored (label_mask 1, in training and prediction) only in the window where its
+first piece has the most context (`packing.max_context_window`, SQuAD's rule), so every word
+is tagged exactly once; `merge_window_tags` puts the windows' tags back in word order.
+
 TFRecord keys (tf.train.Example, all int64):
   input_ids, input_mask, segment_ids   [max_seq_length]
   label_ids                            [max_seq_length]  index into the label list
   label_mask                           [max_seq_length]  1 on the first piece of each word
   is_real_example                      [1]               0 for batch-padding examples
+  with windows only:
+  example_index                        [1]               the sentence the window belongs to
+  word_index                           [max_seq_length]  the word scored at a position, else 0
 
 The label list is "O" followed by the other tags of the train file, sorted.
 """
@@ -23,6 +32,7 @@ The label list is "O" followed by the other tags of the train file, sorted.
 import dataclasses
 import os
 
+import numpy as np
 from absl import logging
 
 from bert_tf import errors
@@ -34,6 +44,7 @@ DEV_FILES = ("dev.txt", "valid.txt", "eng.testa")
 TEST_FILES = ("test.txt", "eng.testb")
 OUTSIDE_TAG = "O"
 _DOCSTART = "-DOCSTART-"
+_STALE_FEATURES = "delete the cached .tf_record files in --output_dir and rerun."
 
 
 @dataclasses.dataclass
@@ -63,7 +74,11 @@ class NerInputFeatures:
       label_ids: label id on the first piece of each word, 0 elsewhere.
       label_mask: 1 on the first piece of each word, 0 elsewhere.
       is_real_example: False for batch padding.
-      num_words: words of the sentence that fit (the rest were dropped).
+      num_words: words of the sentence that fit (the rest were dropped); with windows, the
+        words scored in this window.
+      example_index: with windows, the index of the sentence the window belongs to.
+      word_index: with windows, the sentence's index of the word scored at each position
+        (where label_mask is 1), 0 elsewhere.
     """
     input_ids: list
     input_mask: list
@@ -72,6 +87,8 @@ class NerInputFeatures:
     label_mask: list
     is_real_example: bool = True
     num_words: int = 0
+    example_index: int = None
+    word_index: list = None
 
 
 def read_conll(path, set_type="train", require_labels=True):
@@ -242,8 +259,68 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
                             is_real_example=True, num_words=num_words)
 
 
-def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
-    """Converts examples to `NerInputFeatures`, logging how many sentences were cut short."""
+def word_windows(piece_counts, room, doc_stride):
+    """The windows of a sentence's word pieces and the window that scores each word.
+
+    Args:
+      piece_counts: the number of word pieces of each word [num_words] (each >= 1).
+      room: word pieces per window (max_seq_length - 2).
+      doc_stride: word pieces between window starts (< room).
+
+    Returns:
+      (doc_spans, word_starts, word_window): the `packing.DocSpan`s over all pieces; the
+      position of each word's first piece [num_words]; the index of the window where that
+      piece has the most context (`packing.max_context_window`) [num_words].
+    """
+    word_starts = [sum(piece_counts[:i]) for i in range(len(piece_counts))]
+    doc_spans = packing.compute_doc_spans(sum(piece_counts), room, doc_stride)
+    return doc_spans, word_starts, [packing.max_context_window(doc_spans, start)
+                                    for start in word_starts]
+
+
+def convert_example_to_windows(ex_index, example, label_list, max_seq_length, tokenizer,
+                               doc_stride):
+    """Converts one `NerExample` into the `NerInputFeatures` of its windows (see the module
+    docstring): a word is scored in the one window where it has the most context.
+
+    Returns:
+      A non-empty list of `NerInputFeatures` with `example_index=ex_index`, in text order.
+    """
+    label_map = {label: i for i, label in enumerate(label_list)}
+    check_labels([example], label_list)
+    word_pieces = [tokenizer.tokenize(word) or ["[UNK]"] for word in example.words]
+    doc_spans, word_starts, word_window = word_windows(
+        [len(pieces) for pieces in word_pieces], max_seq_length - 2, doc_stride)
+    word_at = {start: i for i, start in enumerate(word_starts)}
+    all_pieces = [piece for pieces in word_pieces for piece in pieces]
+    features = []
+    for window, span in enumerate(doc_spans):
+        # Aligned with the packed tokens: [CLS], the window's pieces, [SEP].
+        words = [word_at.get(p) for p in range(span.start, span.start + span.length)]
+        scored = [None] + [i if i is not None and word_window[i] == window else None
+                           for i in words] + [None]
+        tokens, segment_ids = packing.pack_tokens(
+            all_pieces[span.start:span.start + span.length])
+        input_ids, input_mask, segment_ids = packing.encode_and_pad(
+            tokens, segment_ids, tokenizer, max_seq_length)
+        features.append(NerInputFeatures(
+            input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
+            label_ids=packing.pad([0 if i is None else label_map[example.labels[i]]
+                                   for i in scored], max_seq_length),
+            label_mask=packing.pad([int(i is not None) for i in scored], max_seq_length),
+            num_words=sum(i is not None for i in scored), example_index=ex_index,
+            word_index=packing.pad([i or 0 for i in scored], max_seq_length)))
+    return features
+
+
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                 doc_stride=0):
+    """Converts examples to `NerInputFeatures`: one per sentence, logging how many were cut
+    short; or, with `doc_stride` > 0, one per window (`convert_example_to_windows`)."""
+    if doc_stride:
+        return [feature for i, example in enumerate(examples)
+                for feature in convert_example_to_windows(i, example, label_list,
+                                                          max_seq_length, tokenizer, doc_stride)]
     features = [convert_single_example(i, example, label_list, max_seq_length, tokenizer)
                 for i, example in enumerate(examples)]
     _log_truncation(examples, features, max_seq_length)
@@ -275,24 +352,27 @@ def feature_to_tf_example(feature):
         "label_mask": tfrecords.create_int_feature(feature.label_mask),
         "is_real_example": tfrecords.create_int_feature([int(feature.is_real_example)]),
     }
+    if feature.example_index is not None:
+        features["example_index"] = tfrecords.create_int_feature([feature.example_index])
+        features["word_index"] = tfrecords.create_int_feature(feature.word_index)
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                            output_file):
+                                            output_file, doc_stride=0):
     """Writes the examples' features to the TFRecord file `output_file` (whole or not at all).
 
     Returns:
-      The number of sentences that were cut short to fit max_seq_length.
+      The number of records written.
     """
-    features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer)
+    features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                            doc_stride)
     classification.write_tf_examples((feature_to_tf_example(f) for f in features), output_file)
-    return sum(1 for e, f in zip(examples, features, strict=True)
-               if f.is_real_example and f.num_words < len(e.words))
+    return len(features)
 
 
 def cached_file_based_convert_examples_to_features(examples, label_list, max_seq_length,
-                                                   tokenizer, output_file):
+                                                   tokenizer, output_file, doc_stride=0):
     """`file_based_convert_examples_to_features`, reusing `output_file` while still valid.
 
     Same sidecar policy as `classification.cached_file_based_convert_examples_to_features`.
@@ -300,12 +380,13 @@ def cached_file_based_convert_examples_to_features(examples, label_list, max_seq
     Returns:
       True if the existing file was reused, False if it was (re)built.
     """
+    settings = {"doc_stride": doc_stride} if doc_stride else {}
     key = classification.feature_cache_key("ner", examples, label_list, max_seq_length,
-                                           tokenizer)
+                                           tokenizer, **settings)
     return classification.cached_tfrecord_file(
         output_file, key,
         lambda: file_based_convert_examples_to_features(examples, label_list, max_seq_length,
-                                                        tokenizer, output_file))
+                                                        tokenizer, output_file, doc_stride))
 
 
 def word_predictions(token_label_ids, label_mask, label_list):
@@ -321,6 +402,40 @@ def word_predictions(token_label_ids, label_mask, label_list):
     """
     return [label_list[int(label_id)]
             for label_id, is_first in zip(token_label_ids, label_mask, strict=True) if is_first]
+
+
+def merge_window_tags(outputs, examples, label_list):
+    """Per sentence, the tag of every word from its windows' predictions.
+
+    Args:
+      outputs: per window record, a dict with "tag_ids", "label_mask", "word_index" [S] and
+        "example_index" (scalar or [1]); a word's tag is the prediction at the one position
+        where it is scored (label_mask 1: its max-context window).
+      examples: the `NerExample`s the windows were made from, in order.
+      label_list: the tags.
+
+    Returns:
+      A list (per example) of lists of tags, one per word.
+
+    Raises:
+      BertTfError: a word scored in no window or in two (the records do not belong to
+        these examples).
+    """
+    tags = [[None] * len(example.words) for example in examples]
+    for output in outputs:
+        sentence = tags[int(np.reshape(output["example_index"], [-1])[0])]
+        for tag_id, scored, word in zip(output["tag_ids"], output["label_mask"],
+                                        output["word_index"], strict=True):
+            if scored:
+                if sentence[int(word)] is not None:
+                    raise errors.BertTfError(f"NER windows: word {int(word)} is scored twice; "
+                                             f"{_STALE_FEATURES}")
+                sentence[int(word)] = label_list[int(tag_id)]
+    for example, sentence in zip(examples, tags, strict=True):
+        if None in sentence:
+            raise errors.BertTfError(f"NER windows: word {sentence.index(None)} of "
+                                     f"{example.guid} has no prediction; {_STALE_FEATURES}")
+    return tags
 
 
 def complete_predictions(example, predicted_tags):

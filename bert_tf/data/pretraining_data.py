@@ -20,6 +20,20 @@ The algorithm is the one of Google's `create_pretraining_data.py`:
 * `dupe_factor` passes over every document, each with different random choices; the instances
   are shuffled and written round-robin to the output files (tf.train.Example, SPEC section 6).
 
+Two choices beyond the original (`--next_sentence_objective`, `--masking`):
+
+* `next_sentence_objective`: `nsp` is the above. `sop` (ALBERT's sentence-order prediction):
+  A and B are always consecutive parts of the chunk (a chunk of one sentence is cut at a random
+  token), swapped half the time (next_sentence_labels = 1 means swapped); no sentence is read
+  from another document. `none` (MLM only, RoBERTa's FULL-SENTENCES): one segment
+  `[CLS] tokens [SEP]`, consecutive sentences packed up to `max_seq_length - 2` tokens, running
+  on into the next document of the chunk after a [SEP] (never masked); `short_seq_prob` does
+  not apply and next_sentence_labels is 0.
+* `masking=dynamic`: the records keep the tokens unmasked and carry the words to mask
+  (`word_ids`, whole words under `do_whole_word_mask`) and the [MASK] id instead of
+  masked_lm_* (`tfrecords.DYNAMIC_FEATURES`); run_pretraining masks them afresh every epoch
+  with the same rules (`bert_tf.data.dynamic_masking`).
+
 What differs from the original, so that a corpus of any size streams through bounded memory
 on all cores:
 
@@ -49,13 +63,14 @@ import time
 from absl import logging
 
 from bert_tf import fileio, tokenization
-from bert_tf.data import tfrecords
+from bert_tf.data import parallel, tfrecords
 from bert_tf.errors import BertTfError, require_file
 
 # Progress lines at most this often (seconds).
 PROGRESS_INTERVAL_S = 5.0
-# Chunk results processed or in flight per worker: bounds the memory of the parent process.
-_RESULTS_IN_FLIGHT_PER_WORKER = 2
+MASKING_CHOICES = ("static", "dynamic")
+# The sentence-level objective the instances are built for (see the module docstring).
+OBJECTIVES = ("nsp", "sop", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +86,8 @@ class PretrainingDataConfig:
     dupe_factor: int = 10
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
+    masking: str = "static"  # "dynamic": no masks in the records; the reader draws them.
+    next_sentence_objective: str = "nsp"  # "sop" or "none" (see the module docstring).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +207,8 @@ class ChunkProcessor:
             if token.startswith("##"):
                 self.is_continuation[token_id] = 1
         self.encoder = tfrecords.PretrainingExampleEncoder(
-            vocab_size, config.max_seq_length, config.max_predictions_per_seq)
+            vocab_size, config.max_seq_length, config.max_predictions_per_seq,
+            mask_token_id=self.mask_id)
 
     def read_documents(self, chunk):
         """Returns (documents, number of sentences, bytes read); a document is a list of
@@ -220,6 +238,9 @@ class ChunkProcessor:
                              num_sentences=num_sentences, num_bytes=num_bytes)
         rng = random.Random(f"{self.config.random_seed}/{chunk.index}")
         for _ in range(self.config.dupe_factor):
+            if self.config.next_sentence_objective == "none":
+                self._create_full_sentence_instances(documents, rng, result)
+                continue
             for document_index in range(len(documents)):
                 self._create_instances_from_document(documents, document_index, rng, result)
         rng.shuffle(result.records)
@@ -239,6 +260,11 @@ class ChunkProcessor:
             current_chunk.append(document[i])
             current_length += len(document[i])
             if i == len(document) - 1 or current_length >= target_seq_length:
+                if self.config.next_sentence_objective == "sop":
+                    self._add_sentence_order_instance(current_chunk, max_num_tokens, rng, result)
+                    current_chunk, current_length = [], 0
+                    i += 1
+                    continue
                 a_end = 1
                 if len(current_chunk) >= 2:
                     a_end = rng.randint(1, len(current_chunk) - 1)
@@ -268,21 +294,94 @@ class ChunkProcessor:
                 current_chunk, current_length = [], 0
             i += 1
 
-    def _add_instance(self, tokens_a, tokens_b, is_random_next, rng, result):
-        """Masks `[CLS] A [SEP] B [SEP]` and appends its serialized example to `result`."""
-        input_ids = [self.cls_id, *tokens_a, self.sep_id, *tokens_b, self.sep_id]
-        positions, labels = self._create_masked_lm_predictions(input_ids, len(tokens_a), rng)
+    def _add_sentence_order_instance(self, chunk, max_num_tokens, rng, result):
+        """Sentence-order prediction (ALBERT): A and B are consecutive parts of `chunk` (a list
+        of sentences), swapped half the time (label 1); one sentence is cut at a random token."""
+        if len(chunk) >= 2:
+            a_end = rng.randint(1, len(chunk) - 1)
+            tokens_a = [t for segment in chunk[:a_end] for t in segment]
+            tokens_b = [t for segment in chunk[a_end:] for t in segment]
+        else:
+            if len(chunk[0]) < 2:
+                return  # One token cannot make two segments.
+            cut = rng.randint(1, len(chunk[0]) - 1)
+            tokens_a, tokens_b = chunk[0][:cut], chunk[0][cut:]
+        tokens_a, tokens_b = _truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+        is_swapped = int(rng.random() < 0.5)
+        if is_swapped:
+            tokens_a, tokens_b = tokens_b, tokens_a
+        self._add_instance(tokens_a, tokens_b, is_swapped, rng, result)
+
+    def _create_full_sentence_instances(self, documents, rng, result):
+        """MLM-only instances (RoBERTa's FULL-SENTENCES): one segment of consecutive sentences
+        packed up to `max_seq_length - 2` tokens, running on into the next document of the
+        chunk after a [SEP]; a sentence longer than that is cut into full-length pieces."""
+        max_num_tokens = self.config.max_seq_length - 2
+        tokens = []
+        for document in documents:
+            starts_document = True
+            for sentence in document:
+                separator = [self.sep_id] if starts_document and tokens else []
+                starts_document = False
+                if tokens and len(tokens) + len(separator) + len(sentence) > max_num_tokens:
+                    self._add_instance(tokens, None, 0, rng, result)
+                    tokens, separator = [], []
+                tokens.extend(separator)
+                while len(tokens) + len(sentence) > max_num_tokens:
+                    cut = max_num_tokens - len(tokens)
+                    self._add_instance(tokens + sentence[:cut], None, 0, rng, result)
+                    tokens, sentence = [], sentence[cut:]
+                tokens.extend(sentence)
+        if tokens:
+            self._add_instance(tokens, None, 0, rng, result)
+
+    def _add_instance(self, tokens_a, tokens_b, label, rng, result):
+        """Masks `[CLS] A [SEP] B [SEP]` (`[CLS] A [SEP]` when `tokens_b` is None) and appends
+        its serialized example to `result` (unmasked, with word ids, for dynamic masking)."""
+        input_ids = [self.cls_id, *tokens_a, self.sep_id]
+        num_tokens_a = len(tokens_a)
+        if tokens_b is None:
+            num_tokens_a = len(input_ids) - 2  # one segment: segment_ids all 0
+            candidates = [p for p in range(1, len(input_ids) - 1) if input_ids[p] != self.sep_id]
+        else:
+            input_ids += [*tokens_b, self.sep_id]
+            candidates = [*range(1, num_tokens_a + 1), *range(num_tokens_a + 2, len(input_ids) - 1)]
+        if self.config.masking == "dynamic":
+            positions = labels = ()
+            word_ids = [0] * len(input_ids)
+            for word_id, group in enumerate(self._groups(input_ids, candidates), 1):
+                for position in group:
+                    word_ids[position] = word_id
+            record = self.encoder.encode_dynamic(input_ids, num_tokens_a, word_ids, label)
+        else:
+            positions, labels = self._create_masked_lm_predictions(input_ids, candidates, rng)
+            record = self.encoder.encode(input_ids, num_tokens_a, positions, labels, label)
         if not result.records and not result.example_text:
-            result.example_text = self._describe(input_ids, positions, labels, is_random_next)
-        result.records.append(self.encoder.encode(input_ids, len(tokens_a), positions, labels,
-                                                  is_random_next))
+            result.example_text = self._describe(input_ids, positions, labels, label)
+        result.records.append(record)
         result.num_tokens += len(input_ids)
         result.num_masked += len(positions)
-        result.num_random_next += is_random_next
+        result.num_random_next += label
 
-    def _create_masked_lm_predictions(self, input_ids, num_tokens_a, rng):
+    def _groups(self, input_ids, candidates):
+        """The candidate positions in masking units: whole words ("##" pieces joined to the
+        position before, when that is a candidate too) with --do_whole_word_mask, else single
+        positions."""
+        if not self.config.do_whole_word_mask:
+            return [[position] for position in candidates]
+        groups = []
+        is_continuation = self.is_continuation
+        for position in candidates:
+            if is_continuation[input_ids[position]] and groups and groups[-1][-1] == position - 1:
+                groups[-1].append(position)
+            else:
+                groups.append([position])
+        return groups
+
+    def _create_masked_lm_predictions(self, input_ids, candidates, rng):
         """Masks `input_ids` in place; returns (sorted masked positions, their original ids).
 
+        `candidates`: the positions that may be masked (all but [CLS] and [SEP]), ascending.
         Equivalent in distribution to the original, which shuffles all candidate groups and
         takes them in that order while they fit, with far fewer random draws: whole-word groups
         are visited in a Fisher-Yates shuffle stopped once enough positions are chosen, and
@@ -294,16 +393,7 @@ class ChunkProcessor:
                              max(1, int(round(num_tokens * config.masked_lm_prob))))
         random_draw = rng.random
         if config.do_whole_word_mask:
-            # Every position but [CLS] (0), the middle [SEP] and the final [SEP], grouped.
-            groups = []
-            is_continuation = self.is_continuation
-            for position in (*range(1, num_tokens_a + 1),
-                             *range(num_tokens_a + 2, num_tokens - 1)):
-                if (is_continuation[input_ids[position]] and groups
-                        and groups[-1][-1] == position - 1):
-                    groups[-1].append(position)
-                else:
-                    groups.append([position])
+            groups = self._groups(input_ids, candidates)
             num_groups = len(groups)
             masked = []
             for k in range(num_groups):
@@ -318,13 +408,12 @@ class ChunkProcessor:
         else:
             # Single positions always fit, so the original takes the first num_to_predict of a
             # uniform shuffle: a uniform random subset, drawn here by rejection (few repeats).
-            num_candidates = num_tokens - 3
+            num_candidates = len(candidates)
             num_masked = min(num_to_predict, num_candidates)
             chosen = set()
             while len(chosen) < num_masked:
                 chosen.add(int(random_draw() * num_candidates))
-            # Candidate c is position c + 1, or c + 2 when past the middle [SEP].
-            masked = sorted([c + 1 if c < num_tokens_a else c + 2 for c in chosen])
+            masked = sorted([candidates[c] for c in chosen])
         labels = [input_ids[position] for position in masked]
         random_ids, mask_id = self.random_ids, self.mask_id
         for position in masked:
@@ -379,111 +468,26 @@ def _truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
     return tokens_a, tokens_b
 
 
-# One ChunkProcessor per worker process, built once by the pool initializer (or the error
-# that building it raised, re-raised by each task so the caller sees the real cause rather
-# than a BrokenProcessPool).
-_worker_processor = None
-
-
-def _init_worker(config):
-    global _worker_processor
-    try:
-        _worker_processor = ChunkProcessor(config)
-    except Exception as e:  # re-raised by _process_in_worker
-        _worker_processor = e
-
-
-def _process_in_worker(chunk):
-    if isinstance(_worker_processor, Exception):
-        raise _worker_processor
-    return _worker_processor.process(chunk)
-
-
-class _ChunkRunner:
-    """Processes chunks in `num_workers` processes; `results()` yields them in chunk order.
-
-    Construction starts the worker processes and submits the first chunks, so they run while
-    the caller does other work (such as importing TensorFlow). At most
-    `_RESULTS_IN_FLIGHT_PER_WORKER` results per worker are queued, which bounds memory.
-
-    Built on `concurrent.futures.ProcessPoolExecutor` rather than `multiprocessing.Pool`: a
-    worker that dies (killed, out of memory, a main module that cannot be re-imported) breaks
-    the executor with an error instead of hanging, and `close()` never kills a worker in the
-    middle of sending a result (which can leave `Pool.terminate()` waiting forever).
-    """
-
-    def __init__(self, chunks, config, num_workers):
-        self._chunks = chunks
-        self._config = config
-        self._executor = None
-        self._pending = collections.deque()
-        self._next_chunk = 0
-        pool_size = min(num_workers, len(chunks))
-        self._max_pending = pool_size * _RESULTS_IN_FLIGHT_PER_WORKER
-        # Even one chunk goes to a worker process when several CPUs are allowed: the parent
-        # then loads TensorFlow while the chunk is processed.
-        if num_workers > 1 and chunks:
-            import concurrent.futures
-            import multiprocessing
-
-            # "spawn": the parent process loads TensorFlow (to write), which must not be forked.
-            self._executor = concurrent.futures.ProcessPoolExecutor(
-                pool_size, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker, initargs=(config,))
-            self._submit()
-
-    def _submit(self):
-        while self._next_chunk < len(self._chunks) and len(self._pending) < self._max_pending:
-            self._pending.append(self._executor.submit(
-                _process_in_worker, self._chunks[self._next_chunk]))
-            self._next_chunk += 1
-
-    def results(self):
-        if self._executor is None:
-            processor = ChunkProcessor(self._config)
-            for chunk in self._chunks:
-                yield processor.process(chunk)
-            return
-        from concurrent.futures.process import BrokenProcessPool
-
-        while self._pending:
-            try:
-                result = self._pending.popleft().result()
-            except BrokenProcessPool as e:
-                raise BertTfError(
-                    "create_pretraining_data: a worker process died before finishing its "
-                    f"chunk ({e}). If it ran out of memory, pass a smaller --chunk_size_mb "
-                    "or fewer --num_workers; if you call create_pretraining_data from your own "
-                    "script, put that call under `if __name__ == \"__main__\":` (workers "
-                    "re-import the main module).") from e
-            self._submit()
-            yield result
-
-    def close(self):
-        """Cancels the chunks not started and waits for the running ones (at most one each)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-            self._pending.clear()
-
-
 def _check_config(config, num_workers, chunk_size_mb):
     """BertTfError naming the flag for any value outside its range."""
     checks = [
         ("max_seq_length", config.max_seq_length >= 5,
-         "at least 5 ([CLS] A [SEP] B [SEP] with two text tokens)"),
-        ("max_predictions_per_seq", config.max_predictions_per_seq >= 1, "at least 1"),
-        ("dupe_factor", config.dupe_factor >= 1, "at least 1"),
-        ("masked_lm_prob", 0.0 <= config.masked_lm_prob <= 1.0, "between 0 and 1"),
-        ("short_seq_prob", 0.0 <= config.short_seq_prob <= 1.0, "between 0 and 1"),
-        ("num_workers", num_workers >= 1, "at least 1"),
-        ("chunk_size_mb", chunk_size_mb > 0, "positive"),
+         "a value at least 5 ([CLS] A [SEP] B [SEP] with two text tokens)"),
+        ("max_predictions_per_seq", config.max_predictions_per_seq >= 1, "a value at least 1"),
+        ("dupe_factor", config.dupe_factor >= 1, "a value at least 1"),
+        ("masked_lm_prob", 0.0 <= config.masked_lm_prob <= 1.0, "a value between 0 and 1"),
+        ("short_seq_prob", 0.0 <= config.short_seq_prob <= 1.0, "a value between 0 and 1"),
+        ("num_workers", num_workers >= 1, "a value at least 1"),
+        ("chunk_size_mb", chunk_size_mb > 0, "a positive value"),
+        ("masking", config.masking in MASKING_CHOICES, " or ".join(MASKING_CHOICES)),
+        ("next_sentence_objective", config.next_sentence_objective in OBJECTIVES,
+         " or ".join(OBJECTIVES)),
     ]
     values = {**dataclasses.asdict(config), "num_workers": num_workers,
               "chunk_size_mb": chunk_size_mb}
     for flag, ok, requirement in checks:
         if not ok:
-            raise BertTfError(f"--{flag}={values[flag]} is out of range; pass a value "
+            raise BertTfError(f"--{flag}={values[flag]} is out of range; pass "
                               f"{requirement}.")
 
 
@@ -570,11 +574,11 @@ def create_pretraining_data(input_file, output_file, config, num_workers=None,
     log_fn("Reading %d input file(s), %.2f MB in %d chunk(s), with %d worker(s)",
            len(input_paths), total_mb, len(chunks), min(num_workers, max(len(chunks), 1)))
 
-    runner = _ChunkRunner(chunks, config, num_workers)
-    try:
-        totals = _write_results(runner.results(), output_paths, total_mb, start_time, log_fn)
-    finally:
-        runner.close()
+    with parallel.OrderedProcessPool(
+            chunks, ChunkProcessor, config, num_workers, num_tasks=len(chunks),
+            what="create_pretraining_data",
+            hint="pass a smaller --chunk_size_mb or fewer --num_workers") as pool:
+        totals = _write_results(pool.results(), output_paths, total_mb, start_time, log_fn)
     if not totals["instances"]:
         raise BertTfError(f"--input_file: {', '.join(input_paths)} hold(s) no text; pass "
                           "text files with one sentence a line and a blank line between "
@@ -594,9 +598,11 @@ def create_pretraining_data(input_file, output_file, config, num_workers=None,
         "seconds": seconds,
         "mb_per_s": totals["bytes"] / 1e6 / seconds,
     }
-    log_fn("Wrote %d instances (%d tokens, %.2f masked per instance, %.1f%% random next) to %s",
-           summary["instances"], summary["tokens"], summary["avg_masked"],
-           100 * summary["random_next_fraction"], ", ".join(output_paths))
+    log_fn("Wrote %d instances (%d tokens, %.2f masked per instance (masking=%s), %.1f%% "
+           "next_sentence_labels = 1 (objective=%s)) to %s", summary["instances"],
+           summary["tokens"], summary["avg_masked"], config.masking,
+           100 * summary["random_next_fraction"], config.next_sentence_objective,
+           ", ".join(output_paths))
     log_fn("Read %d documents, %d sentences, %.2f MB in %.1f s: %.2f MB/s (dupe_factor=%d)",
            summary["documents"], summary["sentences"], summary["input_mb"], seconds,
            summary["mb_per_s"], config.dupe_factor)

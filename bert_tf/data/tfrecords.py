@@ -7,6 +7,18 @@ One place for the keys, dtypes and lengths of pre-training records, used by the 
   masked_lm_positions, masked_lm_ids        int64 [max_predictions_per_seq], zero padded
   masked_lm_weights                         float [max_predictions_per_seq], 1.0 real / 0.0 pad
   next_sentence_labels                      int64 [1], 0 = B follows A, 1 = B is random
+                                            (sop: 1 = A and B swapped; none: always 0)
+
+Records for dynamic masking (`create_pretraining_data.py --masking=dynamic`; the reader masks
+them afresh every epoch, `bert_tf.data.dynamic_masking`) have no masked_lm_* features and the
+input_ids unmasked, plus:
+
+  word_ids                                  int64 [max_seq_length]: the 1-based index of the
+                                            word each token belongs to ("##" pieces share
+                                            their word's index under whole-word masking;
+                                            otherwise every token is its own word), 0 for
+                                            [CLS], [SEP] and padding, which are never masked
+  mask_token_id                             int64 [1], the id of [MASK] in the vocab
 
 TensorFlow is imported inside the functions that need it, so the worker processes of
 create_pretraining_data, which only encode records, start without loading TensorFlow.
@@ -29,6 +41,16 @@ PRETRAINING_FEATURES = (
     ("next_sentence_labels", "int64", "one"),
 )
 
+# The records of dynamic masking: no masks, the words to mask whole, the [MASK] id.
+DYNAMIC_FEATURES = (
+    ("input_ids", "int64", "max_seq_length"),
+    ("input_mask", "int64", "max_seq_length"),
+    ("segment_ids", "int64", "max_seq_length"),
+    ("word_ids", "int64", "max_seq_length"),
+    ("next_sentence_labels", "int64", "one"),
+    ("mask_token_id", "int64", "one"),
+)
+
 
 def create_int_feature(values):
     """Returns a `tf.train.Feature` holding the ints `values` as an int64 list."""
@@ -44,15 +66,18 @@ def create_float_feature(values):
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
-def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
-    """The `tf.io.parse_example` spec of pre-training records: {name: FixedLenFeature}."""
+def pretraining_feature_spec(max_seq_length, max_predictions_per_seq, dynamic=False):
+    """The `tf.io.parse_example` spec of pre-training records: {name: FixedLenFeature}.
+
+    `dynamic`: the spec of records written for dynamic masking (`DYNAMIC_FEATURES`).
+    """
     import tensorflow as tf
 
     lengths = {"max_seq_length": max_seq_length,
                "max_predictions_per_seq": max_predictions_per_seq, "one": 1}
     dtypes = {"int64": tf.int64, "float": tf.float32}
     return {name: tf.io.FixedLenFeature([lengths[length]], dtypes[dtype])
-            for name, dtype, length in PRETRAINING_FEATURES}
+            for name, dtype, length in (DYNAMIC_FEATURES if dynamic else PRETRAINING_FEATURES)}
 
 
 def _varint(value):
@@ -107,9 +132,11 @@ class PretrainingExampleEncoder:
       vocab_size: ids are below this (varints of all of them are precomputed).
       max_seq_length: length of input_ids / input_mask / segment_ids.
       max_predictions_per_seq: length of the masked_lm_* lists.
+      mask_token_id: the id of [MASK], written into records for dynamic masking
+        (`encode_dynamic`).
     """
 
-    def __init__(self, vocab_size, max_seq_length, max_predictions_per_seq):
+    def __init__(self, vocab_size, max_seq_length, max_predictions_per_seq, mask_token_id=0):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
         self._varints = [_varint(i) for i in range(max(vocab_size, max_seq_length, 4096))]
@@ -132,6 +159,9 @@ class PretrainingExampleEncoder:
             for n in range(max_predictions_per_seq + 1)]
         self._labels = [_entry_prefix("next_sentence_labels", _TAG_3, 1) + _varint(label)
                         for label in (0, 1)]
+        self._word_ids_prefix = _KeyedCache(lambda n: _entry_prefix("word_ids", _TAG_3, n))
+        self._mask_token_id = (_entry_prefix("mask_token_id", _TAG_3, len(_varint(mask_token_id)))
+                               + _varint(mask_token_id))
 
     def _make_mask_and_segments(self, key):
         num_tokens, num_tokens_a = divmod(key, self.max_seq_length + 1)
@@ -177,8 +207,35 @@ class PretrainingExampleEncoder:
             self._weights[len(masked_lm_positions)],
             self._labels[next_sentence_label],
         ))
+        return self._example(features)
+
+    def _example(self, features):
         length = len(features)
+        varints = self._varints
         return _TAG_1 + (varints[length] if length < len(varints) else _varint(length)) + features
+
+    def encode_dynamic(self, input_ids, num_tokens_a, word_ids, next_sentence_label):
+        """Returns one serialized `tf.train.Example` for dynamic masking (`DYNAMIC_FEATURES`).
+
+        Args:
+          input_ids: token ids of `[CLS] A [SEP] B [SEP]` (or `[CLS] A [SEP]` with
+            num_tokens_a = len(input_ids) - 2), unmasked and unpadded.
+          num_tokens_a: tokens of segment A, as in `encode`.
+          word_ids: one per token of `input_ids`, see the module docstring.
+          next_sentence_label: 0 or 1.
+        """
+        varints, zeros = self._varints, self._zeros
+        num_tokens = len(input_ids)
+        num_pad = self.max_seq_length - num_tokens
+        ids_bytes = b"".join(operator.itemgetter(*input_ids)(varints))
+        word_bytes = b"".join(operator.itemgetter(*word_ids)(varints))
+        return self._example(b"".join((
+            self._input_ids_prefix[len(ids_bytes) + num_pad], ids_bytes, zeros[num_pad],
+            self._mask_and_segments[num_tokens * (self.max_seq_length + 1) + num_tokens_a],
+            self._word_ids_prefix[len(word_bytes) + num_pad], word_bytes, zeros[num_pad],
+            self._labels[next_sentence_label],
+            self._mask_token_id,
+        )))
 
 
 class _WholeOrNothing:

@@ -106,7 +106,8 @@ class FinetuningTask:
         spec = self.feature_spec(options.model.max_seq_length, is_training)
         return runner.record_input_fn([path], spec, is_training,
                                       shuffle=options.run.shuffle_train_input,
-                                      trim_keys=self.sequence_keys)
+                                      trim_keys=self.sequence_keys,
+                                      skip_corrupt_records=options.run.skip_corrupt_records)
 
     def run_files(self):
         """{file name: text} the chief writes to --output_dir before training."""

@@ -5,6 +5,11 @@ Head variables: `cls/ner/output_weights` [num_labels, H] and `cls/ner/output_bia
 loss and the scores only count the first word piece of each word (`label_mask`, see
 `bert_tf.data.ner`); entity-level precision / recall / F1 follow conlleval
 (`bert_tf.metrics.ner`).
+
+Long sentences (--doc_stride > 0): each record is a window (`bert_tf.data.ner.
+convert_example_to_windows`) carrying `example_index` and `word_index`; each word is scored in
+the window where it has the most context, and `ner_data.merge_window_tags` puts the tags back
+in word order, so every word gets a prediction.
 """
 
 import os
@@ -14,6 +19,7 @@ from absl import logging
 
 from bert_tf import estimator as estimator_lib
 from bert_tf import heads
+from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
@@ -23,6 +29,8 @@ tf1 = tf.compat.v1
 
 # The [max_seq_length] features of a NER record; eval / predict batches trim them all.
 SEQUENCE_KEYS = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
+# What a prediction / eval output passes through from the features, where they have it.
+PASSED_THROUGH = ("label_mask", "word_index", "example_index")
 
 
 def token_logits(sequence_output, num_labels, is_training, initializer_range=0.02):
@@ -65,11 +73,12 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
     """Returns a model_fn(features, labels, mode, params) for token classification.
 
     Features: input_ids, input_mask, segment_ids [B, S]; label_ids, label_mask [B, S] and
-    is_real_example [B, 1] for TRAIN / EVAL. PREDICT returns {"tag_ids": int32 [B, S]} (plus
-    the input's "label_mask" when it has one); the export returns {"tag_ids"}.
+    is_real_example [B, 1] for TRAIN / EVAL; windows add word_index [B, S] and example_index
+    [B, 1]. PREDICT returns {"tag_ids": int32 [B, S]} plus those of label_mask, word_index and
+    example_index the input has (`PASSED_THROUGH`); the export returns {"tag_ids"}.
 
     Args: as `classification.model_fn_builder`; `eval_collector` receives each eval
-      example's "tag_ids" and "label_mask".
+      record's "tag_ids" and its `PASSED_THROUGH` features.
     """
 
     encoder, training = model_fn_parts.encoder_and_training(locals())
@@ -80,11 +89,10 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
             model.get_sequence_output(), num_labels, is_training, bert_config.initializer_range))
         tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
 
+        outputs = {"tag_ids": tag_ids,
+                   **{key: features[key] for key in PASSED_THROUGH if key in features}}
         if mode == estimator_lib.ModeKeys.PREDICT:
-            predictions = {"tag_ids": tag_ids}
-            if "label_mask" in features:
-                predictions["label_mask"] = features["label_mask"]
-            return estimator_lib.EstimatorSpec(mode=mode, predictions=predictions)
+            return estimator_lib.EstimatorSpec(mode=mode, predictions=outputs)
 
         is_real_example = tf.cast(tf.reshape(features["is_real_example"], [-1, 1]), tf.float32)
         label_weights = tf.cast(features["label_mask"], tf.float32) * is_real_example
@@ -100,29 +108,36 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
         }
         hooks = []
         if eval_collector is not None:
-            hooks.append(eval_collector.hook({"tag_ids": tag_ids,
-                                              "label_mask": features["label_mask"]}))
+            hooks.append(eval_collector.hook(outputs))
         return estimator_lib.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=metrics,
                                            evaluation_hooks=hooks)
 
     return model_fn
 
 
-def feature_spec(seq_length):
-    """The NER TFRecord keys (see `bert_tf.data.ner`), all int64."""
-    spec = {key: tf.io.FixedLenFeature([seq_length], tf.int64) for key in SEQUENCE_KEYS}
+def feature_spec(seq_length, windowed=False):
+    """The NER TFRecord keys (see `bert_tf.data.ner`), all int64; `windowed` adds
+    word_index [seq_length] and example_index [1]."""
+    keys = SEQUENCE_KEYS + (("word_index",) if windowed else ())
+    spec = {key: tf.io.FixedLenFeature([seq_length], tf.int64) for key in keys}
     spec["is_real_example"] = tf.io.FixedLenFeature([1], tf.int64)
+    if windowed:
+        spec["example_index"] = tf.io.FixedLenFeature([1], tf.int64)
     return spec
 
 
-def word_tags(outputs, examples, label_list):
+def word_tags(outputs, examples, label_list, windowed=False):
     """Per example, the predicted tag of every word (words cut by truncation get "O").
 
     Args:
-      outputs: per example, a dict with "tag_ids" and "label_mask" (same length).
+      outputs: per record, a dict with "tag_ids" and "label_mask" (same length), and with
+        `windowed` "word_index" and "example_index".
       examples: the `NerExample`s, in the same order.
       label_list: the tags.
+      windowed: records are windows (--doc_stride): merged by `ner_data.merge_window_tags`.
     """
+    if windowed:
+        return ner_data.merge_window_tags(outputs, examples, label_list)
     outputs = list(outputs)
     if len(outputs) != len(examples):
         raise BertTfError(f"NER: {len(outputs)} predicted sentences for {len(examples)} "
@@ -152,10 +167,17 @@ class NerTask(finetuning.FinetuningTask):
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.NerOptions`."""
         self.data_dir = task_options.data_dir
+        self.doc_stride = task_options.doc_stride
+        if self.windowed:
+            self.sequence_keys = SEQUENCE_KEYS + ("word_index",)
         self.collector = finetuning.ExampleCollector()
 
+    @property
+    def windowed(self):
+        return self.doc_stride > 0
+
     def check(self, options):
-        del options
+        classification_data.check_doc_stride(self.doc_stride, options.model.max_seq_length)
         finetuning.require_data_dir(self.data_dir, "train.txt, dev.txt and test.txt")
 
     def read_examples(self, options):
@@ -169,9 +191,14 @@ class NerTask(finetuning.FinetuningTask):
                                 init_checkpoint=init_checkpoint, eval_collector=self.collector,
                                 **training)
 
+    def write_features(self, examples, path, tokenizer, options, is_training):
+        del is_training
+        self.cached_features(examples, self.label_list, options.model.max_seq_length,
+                             tokenizer, path, doc_stride=self.doc_stride)
+
     def feature_spec(self, seq_length, is_training):
         del is_training
-        return feature_spec(seq_length)
+        return feature_spec(seq_length, self.windowed)
 
     def run_files(self):
         return {"label_list.txt": self._label_file_text()}
@@ -185,7 +212,8 @@ class NerTask(finetuning.FinetuningTask):
 
     def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
         results = runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
-        self._eval_predicted = word_tags(self.collector.examples(), examples, self.label_list)
+        self._eval_predicted = word_tags(self.collector.examples(), examples, self.label_list,
+                                         self.windowed)
         self._evaluation = ner_metrics.evaluate([example.labels for example in examples],
                                                 self._eval_predicted)
         results.update(self._evaluation.to_dict())
@@ -199,7 +227,7 @@ class NerTask(finetuning.FinetuningTask):
 
     def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
         predicted = word_tags(estimator.predict(input_fn, checkpoint_path=checkpoint_path),
-                              examples, self.label_list)
+                              examples, self.label_list, self.windowed)
         path = os.path.join(options.run.output_dir, "test_predictions.txt")
         ner_data.write_conll_predictions(path, examples, predicted)
         logging.info("Wrote %s", path)

@@ -3,6 +3,16 @@
 The heads and their variables follow the Google checkpoint layout
 (`cls/predictions/...`, `cls/seq_relationship/...`): the MLM decoder is tied
 to the word embeddings, with its own output bias.
+
+`--next_sentence_objective` says what the records were written for: `nsp` (next sentence)
+and `sop` (sentence order, ALBERT) train the same `cls/seq_relationship` head on
+next_sentence_labels; `none` builds no sentence head (MLM only). The records do not name
+their objective: nsp and sop look alike, so the flag must match create_pretraining_data's;
+`check_pretraining_records` catches the mix-up it can see, `none` records (one segment)
+read as nsp / sop or the reverse.
+
+Records written with `--masking=dynamic` (no masked_lm_* features) are recognised from their
+keys and masked in the input pipeline (`bert_tf.data.dynamic_masking`), afresh every epoch.
 """
 
 import functools
@@ -11,17 +21,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio, heads, modeling
+from bert_tf import errors, fileio, heads, modeling, records
 from bert_tf import estimator as estimator_lib
-from bert_tf.data import tfrecords
+from bert_tf.data import dynamic_masking, tfrecords
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import model_fn_parts, runner, validation
 
 tf1 = tf.compat.v1
 
-# What pre-training evaluation reports.
-PRETRAINING_METRICS = ("global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
-                       "next_sentence_accuracy", "next_sentence_loss")
 _RECORDS = "TFRecord files written by create_pretraining_data.py (comma-separated, globs allowed)"
 
 
@@ -95,8 +102,9 @@ def next_sentence_output(bert_config, input_tensor, labels):
 
 def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_train_steps=1,
                      num_warmup_steps=0, optimizer="adamw", num_accumulation_steps=1,
-                     compute_dtype=tf.float32, use_one_hot_embeddings=False, trainable=None):
-    """Returns a model_fn(features, labels, mode, params) for MLM + NSP pre-training.
+                     compute_dtype=tf.float32, use_one_hot_embeddings=False, trainable=None,
+                     next_sentence_objective="nsp"):
+    """Returns a model_fn(features, labels, mode, params) for MLM + NSP / SOP pre-training.
 
     Args:
       bert_config: `BertConfig`.
@@ -109,38 +117,39 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
       compute_dtype: tf.float32, tf.bfloat16 or tf.float16.
       use_one_hot_embeddings: one-hot embedding lookup (TPUs).
       trainable: an `optimization.TrainableSelection` (frozen layers), or None.
+      next_sentence_objective: "nsp", "sop" or "none" (MLM only: no sentence head at all).
     """
-
     encoder, training = model_fn_parts.encoder_and_training(locals())
+    has_sentence_head = next_sentence_objective != "none"
 
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
 
         def heads_fn(model, is_training):
             del is_training  # The pre-training heads have no dropout of their own.
-            return (masked_lm_output(bert_config, model.get_sequence_output(),
-                                     model.get_embedding_table(),
-                                     features["masked_lm_positions"],
-                                     features["masked_lm_ids"], features["masked_lm_weights"]),
-                    next_sentence_output(bert_config, model.get_pooled_output(),
-                                         features["next_sentence_labels"]))
+            mlm = masked_lm_output(bert_config, model.get_sequence_output(),
+                                   model.get_embedding_table(), features["masked_lm_positions"],
+                                   features["masked_lm_ids"], features["masked_lm_weights"])
+            return mlm, next_sentence_output(
+                bert_config, model.get_pooled_output(),
+                features["next_sentence_labels"]) if has_sentence_head else None
 
-        (mlm_loss, mlm_example_loss, mlm_log_probs), (
-            nsp_loss, nsp_example_loss, nsp_log_probs) = encoder.build(features, mode, heads_fn)
-        total_loss = mlm_loss + nsp_loss
+        (mlm_loss, mlm_example_loss, mlm_log_probs), sentence = encoder.build(
+            features, mode, heads_fn)
+        total_loss = mlm_loss if sentence is None else mlm_loss + sentence[0]
 
         if mode == estimator_lib.ModeKeys.TRAIN:
             metrics = training_metrics(
                 mlm_example_loss, mlm_log_probs, features["masked_lm_ids"],
-                features["masked_lm_weights"], nsp_example_loss, nsp_log_probs,
-                features["next_sentence_labels"])
+                features["masked_lm_weights"], *(sentence[1:] if sentence else (None, None)),
+                features["next_sentence_labels"], next_sentence_objective)
             return training.spec(total_loss, features["input_ids"], metrics)
 
         if mode == estimator_lib.ModeKeys.EVAL:
             metrics = pretraining_metrics(
                 mlm_example_loss, mlm_log_probs, features["masked_lm_ids"],
-                features["masked_lm_weights"], nsp_example_loss, nsp_log_probs,
-                features["next_sentence_labels"])
+                features["masked_lm_weights"], *(sentence[1:] if sentence else (None, None)),
+                features["next_sentence_labels"], next_sentence_objective)
             return estimator_lib.EstimatorSpec(mode=mode, loss=total_loss,
                                                eval_metric_ops=metrics)
 
@@ -149,8 +158,21 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
     return model_fn
 
 
+# The eval result names of the sentence head: SPEC's for nsp, ALBERT's for sop.
+SENTENCE_METRICS = {"nsp": "next_sentence", "sop": "sentence_order"}
+
+
+def metric_names(next_sentence_objective="nsp"):
+    """The keys of the eval results of a run with this objective."""
+    names = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss"]
+    if next_sentence_objective in SENTENCE_METRICS:
+        prefix = SENTENCE_METRICS[next_sentence_objective]
+        names += [f"{prefix}_accuracy", f"{prefix}_loss"]
+    return tuple(names)
+
+
 def training_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_example_loss,
-                     nsp_log_probs, nsp_labels):
+                     nsp_log_probs, nsp_labels, next_sentence_objective="nsp"):
     """The eval metrics of `pretraining_metrics` on one training batch, as float32 scalars
     (logged every --log_every_n_steps and written to TensorBoard while training).
 
@@ -160,25 +182,31 @@ def training_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_
     mlm_weights = tf.reshape(tf.cast(mlm_weights, tf.float32), [-1])
     mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_log_probs, axis=-1, output_type=tf.int32),
                                 mlm_ids), tf.float32)
-    nsp_labels = tf.reshape(nsp_labels, [-1])
-    nsp_hits = tf.cast(tf.equal(tf.argmax(nsp_log_probs, axis=-1, output_type=tf.int32),
-                                nsp_labels), tf.float32)
     total_weight = tf.reduce_sum(mlm_weights) + 1e-5
-    return {
+    metrics = {
         "masked_lm_loss": tf.reduce_sum(mlm_example_loss * mlm_weights) / total_weight,
         "masked_lm_accuracy": tf.reduce_sum(mlm_hits * mlm_weights) / total_weight,
-        "next_sentence_loss": tf.reduce_mean(nsp_example_loss),
-        "next_sentence_accuracy": tf.reduce_mean(nsp_hits),
     }
+    if next_sentence_objective in SENTENCE_METRICS:
+        prefix = SENTENCE_METRICS[next_sentence_objective]
+        nsp_labels = tf.reshape(nsp_labels, [-1])
+        nsp_hits = tf.cast(tf.equal(tf.argmax(nsp_log_probs, axis=-1, output_type=tf.int32),
+                                    nsp_labels), tf.float32)
+        metrics[f"{prefix}_loss"] = tf.reduce_mean(nsp_example_loss)
+        metrics[f"{prefix}_accuracy"] = tf.reduce_mean(nsp_hits)
+    return metrics
 
 
 def pretraining_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_example_loss,
-                        nsp_log_probs, nsp_labels):
+                        nsp_log_probs, nsp_labels, next_sentence_objective="nsp"):
     """Streaming eval metrics: masked-LM and next-sentence accuracy and mean loss.
 
     Args:
       mlm_example_loss: [B*P]; mlm_log_probs: [B*P, V]; mlm_ids, mlm_weights: [B, P].
-      nsp_example_loss: [B]; nsp_log_probs: [B, 2]; nsp_labels: [B] or [B, 1].
+      nsp_example_loss: [B]; nsp_log_probs: [B, 2]; nsp_labels: [B] or [B, 1] (unused for
+        the objective "none").
+      next_sentence_objective: "nsp" (next_sentence_accuracy / _loss), "sop"
+        (sentence_order_accuracy / _loss) or "none" (masked-LM metrics only).
 
     Returns:
       dict name -> (value, update_op) from tf.compat.v1.metrics.
@@ -186,55 +214,93 @@ def pretraining_metrics(mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, n
     mlm_predictions = tf.argmax(mlm_log_probs, axis=-1, output_type=tf.int32)
     mlm_ids = tf.reshape(mlm_ids, [-1])
     mlm_weights = tf.reshape(tf.cast(mlm_weights, tf.float32), [-1])
-    nsp_predictions = tf.argmax(nsp_log_probs, axis=-1, output_type=tf.int32)
-    nsp_labels = tf.reshape(nsp_labels, [-1])
-    return {
+    metrics = {
         "masked_lm_accuracy": tf1.metrics.accuracy(labels=mlm_ids, predictions=mlm_predictions,
                                                    weights=mlm_weights),
         "masked_lm_loss": tf1.metrics.mean(values=mlm_example_loss, weights=mlm_weights),
-        "next_sentence_accuracy": tf1.metrics.accuracy(labels=nsp_labels,
-                                                       predictions=nsp_predictions),
-        "next_sentence_loss": tf1.metrics.mean(values=nsp_example_loss),
     }
+    if next_sentence_objective in SENTENCE_METRICS:
+        name = SENTENCE_METRICS[next_sentence_objective]
+        nsp_predictions = tf.argmax(nsp_log_probs, axis=-1, output_type=tf.int32)
+        metrics[f"{name}_accuracy"] = tf1.metrics.accuracy(labels=tf.reshape(nsp_labels, [-1]),
+                                                           predictions=nsp_predictions)
+        metrics[f"{name}_loss"] = tf1.metrics.mean(values=nsp_example_loss)
+    return metrics
+
+
+def _first_example_features(path, flag):
+    """The feature map of the first record of `path`; BertTfError if there is none."""
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except (tf.errors.OpError, RuntimeError) as e:
+        raise BertTfError(f"--{flag}: '{path}' is not a readable TFRecord file "
+                          f"({errors.short_tf_error(e)}); pass files written by "
+                          "create_pretraining_data.py.") from None
+    if record is None:
+        raise BertTfError(f"--{flag}: '{path}' holds no records; regenerate it with "
+                          "create_pretraining_data.py.")
+    return tf.train.Example.FromString(record.numpy()).features.feature
+
+
+def _check_objective(feature, path, flag, next_sentence_objective):
+    """nsp / sop records always have a segment B; records for "none" never have one."""
+    two_segments = 1 in feature["segment_ids"].int64_list.value
+    if two_segments == (next_sentence_objective != "none"):
+        return
+    written = "nsp or sop (two segments)" if two_segments else "none (one segment)"
+    raise BertTfError(
+        f"--{flag}: records in '{path}' were written with --next_sentence_objective={written} "
+        f"but --next_sentence_objective={next_sentence_objective}; pass the objective the "
+        "records were written with (create_pretraining_data.py's flag).")
 
 
 def check_pretraining_records(input_files, max_seq_length, max_predictions_per_seq,
-                              flag="input_file"):
+                              flag="input_file", next_sentence_objective=None):
     """Checks the first record of each file against the flags before training starts.
 
+    Returns:
+      True if the files hold records for dynamic masking (no masks), False for static ones.
+
     Raises:
-      BertTfError: naming the file, the mismatching length and the flag to change,
-        or the missing key if the file is not pre-training data.
+      BertTfError: naming the file, the mismatching length and the flag to change, the
+        missing key if the file is not pre-training data, files of both kinds, or records
+        of another `next_sentence_objective` (when given).
     """
-    expected = {"input_ids": ("max_seq_length", max_seq_length),
-                "masked_lm_positions": ("max_predictions_per_seq", max_predictions_per_seq)}
+    dynamic_keys = set(tfrecords.pretraining_feature_spec(1, 1, dynamic=True))
+    static_keys = set(tfrecords.pretraining_feature_spec(1, 1))
+    kinds = {}
     for path in input_files:
-        try:
-            record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-        except (tf.errors.OpError, RuntimeError) as e:
-            raise BertTfError(f"--{flag}: '{path}' is not a readable TFRecord file "
-                              f"({errors.short_tf_error(e)}); pass files written by "
-                              "create_pretraining_data.py.") from None
-        if record is None:
-            raise BertTfError(f"--{flag}: '{path}' holds no records; regenerate it with "
-                              "create_pretraining_data.py.")
-        example = tf.train.Example.FromString(record.numpy())
-        feature = example.features.feature
-        missing = sorted(set(tfrecords.pretraining_feature_spec(1, 1)) - set(feature))
+        feature = _first_example_features(path, flag)
+        dynamic = not static_keys <= set(feature) and dynamic_keys <= set(feature)
+        missing = sorted((dynamic_keys if dynamic else static_keys) - set(feature))
         if missing:
             raise BertTfError(f"--{flag}: '{path}' lacks pre-training keys {missing}; pass "
                               "files written by create_pretraining_data.py.")
-        for key, (flag, value) in expected.items():
+        kinds.setdefault(dynamic, path)
+        if len(kinds) > 1:
+            raise BertTfError(
+                f"--{flag}: '{kinds[True]}' holds records for dynamic masking but "
+                f"'{kinds[False]}' static ones; pass files written with the same --masking.")
+        expected = {"input_ids": ("max_seq_length", max_seq_length)}
+        if not dynamic:
+            expected["masked_lm_positions"] = ("max_predictions_per_seq",
+                                               max_predictions_per_seq)
+        for key, (name, value) in expected.items():
             length = len(feature[key].int64_list.value)
             if length != value:
                 raise BertTfError(
-                    f"--{flag}: records in '{path}' have {key} of length {length} but "
-                    f"--{flag}={value}; pass --{flag}={length} or regenerate the data with "
-                    f"--{flag}={value}.")
+                    f"--{name}: records in '{path}' have {key} of length {length} but "
+                    f"--{name}={value}; pass --{name}={length} or regenerate the data with "
+                    f"--{name}={value}.")
+        if next_sentence_objective:
+            _check_objective(feature, path, flag, next_sentence_objective)
+    return bool(kinds) and next(iter(kinds))
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,
-                     num_cpu_threads=4, shuffle=True):
+                     num_cpu_threads=4, shuffle=True, record_limits=None,
+                     skip_corrupt_records=False, flag=None, dynamic=False, vocab_size=None,
+                     random_seed=None):
     """Returns an input_fn(params, input_context=None) reading pre-training TFRecords.
 
     Batches of params["batch_size"] (per replica under a distribution strategy), always full
@@ -242,11 +308,24 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     interleaved in parallel, then records. Evaluation reads each record once, in order. Under
     a multi-worker strategy each worker reads its own files, or its own records when there
     are fewer files than workers (`distribute.record_dataset`). Int64 features arrive as
-    int32.
+    int32. `record_limits`, `skip_corrupt_records` and `flag`: see `runner.record_input_fn`.
+
+    With `dynamic` the records are dynamic-masking ones: each batch is masked by
+    `dynamic_masking.mask_batch` (random ids below `vocab_size`), seeded by (`random_seed`,
+    batch index, input pipeline): new masks every epoch, the same masks on every evaluation.
     """
+    map_batch = None
+    if dynamic:
+        def map_batch(features, batch_index, pipeline_id):
+            seed = dynamic_masking.batch_seed(random_seed or 0, batch_index, pipeline_id)
+            return dynamic_masking.mask_batch(features, seed, max_predictions_per_seq,
+                                              vocab_size)
     return runner.record_input_fn(
-        input_files, tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq),
-        is_training, shuffle=shuffle, drop_remainder=True, num_cpu_threads=num_cpu_threads)
+        input_files, tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq,
+                                                        dynamic=dynamic),
+        is_training, shuffle=shuffle, drop_remainder=True, num_cpu_threads=num_cpu_threads,
+        record_limits=record_limits, skip_corrupt_records=skip_corrupt_records, flag=flag,
+        map_batch=map_batch)
 
 
 def masked_lm_majority_baseline(train_files, eval_files):
@@ -254,19 +333,22 @@ def masked_lm_majority_baseline(train_files, eval_files):
 
     The token is the most frequent (weighted) `masked_lm_ids` value in
     `train_files`; the accuracy is measured on `eval_files`. A model that has
-    learnt anything beyond unigram frequency must beat it.
+    learnt anything beyond unigram frequency must beat it. Records for dynamic masking have
+    no masks yet: there every maskable token (word id > 0) counts, which is what uniform
+    masking draws from.
 
     Returns:
       (token_id, accuracy).
     """
-    spec = {"masked_lm_ids": tf.io.VarLenFeature(tf.int64),
-            "masked_lm_weights": tf.io.VarLenFeature(tf.float32)}
-
     def weighted_ids(files):
+        dynamic = "word_ids" in _first_example_features(files[0], "input_file")
+        keys = ("input_ids", "word_ids") if dynamic else ("masked_lm_ids", "masked_lm_weights")
+        spec = {keys[0]: tf.io.VarLenFeature(tf.int64),
+                keys[1]: tf.io.VarLenFeature(tf.float32 if not dynamic else tf.int64)}
         for serialized in tf.data.TFRecordDataset(files).batch(1024):
             parsed = tf.io.parse_example(serialized, spec)
-            ids = tf.sparse.to_dense(parsed["masked_lm_ids"]).numpy().reshape(-1)
-            weights = tf.sparse.to_dense(parsed["masked_lm_weights"]).numpy().reshape(-1)
+            ids = tf.sparse.to_dense(parsed[keys[0]]).numpy().reshape(-1)
+            weights = tf.sparse.to_dense(parsed[keys[1]]).numpy().reshape(-1)
             yield ids[weights > 0]
 
     counts = {}
@@ -283,9 +365,8 @@ def masked_lm_majority_baseline(train_files, eval_files):
 
 
 def run_pretraining(options):
-    """Runs pre-training and/or evaluation as `scripts/run_pretraining.py` configures it.
-
-    Every check runs before any graph is built or anything is written (see `tasks.runner`).
+    """Runs pre-training and/or evaluation as `scripts/run_pretraining.py` configures it;
+    every check runs before any graph is built or anything is written (`tasks.runner`).
 
     Args:
       options: `bert_tf.options.PretrainOptions`.
@@ -293,7 +374,8 @@ def run_pretraining(options):
     Returns:
       The eval results dict if --do_eval (on the chief), else None.
     """
-    bert_config, init_checkpoint, input_files, eval_files = prepare_run(options)
+    (bert_config, init_checkpoint, (input_files, dynamic), (eval_files, eval_dynamic),
+     record_limits) = prepare_run(options)
     train, run = options.train, options.run
     strategy = runner.make_strategy(run, train)
     runner.create_output_dir(run)
@@ -302,21 +384,28 @@ def run_pretraining(options):
         learning_rate=train.learning_rate, num_train_steps=train.num_train_steps,
         num_warmup_steps=options.num_warmup_steps, optimizer=train.optimizer,
         num_accumulation_steps=train.num_accumulation_steps,
-        compute_dtype=options.model.compute_dtype, trainable=runner.trainable_selection(train))
+        compute_dtype=options.model.compute_dtype, trainable=runner.trainable_selection(train),
+        next_sentence_objective=options.next_sentence_objective)
     estimator = runner.make_estimator(model_fn, run, train, strategy,
                                       eval_batch_size=options.evaluation.eval_batch_size)
-    input_fn = functools.partial(input_fn_builder, max_seq_length=options.model.max_seq_length,
-                                 max_predictions_per_seq=options.max_predictions_per_seq)
+    input_fn = functools.partial(
+        input_fn_builder, max_seq_length=options.model.max_seq_length,
+        max_predictions_per_seq=options.max_predictions_per_seq, record_limits=record_limits,
+        skip_corrupt_records=run.skip_corrupt_records, vocab_size=bert_config.vocab_size,
+        random_seed=run.random_seed)
+    eval_flag = "eval_input_file" if options.eval_input_file else "input_file"
     chief = runner.is_chief(strategy)
 
     def evaluate(checkpoint_path=None):
-        return runner.evaluate(estimator, input_fn(eval_files, is_training=False),
+        return runner.evaluate(estimator, input_fn(eval_files, is_training=False, flag=eval_flag,
+                                                   dynamic=eval_dynamic),
                                steps=options.max_eval_steps, checkpoint_path=checkpoint_path)
 
     checkpoint = None
     if train.do_train:
         checkpoint = runner.train(
-            estimator, input_fn(input_files, is_training=True, shuffle=run.shuffle_train_input),
+            estimator, input_fn(input_files, is_training=True, shuffle=run.shuffle_train_input,
+                                flag="input_file", dynamic=dynamic),
             train.num_train_steps, run,
             evaluate if chief and run.validation.eval_every_n_steps else None)
     if chief and train.do_train:
@@ -338,8 +427,11 @@ def run_pretraining(options):
 
 
 def prepare_run(options):
-    """Checks every option and the input records; returns (bert_config, init_checkpoint,
-    input_files, eval_files), all before any graph is built or anything is written."""
+    """Checks every option and the input records, all before any graph is built or anything
+    is written. Returns (bert_config, init_checkpoint, (input_files, dynamic),
+    (eval_files, dynamic), record_limits): `dynamic` tells records for dynamic masking;
+    `record_limits`: {path: whole records} of the damaged files read only partly
+    (`records.check_record_files`, --skip_corrupt_records)."""
     if not options.train.do_train and not options.evaluation.do_eval:
         raise BertTfError("At least one of --do_train or --do_eval must be True.")
     runner.check_train_options(options.train, options.model.max_seq_length)
@@ -347,15 +439,21 @@ def prepare_run(options):
     runner.check_positive(options.evaluation, "eval_batch_size")
     bert_config = runner.load_bert_config(options.model)
     init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)
+    check = functools.partial(check_pretraining_records,
+                              max_seq_length=options.model.max_seq_length,
+                              max_predictions_per_seq=options.max_predictions_per_seq,
+                              next_sentence_objective=options.next_sentence_objective)
+    skip = options.run.skip_corrupt_records
     input_files = fileio.expand_input_files(options.input_file, what=_RECORDS)
-    check_pretraining_records(input_files, options.model.max_seq_length,
-                              options.max_predictions_per_seq)
-    eval_files = input_files
+    record_limits = records.check_record_files(input_files, "input_file", skip)
+    train_inputs = eval_inputs = (input_files, check(input_files))
     if options.eval_input_file:
         eval_files = fileio.expand_input_files(options.eval_input_file, flag="eval_input_file",
                                                what=_RECORDS)
-        check_pretraining_records(eval_files, options.model.max_seq_length,
-                                  options.max_predictions_per_seq, flag="eval_input_file")
-    validation.check_options(options.run.validation, PRETRAINING_METRICS)
-    logging.info("Input files: %d for training, %d for eval", len(input_files), len(eval_files))
-    return bert_config, init_checkpoint, input_files, eval_files
+        record_limits.update(records.check_record_files(eval_files, "eval_input_file", skip))
+        eval_inputs = (eval_files, check(eval_files, flag="eval_input_file"))
+    validation.check_options(options.run.validation,
+                             metric_names(options.next_sentence_objective))
+    logging.info("Input files: %d for training (%s masking), %d for eval", len(input_files),
+                 "dynamic" if train_inputs[1] else "static", len(eval_inputs[0]))
+    return bert_config, init_checkpoint, train_inputs, eval_inputs, record_limits

@@ -18,7 +18,16 @@ same steps, each done here once:
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import conversion, distribute, errors, fileio, modeling, optimization, tokenization
+from bert_tf import (
+    checkpoints,
+    conversion,
+    distribute,
+    errors,
+    fileio,
+    modeling,
+    optimization,
+    tokenization,
+)
 from bert_tf import estimator as estimator_lib
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import validation
@@ -92,12 +101,8 @@ def resolve_init_checkpoint(init_checkpoint):
         logging.warning("No --init_checkpoint: the model starts from random weights.")
         return None
     prefix = modeling.resolve_checkpoint(init_checkpoint)
-    try:
-        tf.train.load_checkpoint(prefix)  # Reads the index, so a damaged one fails here.
-    except (tf.errors.OpError, ValueError) as e:
-        raise BertTfError(f"--init_checkpoint: checkpoint '{prefix}' cannot be read "
-                          f"({errors.short_tf_error(e)}); re-copy it or pass another "
-                          "checkpoint.") from None
+    # Reads every tensor: a damaged index, a missing or a short .data shard all fail here.
+    checkpoints.check_init_checkpoint(prefix)
     return prefix
 
 
@@ -256,7 +261,9 @@ def trim_to_longest(features, sequence_keys=SEQUENCE_FEATURES):
 
 
 def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_keys=None,
-                    drop_remainder=None, shuffle_buffer=1000, num_cpu_threads=4):
+                    drop_remainder=None, shuffle_buffer=1000, num_cpu_threads=4,
+                    record_limits=None, skip_corrupt_records=False, flag=None,
+                    map_batch=None):
     """Returns an input_fn(params, input_context=None) over TFRecord files, batch
     params["batch_size"] (per replica under a distribution strategy).
 
@@ -274,24 +281,39 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
       drop_remainder: drop a last smaller batch (default: when training).
       shuffle_buffer: records in the shuffle buffer (training).
       num_cpu_threads: files read in parallel (training).
+      record_limits: {path: records to read} for files read only up to their last whole
+        record (`records.check_record_files` with --skip_corrupt_records).
+      skip_corrupt_records: also end a file at the first record TF cannot read.
+      flag: the flag that named `input_files` (None: cached features), for error messages.
+      map_batch: optional fn(features, batch_index, pipeline_id) applied to each parsed batch
+        (batch_index counts on through the epochs; pipeline_id: 0 without a strategy).
+
+    Returns:
+      The input_fn; its `input_files` and `flag` attributes let the Estimator name a corrupt
+      file (`bert_tf.faults`).
     """
     drop_remainder = is_training if drop_remainder is None else drop_remainder
 
-    def parse(serialized):
+    def parse(serialized, batch_index, pipeline_id):
         features = tf.io.parse_example(serialized, feature_spec)
         features = {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
                     for key, value in features.items()}
         if trim_keys and not is_training:
             features = trim_to_longest(features, trim_keys)
-        return features
+        return features if map_batch is None else map_batch(features, batch_index, pipeline_id)
 
     def input_fn(params, input_context=None):
         dataset = distribute.record_dataset(input_files, is_training, input_context,
                                             shuffle=shuffle, shuffle_buffer=shuffle_buffer,
-                                            num_cpu_threads=num_cpu_threads)
+                                            num_cpu_threads=num_cpu_threads,
+                                            record_limits=record_limits,
+                                            skip_corrupt_records=skip_corrupt_records)
         # Batch first so one vectorised parse handles the whole batch.
         dataset = dataset.batch(params["batch_size"], drop_remainder=drop_remainder)
-        dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        pipeline_id = input_context.input_pipeline_id if input_context else 0
+        dataset = dataset.enumerate().map(lambda index, batch: parse(batch, index, pipeline_id),
+                                          num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
+    input_fn.input_files, input_fn.flag = list(input_files), flag
     return input_fn

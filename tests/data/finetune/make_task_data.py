@@ -14,8 +14,9 @@ A classifier that truncates to 128 word pieces sees only the header: it cannot d
 the majority class (0.5 on the balanced dev set). With windows it can find the verdict.
 
 imbalanced/{train,dev}.tsv (`text<TAB>label`, common / rare): short filler sentences, 90%
-common and 10% rare; a rare sentence holds one of a few cue words, but so do some common ones
-(a noisy cue), so an unweighted model in a small budget leans to `common`.
+common and 10% rare; a rare sentence holds two of a few cue words (words no filler sentence
+has), a common one holds one cue word one time in twenty (noise), so the cue is learnable, but
+an unweighted model in a small budget leans to `common`.
 
 multi_label/{train,dev,test}.tsv (`text<TAB>labels`, labels from sports|food|music|weather
 separated by `|`, possibly none): a sentence mentions one topic word per label it has.
@@ -23,7 +24,7 @@ separated by `|`, possibly none): a sentence mentions one topic word per label i
 swag/{train,val,test}.csv (SWAG's columns video-id, fold-ind, startphrase, sent1, sent2,
 gold-source, ending0..ending3, label; test without label): everyday situations whose right
 ending follows from the first sentence; the wrong endings are right endings of other
-situations.
+situations of the same split.
 """
 
 import csv
@@ -144,9 +145,10 @@ def write_long_docs():
 
 def imbalanced_sentence(rng, label):
     text = words(rng, 10)
-    # Rare: a cue word always; common: a cue word one time in ten (noise).
-    if label == "rare" or rng.random() < 0.1:
-        text[rng.randrange(10)] = rng.choice(RARE_CUES)
+    # Rare: two cue words always; common: one cue word one time in twenty (noise).
+    cues = 2 if label == "rare" else int(rng.random() < 0.05)
+    for position in rng.sample(range(10), cues):
+        text[position] = rng.choice(RARE_CUES)
     return " ".join(text)
 
 
@@ -190,7 +192,10 @@ def write_swag():
             writer = csv.writer(f)
             writer.writerow(header if split != "test" else header[:-1])
             for i, (sent1, sent2, ending) in enumerate(rows):
-                others = [s[2] for s in SWAG_SITUATIONS if s[2] != ending]
+                # Distractors from the same split (test, too small, also from val): an ending
+                # learned as right in train never shows up as a wrong one in val.
+                pool = rows if len(rows) > 3 else splits["val"] + rows
+                others = [s[2] for s in pool if s[2] != ending]
                 endings = rng.sample(others, 3)
                 label = rng.randrange(4)
                 endings.insert(label, ending)
