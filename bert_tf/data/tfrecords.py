@@ -30,11 +30,15 @@ objects in Python; the tests check that TensorFlow parses it back to the same va
 import operator
 import struct
 
-# name -> (dtype, which length): the pre-training schema of the original Google release.
-PRETRAINING_FEATURES = (
+# The [max_seq_length] inputs every pre-training record starts with.
+_SEQUENCE_FEATURES = (
     ("input_ids", "int64", "max_seq_length"),
     ("input_mask", "int64", "max_seq_length"),
     ("segment_ids", "int64", "max_seq_length"),
+)
+
+# name -> (dtype, which length): the pre-training schema of the original Google release.
+PRETRAINING_FEATURES = _SEQUENCE_FEATURES + (
     ("masked_lm_positions", "int64", "max_predictions_per_seq"),
     ("masked_lm_ids", "int64", "max_predictions_per_seq"),
     ("masked_lm_weights", "float", "max_predictions_per_seq"),
@@ -42,10 +46,7 @@ PRETRAINING_FEATURES = (
 )
 
 # The records of dynamic masking: no masks, the words to mask whole, the [MASK] id.
-DYNAMIC_FEATURES = (
-    ("input_ids", "int64", "max_seq_length"),
-    ("input_mask", "int64", "max_seq_length"),
-    ("segment_ids", "int64", "max_seq_length"),
+DYNAMIC_FEATURES = _SEQUENCE_FEATURES + (
     ("word_ids", "int64", "max_seq_length"),
     ("next_sentence_labels", "int64", "one"),
     ("mask_token_id", "int64", "one"),
