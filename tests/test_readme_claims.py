@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import types
@@ -33,6 +32,7 @@ from finetune_helpers import (
     write_tiny_config,
 )
 from google.protobuf import text_format
+from test_distribute import _free_ports
 from test_pretraining import TINY
 
 tf1 = tf.compat.v1
@@ -56,16 +56,6 @@ def _run_script(name, *args, timeout=300):
     return subprocess.run([sys.executable, os.path.join(SCRIPTS, name), *args],
                           capture_output=True, text=True, timeout=timeout, env=child_env(),
                           cwd=ROOT)
-
-
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _run_two_workers(name, worker_args, log_dir, timeout=400):
