@@ -263,7 +263,7 @@ class Estimator:
                                     else max(step_timeout, startup_timeout))
                 step_options = distribute.run_options(step_timeout)
             stop_on_signal = _StopOnSignalHook(
-                distribute.any_worker_flag(strategy) if multi_worker else None)
+                distribute.any_worker_flag(strategy) if multi_worker else None, step_options)
             all_hooks.insert(0, stop_on_signal)
             if is_chief:
                 all_hooks += self._chief_training_hooks(spec.loss, scaffold, max_steps,
@@ -737,11 +737,14 @@ class _StopOnSignalHook(_StepHook):
     CheckpointSaverHook saves the last step when the session closes.
     """
 
-    def __init__(self, any_worker=None):
+    def __init__(self, any_worker=None, run_options=None):
+        """`run_options`: those of a training step, so that the flags' all-reduce waits for a
+        dead worker no longer than the step would (`--step_timeout_secs`)."""
         self.signal_number = None  # Set by _SignalHandlers.
         self.early_stop = False  # Set by _EvaluateHook.
         self.stopped_at = None  # The step a signal (to any worker) stopped training after.
         self._flag, self._any = any_worker if any_worker is not None else (None, None)
+        self._run_options = run_options
 
     @property
     def single_process(self):
@@ -752,7 +755,8 @@ class _StopOnSignalHook(_StepHook):
             # Its own run after the step's: launched in the same run as the step's all-reduces,
             # the collectives could start in another order on each worker and deadlock.
             flags = [1.0 if self.signal_number else 0.0, 1.0 if self.early_stop else 0.0]
-            results = run_context.session.run(self._any, feed_dict={self._flag: flags})
+            results = run_context.session.run(self._any, feed_dict={self._flag: flags},
+                                              options=self._run_options)
             signalled, early_stop = (float(x) > 0 for x in results)
         else:
             signalled, early_stop = self.signal_number is not None, self.early_stop
