@@ -1,6 +1,7 @@
 """Shared pytest fixtures: a clean environment and TF graph, the real MiniLM weights and their
 conversion."""
 
+import os
 import sys
 
 import pytest
@@ -53,3 +54,31 @@ def minilm_converted(minilm_dir, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("minilm_tf")
     conversion.convert_hf_to_tf(minilm_dir, str(output_dir))
     return str(output_dir)
+
+
+# MiniLM fine-tuned once per session for the tests of real-weights learning
+# (test_real_weights_finetune) and of what serves them (test_onnx).
+@pytest.fixture(scope="session")
+def minilm_topics_classifier(tmp_path_factory, minilm_converted):
+    """12 steps on tests/data/finetune/topics (sports vs food), evaluated on its dev set."""
+    # Imported here: they load TensorFlow, which pure-Python tests do not need.
+    from finetune_helpers import FINETUNE_DATA, fine_tune_minilm
+
+    return fine_tune_minilm(
+        tmp_path_factory.mktemp("minilm_classifier"), minilm_converted, "classifier",
+        task_name="tsv", text_a_column="sentence", data_dir=os.path.join(FINETUNE_DATA, "topics"),
+        do_eval=True, max_seq_length=20, train_batch_size=8, num_train_steps=12,
+        learning_rate=1e-4, eval_batch_size=40)
+
+
+@pytest.fixture(scope="session")
+def minilm_squad(tmp_path_factory, minilm_converted):
+    """30 steps on tests/data/finetune/squad_small.json, which it then predicts."""
+    from finetune_helpers import FINETUNE_DATA, fine_tune_minilm
+
+    squad_file = os.path.join(FINETUNE_DATA, "squad_small.json")
+    return fine_tune_minilm(
+        tmp_path_factory.mktemp("minilm_squad"), minilm_converted, "squad",
+        train_file=squad_file, do_predict=True, predict_file=squad_file, max_seq_length=64,
+        doc_stride=24, max_query_length=16, train_batch_size=8, num_train_steps=30,
+        learning_rate=2e-4, predict_batch_size=16, n_best_size=10, max_answer_length=8)

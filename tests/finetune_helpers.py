@@ -5,13 +5,14 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 from envs import child_env
 
 from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
-from bert_tf.tasks import classification, multiple_choice, ner, squad
+from bert_tf.tasks import classification, finetuning, multiple_choice, ner, squad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -106,6 +107,21 @@ def only_export(export_dir):
     entries = os.listdir(export_dir)
     assert len(entries) == 1 and entries[0].isdigit(), entries
     return os.path.join(export_dir, entries[0])
+
+
+def fine_tune_minilm(directory, minilm_converted, kind, **values):
+    """Fine-tunes the converted MiniLM (conftest `minilm_converted`) for `kind` ("classifier",
+    "squad", ...) with --export_dir under `directory`: a namespace of the output_dir, the
+    export path and the run's results."""
+    output_dir, export_dir = os.path.join(directory, "out"), os.path.join(directory, "export")
+    results = finetuning.run_finetuning(*options(
+        kind, init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
+        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
+        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
+        output_dir=output_dir, export_dir=export_dir, do_train=True, keep_checkpoint_max=1,
+        **values))
+    return types.SimpleNamespace(output_dir=output_dir, export=only_export(export_dir),
+                                 results=results)
 
 
 def squad_questions(path):

@@ -12,15 +12,13 @@ from finetune_helpers import (
     DATA,
     FINETUNE_DATA,
     assert_ok,
+    fine_tune_minilm,
     load_json,
-    only_export,
-    options,
     run_script,
 )
 
 from bert_tf import onnx_export, predict
 from bert_tf.metrics import squad as squad_metrics
-from bert_tf.tasks import finetuning
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("tf2onnx", reason="the [onnx] extra is not installed")
@@ -29,40 +27,23 @@ pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
 SQUAD_FILE = os.path.join(FINETUNE_DATA, "squad_small.json")
 
 
-def _fine_tune(tmp_path_factory, minilm_converted, kind, **values):
-    """Fine-tunes MiniLM for `kind` with --export_dir; returns (output_dir, export path)."""
-    directory = tmp_path_factory.mktemp(kind)
-    finetuning.run_finetuning(*options(
-        kind, init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
-        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
-        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
-        output_dir=str(directory / "out"), export_dir=str(directory / "export"),
-        do_train=True, keep_checkpoint_max=1, **values))
-    return str(directory / "out"), only_export(str(directory / "export"))
+@pytest.fixture(scope="module")
+def classifier(minilm_topics_classifier):
+    # conftest's: test_real_weights_finetune's run, 12 steps on the topics set.
+    return minilm_topics_classifier.output_dir, minilm_topics_classifier.export
 
 
 @pytest.fixture(scope="module")
-def classifier(tmp_path_factory, minilm_converted):
-    # test_real_weights_finetune's run: 12 steps on the topics set.
-    return _fine_tune(tmp_path_factory, minilm_converted, "classifier", task_name="tsv",
-                      text_a_column="sentence", data_dir=os.path.join(FINETUNE_DATA, "topics"),
-                      max_seq_length=20, train_batch_size=8, num_train_steps=12,
-                      learning_rate=1e-4)
-
-
-@pytest.fixture(scope="module")
-def squad_model(tmp_path_factory, minilm_converted):
-    return _fine_tune(tmp_path_factory, minilm_converted, "squad", train_file=SQUAD_FILE,
-                      max_seq_length=64, doc_stride=24, max_query_length=16,
-                      train_batch_size=8, num_train_steps=30, learning_rate=2e-4,
-                      n_best_size=10, max_answer_length=8)
+def squad_model(minilm_squad):
+    return minilm_squad.output_dir, minilm_squad.export
 
 
 @pytest.fixture(scope="module")
 def ner_model(tmp_path_factory, minilm_converted):
-    return _fine_tune(tmp_path_factory, minilm_converted, "ner",
-                      data_dir=os.path.join(DATA, "ner"), max_seq_length=32,
-                      train_batch_size=4, num_train_steps=4, learning_rate=1e-4)
+    model = fine_tune_minilm(tmp_path_factory.mktemp("ner"), minilm_converted, "ner",
+                             data_dir=os.path.join(DATA, "ner"), max_seq_length=32,
+                             train_batch_size=4, num_train_steps=4, learning_rate=1e-4)
+    return model.output_dir, model.export
 
 
 def _random_inputs(seed, batch_size=3, seq_length=20):

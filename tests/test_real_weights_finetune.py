@@ -26,37 +26,30 @@ def _minilm_files(minilm_converted):
             "bert_config_file": os.path.join(minilm_converted, "bert_config.json")}
 
 
-def test_pretrained_minilm_learns_unseen_topics_random_init_does_not(tmp_path,
-                                                                      minilm_converted):
-    def fine_tune(name, init_checkpoint):
-        return finetuning.run_finetuning(*options(
-            "classifier", task_name="tsv", text_a_column="sentence",
-            data_dir=os.path.join(FINETUNE_DATA, "topics"), init_checkpoint=init_checkpoint,
-            output_dir=str(tmp_path / name), do_train=True, do_eval=True, max_seq_length=20,
-            train_batch_size=8, num_train_steps=12, learning_rate=1e-4, eval_batch_size=40,
-            keep_checkpoint_max=1, **_minilm_files(minilm_converted)))
-
-    pretrained = fine_tune("pretrained",
-                           os.path.join(minilm_converted, "bert_model.ckpt"))["eval_accuracy"]
-    random_init = fine_tune("random_init", None)["eval_accuracy"]
+def test_pretrained_minilm_learns_unseen_topics_random_init_does_not(
+        tmp_path, minilm_converted, minilm_topics_classifier):
+    # The pre-trained run is the session's (conftest.minilm_topics_classifier); the same run
+    # from random weights here.
+    random_init = finetuning.run_finetuning(*options(
+        "classifier", task_name="tsv", text_a_column="sentence",
+        data_dir=os.path.join(FINETUNE_DATA, "topics"), init_checkpoint=None,
+        output_dir=str(tmp_path / "random_init"), do_train=True, do_eval=True,
+        max_seq_length=20, train_batch_size=8, num_train_steps=12, learning_rate=1e-4,
+        eval_batch_size=40, keep_checkpoint_max=1, **_minilm_files(minilm_converted)))
+    pretrained = minilm_topics_classifier.results["eval_accuracy"]
+    random_init = random_init["eval_accuracy"]
     print(f"dev accuracy after 12 steps: pre-trained MiniLM {pretrained:.3f}, "
           f"random init {random_init:.3f}")
     assert pretrained >= 0.85
     assert random_init <= pretrained - 0.25
 
 
-def test_run_squad_end_to_end_with_minilm(tmp_path, minilm_converted):
+def test_run_squad_end_to_end_with_minilm(minilm_squad):
+    # conftest.minilm_squad: 30 steps on squad_small.json, then predicts it.
     squad_file = os.path.join(FINETUNE_DATA, "squad_small.json")
-    out = tmp_path / "out"
-    results = finetuning.run_finetuning(*options(
-        "squad", init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
-        output_dir=str(out), do_train=True, train_file=squad_file, do_predict=True,
-        predict_file=squad_file, max_seq_length=64, doc_stride=24, max_query_length=16,
-        train_batch_size=8, num_train_steps=30, learning_rate=2e-4, predict_batch_size=16,
-        n_best_size=10, max_answer_length=8, keep_checkpoint_max=1,
-        **_minilm_files(minilm_converted)))
+    out, results = minilm_squad.output_dir, minilm_squad.results
     check_prediction_files(out, squad_file, n_best_size=10, max_answer_words=8)
-    assert results == load_json(out / "eval_results.json")
+    assert results == load_json(os.path.join(out, "eval_results.json"))
     assert set(results) == {"exact_match", "f1"}
     print(f"MiniLM after 30 steps on the 12 questions it predicts: {results}")
     # Trained on these very questions, the converted encoder + new head learn to point at
