@@ -230,15 +230,6 @@ def _task_outputs(config, bert_config, compute_dtype):
     return fill_mask if config.task == "fill_mask" else embed
 
 
-def _labels_next_to(checkpoint):
-    """The label list of the run directory that holds `checkpoint` (label_list.txt), or None."""
-    path = os.path.join(os.path.dirname(checkpoint), "label_list.txt")
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return tuple(line.rstrip("\n") for line in f if line.strip())
-
-
 def _read_assets(read, source):
     """(PredictConfig, vocab file text) from `read(name) -> text or None`."""
     files = {name: read(name) for name in (finetuning.PREDICT_CONFIG_FILE,
@@ -353,7 +344,7 @@ class Predictor:
         errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
         errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
         if label_list is None and task in ("classifier", "ner"):
-            label_list = _labels_next_to(checkpoint)
+            label_list = finetuning.labels_next_to(checkpoint)
         config = PredictConfig(task=task, do_lower_case=do_lower_case,
                                max_seq_length=max_seq_length,
                                label_list=tuple(label_list) if label_list else None,

@@ -154,8 +154,9 @@ def check_labels(examples, label_list):
                 line = example.line_numbers[index] if example.line_numbers else "?"
                 raise errors.BertTfError(
                     f"{example.source}:{line}: tag '{label}' is not in the label list "
-                    f"({', '.join(label_list)}), which comes from the train file; fix the "
-                    "tag or add it to the train data.")
+                    f"({', '.join(label_list)}), which comes from the train file (or the "
+                    "label_list.txt of the checkpoint); fix the tag or add it to the train "
+                    "data.")
 
 
 class NerProcessor:

@@ -298,7 +298,9 @@ class ClassificationTask(finetuning.FinetuningTask):
     global_step, loss and the task's GLUE metrics; multi-label: micro_f1, macro_f1,
     exact_match, f1_<label>; with --class_weights a `# class_weights` header and recall_<label>)
     and test_results.tsv (one probability per label a line); with --export_dir a SavedModel
-    (see `finetuning`).
+    (see `finetuning`). Without --do_train, a label_list.txt beside the checkpoint it runs
+    (`finetuning.checkpoint_label_list`) names the head's outputs: the csv/tsv task takes its
+    labels from it (unless --labels), and any other label list must equal it.
     """
 
     cached_features = staticmethod(
@@ -310,6 +312,7 @@ class ClassificationTask(finetuning.FinetuningTask):
         self.task_options = task_options
         self.task_name = classification_data.normalize_task_name(task_options.task_name)
         self.processor = None
+        self.head_labels = None
         self.class_weights = None
         self.collector = finetuning.ExampleCollector()
 
@@ -327,9 +330,15 @@ class ClassificationTask(finetuning.FinetuningTask):
 
     def check(self, options):
         t = self.task_options
+        # Without training, the head's labels in its output order (a converted Hugging Face
+        # model's need not be sorted as a train file's).
+        self.head_labels = finetuning.checkpoint_label_list(options)
+        labels = t.labels
+        if labels is None and self.task_name in ("csv", "tsv"):
+            labels = self.head_labels
         self.processor = classification_data.get_processor(
             t.task_name, text_a_column=t.text_a_column, text_b_column=t.text_b_column,
-            label_column=t.label_column, labels=t.labels, header=t.has_header,
+            label_column=t.label_column, labels=labels, header=t.has_header,
             regression=t.regression, language=t.language, multi_label=t.multi_label or None,
             label_separator=t.label_separator if t.multi_label else None)
         finetuning.require_data_dir(t.data_dir, f"the {self.task_name} files")
@@ -345,6 +354,13 @@ class ClassificationTask(finetuning.FinetuningTask):
     def read_examples(self, options):
         splits = finetuning.read_splits(self.processor, self.task_options.data_dir, options)
         self.label_list = None if self.is_regression else self.processor.get_labels()
+        if self.label_list and self.head_labels and self.label_list != self.head_labels:
+            raise BertTfError(
+                f"--init_checkpoint: the head this run predicts with has the outputs "
+                f"{', '.join(self.head_labels)}, in that order (the label_list.txt beside its "
+                f"checkpoint), but this run's labels are {', '.join(self.label_list)}; pass "
+                f"--labels={','.join(self.head_labels)} (csv/tsv task) or the checkpoint "
+                "fine-tuned with these labels.")
         logging.info("Task %s: %s", self.task_name,
                      "regression" if self.is_regression else
                      f"{'multi-label ' if self.multi_label else ''}labels {self.label_list}")

@@ -35,7 +35,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, serving_text, tokenization
+from bert_tf import fileio, modeling, serving_text, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import runner, validation
 
@@ -247,6 +247,38 @@ def prepare_run(task, options):
     init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)
     tokenizer = runner.make_tokenizer(options.tokenizer, bert_config, options.model)
     return bert_config, init_checkpoint, tokenizer
+
+
+LABEL_LIST_FILE = "label_list.txt"
+
+
+def labels_next_to(checkpoint):
+    """The labels of the head of `checkpoint` (a prefix), in output order: the label_list.txt
+    of its directory (a run's --output_dir, or convert_checkpoint.py --task's output), or
+    None."""
+    path = os.path.join(os.path.dirname(checkpoint), LABEL_LIST_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def checkpoint_label_list(options):
+    """For a run that evaluates or predicts without training: the labels of the head it runs
+    (`labels_next_to` the latest checkpoint of --output_dir, else --init_checkpoint, as the
+    Estimator picks them), which name the head's outputs in that order whatever the data
+    holds; else None (a training run takes its labels from the data)."""
+    if options.train.do_train:
+        return None
+    output_dir = options.run.output_dir
+    checkpoint = (tf.train.latest_checkpoint(output_dir)
+                  if output_dir and tf.io.gfile.isdir(output_dir) else None)
+    if checkpoint is None and options.model.init_checkpoint:
+        try:
+            checkpoint = modeling.resolve_checkpoint(options.model.init_checkpoint)
+        except BertTfError:
+            return None  # `prepare_run` reports it, after the task's own checks.
+    return labels_next_to(checkpoint) if checkpoint else None
 
 
 def check_actions(options, actions):

@@ -152,7 +152,9 @@ class NerTask(finetuning.FinetuningTask):
     """CoNLL-style named-entity recognition.
 
     Reads CoNLL files from --data_dir (train.txt, dev.txt, test.txt; see `bert_tf.data.ner`
-    for other accepted names); the tag list is "O" then the train file's other tags. Writes to
+    for other accepted names); the tag list is "O" then the train file's other tags (without
+    --do_train: the label_list.txt beside the checkpoint it runs, when it has one; see
+    `finetuning.checkpoint_label_list`). Writes to
     --output_dir: cached features (*.tf_record), checkpoints, label_list.txt (tag of each id),
     eval_results.txt (eval_loss, eval_accuracy, global_step, loss and conlleval's precision,
     recall, f1, accuracy, overall and per entity type), eval_predictions.txt and
@@ -181,7 +183,10 @@ class NerTask(finetuning.FinetuningTask):
         finetuning.require_data_dir(self.data_dir, "train.txt, dev.txt and test.txt")
 
     def read_examples(self, options):
-        processor = ner_data.NerProcessor(data_dir=self.data_dir)
+        # Without training, the head's own tag order (a converted Hugging Face model's need
+        # not be the train file's), and no train file needed.
+        processor = ner_data.NerProcessor(data_dir=self.data_dir,
+                                          labels=finetuning.checkpoint_label_list(options))
         self.label_list = processor.get_labels()
         logging.info("NER tags: %s", self.label_list)
         return finetuning.read_splits(processor, self.data_dir, options)
