@@ -260,8 +260,9 @@ def length_bucket_boundaries(max_seq_length):
     Multiples of a step of max_seq_length / 8 rounded up to a multiple of 8 (at least 8),
     then max_seq_length itself: 128 -> (16, 32, ..., 112, 128), 384 -> (48, 96, ..., 384).
     At most 8 shapes, so the graph's kernels and oneDNN's primitive caches see a bounded set
-    of sizes and stay warm; each a multiple of the vector width; and a batch carries at most
-    one step of padding beyond its longest example.
+    of sizes and stay warm; all but the last multiples of 8 (whole SIMD vectors of int32 /
+    float32 on AVX2); and a batch carries less than one step of padding beyond its longest
+    example.
     """
     step = max(8, -(-max_seq_length // 64) * 8)
     return tuple(range(step, max_seq_length, step)) + (max_seq_length,)
