@@ -9,12 +9,17 @@ at max_seq_length. Driver level: a short classifier run on the real MiniLM weigh
 topics set as tests/test_real_weights_finetune.py expects.
 """
 
+import json
 import os
+import subprocess
+import sys
+import textwrap
 import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from envs import child_env
 from finetune_helpers import FINETUNE_DATA, TINY_CONFIG, options
 
 from bert_tf import estimator as estimator_lib
@@ -333,3 +338,56 @@ def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted
     assert results["global_step"] == 12
     assert widths and set(widths) <= set(runner.length_bucket_boundaries(64)) - {64}
     assert results["eval_accuracy"] >= 0.85
+
+
+# In a child: 2 logical CPU devices (possible only before TensorFlow starts), then a classifier
+# run under MirroredStrategy that notes the shape of every per-replica training batch.
+_MIRRORED_RUN = textwrap.dedent("""
+    import json, os, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, {tests!r})
+    from absl import logging
+    logging.use_absl_handler()
+    logging.set_verbosity(logging.INFO)
+    from finetune_helpers import options, write_tiny_config
+    from bert_tf.tasks import finetuning, runner
+
+    shapes, trim_to_bucket = [], runner.trim_to_bucket
+
+    def spy(features, *args, **kwargs):
+        cut = trim_to_bucket(features, *args, **kwargs)
+        ids = tf.numpy_function(lambda ids: shapes.append(ids.shape) or ids,
+                                [cut["input_ids"]], tf.int32, stateful=False)
+        ids.set_shape(cut["input_ids"].shape)
+        return {{**cut, "input_ids": ids}}
+
+    runner.trim_to_bucket = spy
+    results = finetuning.run_finetuning(*options(
+        "classifier", task_name="tsv", text_a_column="sentence", data_dir={data!r},
+        vocab_file={vocab!r}, bert_config_file=write_tiny_config({out!r}),
+        output_dir=os.path.join({out!r}, "run"), do_train=True, do_eval=True,
+        max_seq_length=64, train_batch_size=8, num_train_steps=6,
+        distribution_strategy="mirrored"))
+    print("RESULT", json.dumps({{"global_step": results["global_step"],
+                                "shapes": [list(shape) for shape in shapes]}}))
+""")
+
+
+def test_mirrored_replicas_train_on_bucketed_batches(tmp_path, minilm_dir):
+    code = _MIRRORED_RUN.format(
+        tests=os.path.dirname(os.path.abspath(__file__)),
+        data=os.path.join(FINETUNE_DATA, "topics"),
+        vocab=os.path.join(minilm_dir, "vocab.txt"), out=str(tmp_path))
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               env=child_env(), timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout.split("RESULT ", 1)[1])
+    assert result["global_step"] == 6
+    # Each replica gets 4 of the global batch of 8, cut to a bucket below max_seq_length.
+    assert len(result["shapes"]) >= 12
+    for batch, width in result["shapes"]:
+        assert batch == 4 and width in runner.length_bucket_boundaries(64) and width < 64
+    assert "--bucket_by_length: on" in completed.stderr
