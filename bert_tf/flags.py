@@ -190,11 +190,12 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=Tr
                        flag_values=flag_values)
     if length_buckets:
         flags.DEFINE_bool("bucket_by_length", True,
-                          "Training batches from length buckets: records are sorted by length "
-                          "in windows of 50 batches and each batch is cut to the smallest of 8 "
-                          "lengths (multiples of about max_seq_length / 8) that holds its "
-                          "longest example, so short texts do not compute on padding; the loss "
-                          "is unchanged. False: every batch at max_seq_length. Off on TPUs.",
+                          "Training batches from length buckets: records are grouped by "
+                          "length bucket in windows of 50 batches and each batch is cut to the "
+                          "smallest of 8 lengths (multiples of about max_seq_length / 8) that "
+                          "holds its longest example, so short texts do not compute on "
+                          "padding; the loss is unchanged. False: every batch at "
+                          "max_seq_length. Off on TPUs.",
                           flag_values=flag_values)
     flags.DEFINE_string("export_dir", None,
                         "If set, export the trained model as a SavedModel to "

@@ -139,6 +139,17 @@ def test_shuffled_bucketed_batches_are_cut_alike_and_come_in_mixed_lengths(data)
     assert widths != sorted(widths)  # The window's batches are shuffled, not shortest first.
 
 
+def test_a_batch_is_a_random_draw_from_its_bucket_not_copies_of_one_record(tmp_path):
+    # Six records of six lengths, all in bucket 16, repeated: a window holds ~33 copies of
+    # each. Sorting by exact length would batch copies of one record together.
+    lengths = [9, 10, 11, 12, 13, 14]
+    path = _write_records(tmp_path / "small.tf_record", lengths)
+    batches = _batches(path, 50, shuffle=True)
+    distinct = [len(set(_check_batch(batch, lengths))) for batch in batches]
+    # 4 draws from 6 equally frequent records: 3.1 distinct on average.
+    assert sum(distinct) / len(distinct) >= 2.5, distinct
+
+
 def test_without_buckets_training_batches_keep_max_seq_length(data):
     for batch in _batches(data.path, 10, bucketed=False, shuffle=True):
         assert batch["input_ids"].shape == (BATCH, SEQ)

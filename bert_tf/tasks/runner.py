@@ -248,9 +248,9 @@ def write_results(output_dir, results, header=()):
 # ------------------------------------------------------------------------------------- input
 
 
-# Bucketed training reads this many batches at a time and sorts them by length (Hugging Face's
-# group_by_length "megabatch" is 50 batches too): long enough that most batches hold
-# examples of one length bucket, short enough to keep the order random across the epoch.
+# Bucketed training reads this many batches at a time and groups them by length bucket
+# (Hugging Face's group_by_length "megabatch" is 50 batches too): long enough that most
+# batches hold examples of one bucket, short enough to keep the order random across the epoch.
 BUCKET_WINDOW_BATCHES = 50
 
 
@@ -338,9 +338,15 @@ def trim_to_bucket(features, boundaries, sequence_keys=SEQUENCE_FEATURES,
     return cut_sequences(features, length, sequence_keys, sequences_per_example)
 
 
-def _sort_into_batches(features, batch_size, sequences_per_example):
-    """[W, ...] features (W a multiple of batch_size) sorted by length, as [W / B, B, ...]."""
-    order = tf.argsort(sequence_lengths(features, sequences_per_example), stable=True)
+def _group_into_batches(features, boundaries, batch_size, sequences_per_example):
+    """[W, ...] features (W a multiple of batch_size) grouped by length bucket, as
+    [W / B, B, ...]: ordered by the smallest of `boundaries` that holds each example, in their
+    incoming (shuffled) order within a bucket, so a batch is a random draw from its bucket
+    (sorting by exact length would put copies of one record side by side on small sets)."""
+    lengths = sequence_lengths(features, sequences_per_example)
+    buckets = tf.reduce_sum(tf.cast(tf.constant(boundaries, tf.int32)[None, :] <
+                                    lengths[:, None], tf.int32), axis=1)
+    order = tf.argsort(buckets, stable=True)
     # Parsed FixedLenFeatures have static shapes: [W / B, B, ...] stays static too.
     return {key: tf.reshape(tf.gather(value, order), [-1, batch_size, *value.shape[1:]])
             for key, value in features.items()}
@@ -364,12 +370,12 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
     Evaluation / prediction read each record once, in order. Int64 features arrive as int32.
 
     Length-bucketed training (`bucket_boundaries`): each pipeline reads
-    `BUCKET_WINDOW_BATCHES` batches of records at a time (after the shuffle), sorts them by
-    length (`sequence_lengths`) into batches of neighbours, shuffles those batches (with
-    `shuffle`) and cuts each to its bucket (`trim_to_bucket`). Every record of the stream
-    is trained on once per pass, as without buckets, in batches of the same size; only which
-    records share a batch changes. The model_fns' losses ignore padding, so a batch's loss
-    is the same at either length.
+    `BUCKET_WINDOW_BATCHES` batches of records at a time (after the shuffle), orders them by
+    length bucket (`sequence_lengths`; shuffled order within a bucket) into batches, shuffles
+    those batches (with `shuffle`) and cuts each to its bucket (`trim_to_bucket`). Every
+    record of the stream is trained on once per pass, as without buckets, in batches of the
+    same size; only which records share a batch changes. The model_fns' losses ignore
+    padding, so a batch's loss is the same at either length.
 
     Args:
       input_files: list of TFRecord files.
@@ -419,8 +425,8 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
             # A window of whole batches (the stream repeats forever, so none is short).
             dataset = dataset.batch(batch_size * BUCKET_WINDOW_BATCHES, drop_remainder=True)
             dataset = dataset.map(
-                lambda serialized: _sort_into_batches(parse(serialized), batch_size,
-                                                      sequences_per_example),
+                lambda serialized: _group_into_batches(parse(serialized), bucket_boundaries,
+                                                       batch_size, sequences_per_example),
                 num_parallel_calls=tf.data.AUTOTUNE).unbatch()
             if shuffle:
                 # Else the batches of a window would come shortest first.
