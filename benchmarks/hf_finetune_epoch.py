@@ -8,7 +8,9 @@ transformers 5; `group_by_length=True` before) and `DataCollatorWithPadding` (ea
 to its longest example), the same batch, learning rate, 10 % warmup, AdamW (weight decay 0.01,
 epsilon 1e-6), gradient clipping at 1.0, and full batches only (`dataloader_drop_last`), as
 bert_tf trains. Times `trainer.train()`, then predicts dev.tsv (untimed) for its accuracy.
-Writes one JSON object to --output_json. Usually called by finetune_epoch.py.
+Also times the loop alone, from step --log_every to the last multiple of it (the bert_tf side
+reads the same span from its progress records). Writes one JSON object to --output_json.
+Usually called by finetune_epoch.py.
 """
 
 import argparse
@@ -30,6 +32,8 @@ def parse_args():
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--num_threads", type=int, default=os.cpu_count())
+    parser.add_argument("--log_every", type=int, default=10,
+                        help="The loop rate is timed from this step to the last multiple of it.")
     parser.add_argument("--output_json", required=True)
     return parser.parse_args()
 
@@ -76,17 +80,29 @@ def main():
             max_grad_norm=1.0, dataloader_drop_last=True, save_strategy="no",
             eval_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True,
             use_cpu=True, seed=args.seed, data_seed=args.seed, **grouping)
+        marks = {}
+
+        class Marks(transformers.TrainerCallback):
+            def on_step_end(self, args_, state, control, **kwargs):
+                if state.global_step % args.log_every == 0:
+                    marks[state.global_step] = time.perf_counter()
+
         trainer = transformers.Trainer(
             model=model, args=training_args, train_dataset=train_set,
             data_collator=transformers.DataCollatorWithPadding(tokenizer),
-            processing_class=tokenizer)
+            processing_class=tokenizer, callbacks=[Marks()])
         started = time.perf_counter()
         trainer.train()
         seconds = time.perf_counter() - started
         predictions = trainer.predict(dev_set)
     accuracy = float((predictions.predictions.argmax(-1) == predictions.label_ids).mean())
+    steady = None
+    if len(marks) >= 2:
+        first, last = min(marks), max(marks)
+        steady = (last - first) * args.batch_size / (marks[last] - marks[first])
     result = {"train_seconds": seconds, "steps": steps,
               "examples_per_second": steps * args.batch_size / seconds,
+              "steady_examples_per_second": steady,
               "dev_accuracy": accuracy, "sampler": grouping,
               "framework": f"PyTorch {torch.__version__} + transformers "
                            f"{transformers.__version__}",
