@@ -157,7 +157,8 @@ def define_validation_flags(flag_values=FLAGS):
                        flag_values=flag_values)
 
 
-def define_finetuning_flags(max_seq_length=128, has_eval=True, flag_values=FLAGS):
+def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=True,
+                            flag_values=FLAGS):
     """The flags run_classifier.py, run_squad.py and run_ner.py share (`FinetuneOptions`).
 
     The original Google names and defaults (vocab_file, bert_config_file, init_checkpoint,
@@ -168,6 +169,8 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, flag_values=FLAGS
     Args:
       max_seq_length: the script's default `--max_seq_length` (128; 384 for SQuAD).
       has_eval: define --do_eval / --eval_batch_size (SQuAD evaluates its predictions instead).
+      length_buckets: define --bucket_by_length (not for SQuAD: its span loss runs over every
+        max_seq_length position, so a cut batch would change it).
       flag_values: where to define them.
     """
     define_model_flags(max_seq_length, flag_values)
@@ -185,6 +188,15 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, flag_values=FLAGS
     flags.DEFINE_float("warmup_proportion", 0.1,
                        "Proportion of training to perform linear learning rate warmup for.",
                        flag_values=flag_values)
+    if length_buckets:
+        flags.DEFINE_bool("bucket_by_length", True,
+                          "Training batches from length buckets: records are grouped by "
+                          "length bucket in windows of 50 batches and each batch is cut to the "
+                          "smallest of 8 lengths (multiples of about max_seq_length / 8) that "
+                          "holds its longest example, so short texts do not compute on "
+                          "padding; the loss is unchanged. False: every batch at "
+                          "max_seq_length. Off on TPUs.",
+                          flag_values=flag_values)
     flags.DEFINE_string("export_dir", None,
                         "If set, export the trained model as a SavedModel to "
                         "<export_dir>/<timestamp> (signatures serving_default, int32 inputs, "

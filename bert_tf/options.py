@@ -30,11 +30,18 @@ def _group(options_class, optional=False):
     return dataclasses.field(metadata={"group": options_class, "optional": optional})
 
 
+def _flag_of_some_scripts():
+    """A field read from its flag where the script defines it, else None."""
+    return dataclasses.field(metadata={"optional": True})
+
+
 def _from_flags(options_class, flag_values):
     values = {}
     for field in dataclasses.fields(options_class):
         group = field.metadata.get("group")
-        if group is None:
+        if group is None and field.metadata.get("optional") and field.name not in flag_values:
+            values[field.name] = None
+        elif group is None:
             values[field.name] = flag_values[field.name].value
         elif field.metadata["optional"] and dataclasses.fields(group)[0].name not in flag_values:
             values[field.name] = None
@@ -170,6 +177,8 @@ class FinetuneOptions(_FromFlags):
     num_train_epochs: float
     warmup_proportion: float
     export_dir: str | None
+    # Training batches cut to length buckets; None where the script has no such flag (SQuAD).
+    bucket_by_length: bool | None = _flag_of_some_scripts()
     model: ModelOptions = _group(ModelOptions)
     train: TrainOptions = _group(TrainOptions)
     run: RunOptions = _group(RunOptions)

@@ -17,7 +17,8 @@ from bert_tf import flags as bert_flags
 from bert_tf.tasks import finetuning, squad
 
 bert_flags.define_squad_flags()
-bert_flags.define_finetuning_flags(max_seq_length=384, has_eval=False)
+bert_flags.define_finetuning_flags(max_seq_length=384, has_eval=False,
+                                  length_buckets=squad.SquadTask.length_buckets)
 
 
 def main(_):

@@ -57,7 +57,9 @@ def options(kind, **values):
 
     def define(flag_values):
         define_task(flag_values)
-        bert_flags.define_finetuning_flags(has_eval=has_eval, flag_values=flag_values)
+        bert_flags.define_finetuning_flags(has_eval=has_eval,
+                                           length_buckets=task_class.length_buckets,
+                                           flag_values=flag_values)
 
     flag_values = bert_flags.parse(define)
     for name, value in {**_TEST_VALUES, **values}.items():

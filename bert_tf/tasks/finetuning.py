@@ -54,7 +54,12 @@ class FinetuningTask:
       eval_split, eval_flags: the split `evaluate` runs on during training, and the flags
         that provide it.
       feature_files: the cached feature file of each split in the output directory.
-      sequence_keys: the [B, S] features cut to each eval / predict batch's longest example.
+      sequence_keys: the [B, S] features cut to each eval / predict batch's longest example
+        and to each training batch's length bucket (`runner.record_input_fn`).
+      sequences_per_example: sequences packed one after another in each `sequence_keys`
+        feature ([k * S]; multiple choice: one per choice).
+      length_buckets: whether --bucket_by_length applies: the task's loss ignores padding,
+        so a batch cut to its bucket trains exactly as at max_seq_length.
       label_list: the task's labels, in id order (None: it has none).
       cached_features: `bert_tf.data.<task>.cached_file_based_convert_examples_to_features`
         for the default `write_features`.
@@ -70,6 +75,8 @@ class FinetuningTask:
     feature_files = {"train": "train.tf_record", "eval": "eval.tf_record",
                      "predict": "predict.tf_record"}
     sequence_keys = runner.SEQUENCE_FEATURES
+    sequences_per_example = 1
+    length_buckets = True
     label_list = None
     cached_features = None
     name = None
@@ -101,13 +108,20 @@ class FinetuningTask:
 
     def input_fn(self, path, is_training, options):
         """The input_fn over the features at `path` (`runner.record_input_fn`): training
-        batches keep max_seq_length and are shuffled unless --shuffle_train_input=false; each
+        batches are shuffled unless --shuffle_train_input=false and, with
+        --bucket_by_length, drawn from length buckets (else they keep max_seq_length); each
         eval / predict batch is cut to its longest example."""
-        spec = self.feature_spec(options.model.max_seq_length, is_training)
-        return runner.record_input_fn([path], spec, is_training,
-                                      shuffle=options.run.shuffle_train_input,
+        max_seq_length = options.model.max_seq_length
+        buckets = None
+        if is_training and self.length_buckets:
+            buckets = runner.training_length_buckets(options.bucket_by_length, max_seq_length,
+                                                     options.run.distribution)
+        return runner.record_input_fn([path], self.feature_spec(max_seq_length, is_training),
+                                      is_training, shuffle=options.run.shuffle_train_input,
                                       trim_keys=self.sequence_keys,
-                                      skip_corrupt_records=options.run.skip_corrupt_records)
+                                      skip_corrupt_records=options.run.skip_corrupt_records,
+                                      bucket_boundaries=buckets,
+                                      sequences_per_example=self.sequences_per_example)
 
     def run_files(self):
         """{file name: text} the chief writes to --output_dir before training."""

