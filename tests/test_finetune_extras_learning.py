@@ -93,8 +93,11 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path, vocab_file):
             bert_config_file=config, output_dir=str(tmp_path / f"{class_weights}{seed}"),
             do_train=True, do_eval=True, max_seq_length=16, train_batch_size=16,
             num_train_steps=90, learning_rate=1e-3, eval_batch_size=100,
-            class_weights=class_weights, random_seed=seed,
-            keep_checkpoint_max=1))["recall_rare"]
+            class_weights=class_weights, random_seed=seed, keep_checkpoint_max=1,
+            # The rises below were measured with fixed-length batches. These sentences all
+            # fall in the top length bucket, so --bucket_by_length only reorders the batches;
+            # with it, seeds 1-3 rose 0.35, 0.00, 0.40 and seeds 4-7 0.71 on average.
+            bucket_by_length=False))["recall_rare"]
 
     rises = []
     for seed in (1, 2, 3):
