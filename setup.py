@@ -31,6 +31,7 @@ setuptools.setup(
         "test": [
             "pytest",
             "pytest-timeout",
+            "pytest-xdist",  # make test: -n 2 --dist loadfile
             "tokenizers",
             "safetensors",
             "ruff",
