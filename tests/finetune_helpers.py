@@ -111,17 +111,22 @@ def only_export(export_dir):
     return os.path.join(export_dir, entries[0])
 
 
+def minilm_files(minilm_converted):
+    """The fine-tuning options naming the converted MiniLM (conftest `minilm_converted`):
+    init_checkpoint, vocab_file and bert_config_file."""
+    return {"init_checkpoint": os.path.join(minilm_converted, "bert_model.ckpt"),
+            "vocab_file": os.path.join(minilm_converted, "vocab.txt"),
+            "bert_config_file": os.path.join(minilm_converted, "bert_config.json")}
+
+
 def fine_tune_minilm(directory, minilm_converted, kind, **values):
     """Fine-tunes the converted MiniLM (conftest `minilm_converted`) for `kind` ("classifier",
     "squad", ...) with --export_dir under `directory`: a namespace of the output_dir, the
     export path and the run's results."""
     output_dir, export_dir = os.path.join(directory, "out"), os.path.join(directory, "export")
     results = finetuning.run_finetuning(*options(
-        kind, init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
-        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
-        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
-        output_dir=output_dir, export_dir=export_dir, do_train=True, keep_checkpoint_max=1,
-        **values))
+        kind, **minilm_files(minilm_converted), output_dir=output_dir, export_dir=export_dir,
+        do_train=True, keep_checkpoint_max=1, **values))
     return types.SimpleNamespace(output_dir=output_dir, export=only_export(export_dir),
                                  results=results)
 

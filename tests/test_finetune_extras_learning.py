@@ -25,7 +25,7 @@ train split's right endings, the model learnt those endings and scored 0.07-0.29
 import os
 
 import pytest
-from finetune_helpers import FINETUNE_DATA, options, write_tiny_config
+from finetune_helpers import FINETUNE_DATA, minilm_files, options, write_tiny_config
 
 from bert_tf.tasks import finetuning
 
@@ -112,9 +112,7 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path, vocab_file):
 def test_multiple_choice_learns_above_chance_with_minilm(tmp_path, minilm_converted):
     results = finetuning.run_finetuning(*options(
         "multiple_choice", task_name="swag", data_dir=os.path.join(FINETUNE_DATA, "swag"),
-        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
-        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
-        init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
+        **minilm_files(minilm_converted),
         output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, max_seq_length=32,
         train_batch_size=8, num_train_steps=40, learning_rate=5e-5, random_seed=1,
         keep_checkpoint_max=1))

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import FINETUNE_DATA, TINY_CONFIG, options
+from finetune_helpers import FINETUNE_DATA, TINY_CONFIG, minilm_files, options
 
 from bert_tf import estimator as estimator_lib
 from bert_tf import flags as bert_flags
@@ -340,9 +340,7 @@ def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted
     results = finetuning.run_finetuning(*options(
         "classifier", task_name="tsv", text_a_column="sentence",
         data_dir=os.path.join(FINETUNE_DATA, "topics"),
-        init_checkpoint=os.path.join(minilm_converted, "bert_model.ckpt"),
-        vocab_file=os.path.join(minilm_converted, "vocab.txt"),
-        bert_config_file=os.path.join(minilm_converted, "bert_config.json"),
+        **minilm_files(minilm_converted),
         output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, max_seq_length=64,
         train_batch_size=8, num_train_steps=12, learning_rate=1e-4, eval_batch_size=40,
         keep_checkpoint_max=1))

@@ -14,16 +14,17 @@ formats.
 import os
 
 import pytest
-from finetune_helpers import FINETUNE_DATA, check_prediction_files, load_json, options
+from finetune_helpers import (
+    FINETUNE_DATA,
+    check_prediction_files,
+    load_json,
+    minilm_files,
+    options,
+)
 
 from bert_tf.tasks import finetuning
 
 pytestmark = pytest.mark.slow
-
-
-def _minilm_files(minilm_converted):
-    return {"vocab_file": os.path.join(minilm_converted, "vocab.txt"),
-            "bert_config_file": os.path.join(minilm_converted, "bert_config.json")}
 
 
 def test_pretrained_minilm_learns_unseen_topics_random_init_does_not(
@@ -32,10 +33,11 @@ def test_pretrained_minilm_learns_unseen_topics_random_init_does_not(
     # from random weights here.
     random_init = finetuning.run_finetuning(*options(
         "classifier", task_name="tsv", text_a_column="sentence",
-        data_dir=os.path.join(FINETUNE_DATA, "topics"), init_checkpoint=None,
+        data_dir=os.path.join(FINETUNE_DATA, "topics"),
         output_dir=str(tmp_path / "random_init"), do_train=True, do_eval=True,
         max_seq_length=20, train_batch_size=8, num_train_steps=12, learning_rate=1e-4,
-        eval_batch_size=40, keep_checkpoint_max=1, **_minilm_files(minilm_converted)))
+        eval_batch_size=40, keep_checkpoint_max=1,
+        **{**minilm_files(minilm_converted), "init_checkpoint": None}))
     pretrained = minilm_topics_classifier.results["eval_accuracy"]
     random_init = random_init["eval_accuracy"]
     print(f"dev accuracy after 12 steps: pre-trained MiniLM {pretrained:.3f}, "
