@@ -580,9 +580,11 @@ def record_dataset(input_files, is_training, input_context=None, shuffle=True,
 
     Training repeats forever and, with `shuffle`, shuffles records (buffer `shuffle_buffer`);
     when this worker reads whole files it also shuffles their order and reads several in
-    parallel. Without `shuffle` (or when not training) records come in file order: one
-    pipeline then sees the records of the single-process run in the same order, and n
-    pipelines sharded by record together see each global batch of the single-process run.
+    parallel, interleaved in a fixed order (with --random_seed every run sees the same batches,
+    and a resumed run's restored input goes on as the uninterrupted run's did). Without
+    `shuffle` (or when not training) records come in file order: one pipeline then sees the
+    records of the single-process run in the same order, and n pipelines sharded by record
+    together see each global batch of the single-process run.
 
     Args:
       input_files: list of TFRecord paths.
@@ -612,7 +614,7 @@ def record_dataset(input_files, is_training, input_context=None, shuffle=True,
     dataset = dataset.repeat().shuffle(buffer_size=len(files))
     dataset = dataset.interleave(records.file_reader(skip_corrupt_records),
                                  cycle_length=min(num_cpu_threads, len(files)),
-                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.shuffle(buffer_size=shuffle_buffer)
 
 

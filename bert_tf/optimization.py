@@ -251,10 +251,14 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
             return super()._resource_apply_dense(grad, var)
         dtype = var.dtype.base_dtype
         learning_rate = self._learning_rate(dtype)
+        grad = tf.cast(grad, dtype)
         decay = []
         if self._decays(var):
-            decay.append(var.assign_sub(learning_rate * self.weight_decay_rate *
-                                        tf.convert_to_tensor(var), read_value=False))
+            # After the gradient: else the step's forward pass may read already-decayed weights
+            # (an unordered race: runs differ by ~1e-6 and a resumed run cannot be exact).
+            with tf.control_dependencies([grad]):
+                decay.append(var.assign_sub(learning_rate * self.weight_decay_rate *
+                                            tf.convert_to_tensor(var), read_value=False))
         zero = tf.constant(0.0, dtype)
         with tf.control_dependencies(decay):
             return tf.raw_ops.ResourceApplyAdam(
@@ -262,7 +266,7 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
                 v=self.get_slot(var, "adam_v").handle, beta1_power=zero, beta2_power=zero,
                 lr=learning_rate, beta1=tf.constant(self.beta_1, dtype),
                 beta2=tf.constant(self.beta_2, dtype), epsilon=tf.constant(self.epsilon, dtype),
-                grad=tf.cast(grad, dtype), use_locking=self._use_locking)
+                grad=grad, use_locking=self._use_locking)
 
 
 class LAMBOptimizer(_DecoupledDecayOptimizer):
