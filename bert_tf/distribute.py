@@ -243,6 +243,29 @@ def is_chief(strategy):
     return strategy is None or strategy.extended.should_checkpoint
 
 
+def one_replica_per_worker(strategy):
+    """Whether each worker of `strategy` (a process) trains exactly one replica: then a
+    worker's input can be one plain iterator feeding its replica (`worker_input_context`)."""
+    return (strategy is not None and not is_tpu(strategy)
+            and len(strategy.extended.worker_devices) == 1)
+
+
+def worker_input_context(strategy):
+    """(`tf.distribute.InputContext` of this worker's input pipeline, its host CPU device).
+
+    The context `strategy.make_input_fn_iterator` would give this worker: pipeline
+    `input_pipeline_id` of `num_input_pipelines` (one per worker).
+    """
+    extended = strategy.extended
+    if hasattr(extended, "_make_input_context"):  # Multi-worker: which worker this is.
+        context = extended._make_input_context()
+    else:
+        context = tf.distribute.InputContext(num_replicas_in_sync=num_replicas(strategy))
+    host = tf.DeviceSpec.from_string(extended.worker_devices[0]).replace(
+        device_type="CPU", device_index=0)
+    return context, host.to_string()
+
+
 def call_for_each_replica(strategy, fn, args=()):
     """Calls `fn(*args)` once per replica of `strategy` in its replica context.
 

@@ -227,10 +227,11 @@ class Estimator:
             if multi_worker:
                 distribute.cache_global_step_read(global_step)
             features, labels, input_hooks = self._get_features_and_labels(
-                input_fn, ModeKeys.TRAIN, strategy)
+                input_fn, ModeKeys.TRAIN, strategy, saveable_input=self.config.exact_resume)
             if self.config.exact_resume:
                 input_hooks, saving_listeners = resume.resumable_input(
-                    input_hooks, saving_listeners, self.model_dir, strategy)
+                    input_hooks, saving_listeners, self.model_dir, is_chief,
+                    self.config.save_checkpoints_steps or max_steps)
             spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, strategy)
             if spec.loss is None or spec.train_op is None:
                 raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
@@ -550,8 +551,11 @@ class Estimator:
             params["batch_size"] = self._batch_sizes[mode]
         return params
 
-    def _get_features_and_labels(self, input_fn, mode, strategy=None):
+    def _get_features_and_labels(self, input_fn, mode, strategy=None, saveable_input=False):
         """Calls input_fn; returns (features, labels or None, hooks that start its iterator).
+
+        With `saveable_input` the iterator's state can be saved (`bert_tf.resume`): always
+        without a strategy, and under one that trains one replica per worker.
 
         Under a strategy the input_fn is called once per worker with params["batch_size"] set
         to the per-replica batch and, if it has such a parameter, `input_context` (a
@@ -591,9 +595,20 @@ class Estimator:
                                             input_context.input_pipeline_id)
                 return dataset
 
-            iterator = strategy.make_input_fn_iterator(dataset_fn)
-            hooks.append(_RunAfterSessionCreatedHook(iterator.initializer))
-            result = iterator.get_next()
+            if saveable_input and distribute.one_replica_per_worker(strategy):
+                # One plain iterator per worker: its state can be saved (exact resume); the
+                # strategy's own iterator holds multi-device state that cannot.
+                input_context, host = distribute.worker_input_context(strategy)
+                with tf.device(host):
+                    iterator = tf.compat.v1.data.make_initializable_iterator(
+                        dataset_fn(input_context))
+                    result = iterator.get_next()
+                hooks.append(resume.InitIteratorHook(iterator, input_context.input_pipeline_id,
+                                                     input_context.num_input_pipelines))
+            else:
+                iterator = strategy.make_input_fn_iterator(dataset_fn)
+                hooks.append(_RunAfterSessionCreatedHook(iterator.initializer))
+                result = iterator.get_next()
         else:
             result = call_input_fn()
             if isinstance(result, tf.data.Dataset):

@@ -2,23 +2,27 @@
 
 Without it a restarted run builds its `tf.data` pipeline afresh and reads the data from the
 first record again, so a run preempted often trains on the first shards far more than on the
-last. With `RunConfig(exact_resume=True)` (`--exact_resume`, on by default) the chief saves
-its iterator's state (position, shuffle and prefetch buffers: `tf.data`'s graph-mode
-`make_saveable_from_iterator`) with each checkpoint, as `input_state/model.ckpt-N.input-0-of-1.*`
-(a directory of its own, so that nothing but the checkpoint is ever named `model.ckpt-N.*`),
-just before `model.ckpt-N` itself is written; a restarted run restores the state saved with
-the checkpoint it resumes from, and then sees the batches an uninterrupted run would.
-Input states of checkpoints that are no longer kept are deleted with them.
+last. With `RunConfig(exact_resume=True)` (`--exact_resume`, on by default) every input
+pipeline saves its iterator's state (position, shuffle and prefetch buffers: `tf.data`'s
+graph-mode `make_saveable_from_iterator`) at each checkpoint step, as
+`input_state/model.ckpt-N.input-W-of-P.*` (pipeline W of P, one per worker; a directory of its
+own, so that nothing but the checkpoint is ever named `model.ckpt-N.*`): every other worker at
+the steps the chief's saver writes a checkpoint, the chief just before it writes `model.ckpt-N`,
+once the other workers' states of step N are there (so no checkpoint lacks them). A
+restarted run restores, in each pipeline, the state saved with the checkpoint it resumes from,
+and then sees the batches an uninterrupted run would. The chief deletes the input states of
+checkpoints that are no longer kept.
 
-The file name holds the worker and the number of workers (input pipelines). The state is
-saved for one input pipeline, i.e. training without a distribution strategy; under a strategy
-(`mirrored`, `multi_worker`), or when the checkpoint has no input state of this run's shape
+Under a multi-worker strategy each worker's pipeline is a plain iterator feeding its one
+replica (`Estimator._get_features_and_labels`). With several replicas per worker (`mirrored`
+on several devices, TPU), or when the checkpoint has no input state of this pipeline
 (written with --exact_resume=false, by another version or another number of workers), the
 input restarts from its first record, with a warning, as before.
 """
 
 import os
 import re
+import time
 
 import tensorflow as tf
 from absl import logging
@@ -27,6 +31,8 @@ tf1 = tf.compat.v1
 
 
 INPUT_STATE_DIR = "input_state"
+# How long the chief waits for the other workers' input states before writing a checkpoint.
+OTHER_WORKERS_WAIT_SECS = 60
 
 
 def input_state_prefix(checkpoint_prefix, worker=0, num_workers=1):
@@ -37,10 +43,15 @@ def input_state_prefix(checkpoint_prefix, worker=0, num_workers=1):
 
 
 class InitIteratorHook(tf1.train.SessionRunHook):
-    """Initializes a dataset iterator once the session exists (the input starts afresh)."""
+    """Initializes a dataset iterator once the session exists (the input starts afresh).
 
-    def __init__(self, iterator):
+    `pipeline` and `num_pipelines`: which input pipeline (worker) of how many it reads.
+    """
+
+    def __init__(self, iterator, pipeline=0, num_pipelines=1):
         self.iterator = iterator
+        self.pipeline = pipeline
+        self.num_pipelines = num_pipelines
 
     def after_create_session(self, session, coord):
         session.run(self.iterator.initializer)
@@ -50,9 +61,35 @@ class _ResumableInputHook(InitIteratorHook):
     """Initializes the iterator, then restores the state saved with the checkpoint the session
     restored; saves the state before every checkpoint (as a saver listener)."""
 
-    def __init__(self, iterator, model_dir):
-        super().__init__(iterator)
+    def __init__(self, hook, model_dir):
+        super().__init__(hook.iterator, hook.pipeline, hook.num_pipelines)
         self._model_dir = model_dir
+
+    def _state_prefix(self, step):
+        return input_state_prefix(os.path.join(self._model_dir, f"model.ckpt-{step}"),
+                                  self.pipeline, self.num_pipelines)
+
+    def save(self, session, step):
+        """Saves the input state of checkpoint step `step`."""
+        self._saver.save(session, self._state_prefix(step), write_meta_graph=False,
+                         write_state=False)
+
+    def wait_for_other_pipelines(self, step, timeout_secs=OTHER_WORKERS_WAIT_SECS):
+        """Waits until the other workers saved their input state of `step`, so that a
+        checkpoint never exists without them (a kill in between would make that worker's
+        input restart); after `timeout_secs` it warns and lets the checkpoint be written."""
+        prefix = os.path.join(self._model_dir, f"model.ckpt-{step}")
+        missing = [input_state_prefix(prefix, p, self.num_pipelines) + ".index"
+                   for p in range(self.num_pipelines) if p != self.pipeline]
+        deadline = time.time() + timeout_secs
+        while missing and time.time() < deadline:
+            missing = [path for path in missing if not tf.io.gfile.exists(path)]
+            if missing:
+                time.sleep(0.05)
+        if missing:
+            logging.warning("--exact_resume: %s not written within %d s; a run resumed from "
+                            "checkpoint %d restarts that worker's input from its first record.",
+                            ", ".join(missing), timeout_secs, step)
 
     def begin(self):
         saveable = tf1.data.experimental.make_saveable_from_iterator(self.iterator)
@@ -65,7 +102,7 @@ class _ResumableInputHook(InitIteratorHook):
         checkpoint = tf.train.latest_checkpoint(self._model_dir)
         if checkpoint is None:
             return
-        state = input_state_prefix(checkpoint)
+        state = input_state_prefix(checkpoint, self.pipeline, self.num_pipelines)
         if not tf.io.gfile.exists(state + ".index"):
             logging.warning("--exact_resume: %s has no saved input position (written with "
                             "--exact_resume=false or by another number of workers); the input "
@@ -93,45 +130,88 @@ class _SaveInputStateListener(tf1.train.CheckpointSaverListener):
         self._hook = hook
 
     def before_save(self, session, global_step_value):
-        model_dir = self._hook._model_dir
-        prefix = os.path.join(model_dir, f"model.ckpt-{global_step_value}")
-        self._hook._saver.save(session, input_state_prefix(prefix), write_meta_graph=False,
-                               write_state=False)
+        self._hook.save(session, global_step_value)
+        self._hook.wait_for_other_pipelines(global_step_value)
 
     def after_save(self, session, global_step_value):
         _delete_unkept_input_states(self._hook._model_dir)
 
 
+class _WorkerInputStateHook(_ResumableInputHook):
+    """A non-chief worker's input: restored like the chief's, and saved at the steps the
+    chief's CheckpointSaverHook saves (every `save_steps` from the step the session started
+    at, and the last step when the session ends); all workers are at the same step."""
+
+    def __init__(self, hook, model_dir, save_steps):
+        super().__init__(hook, model_dir)
+        self._timer = tf1.train.SecondOrStepTimer(every_steps=save_steps)
+
+    def begin(self):
+        super().begin()
+        self._global_step = tf1.train.get_global_step()
+
+    def after_create_session(self, session, coord):
+        super().after_create_session(session, coord)
+        step = session.run(self._global_step)
+        self._timer.update_last_triggered_step(step)
+        if not tf.io.gfile.exists(self._state_prefix(step) + ".index"):  # A fresh start.
+            self.save(session, step)
+
+    def before_run(self, run_context):
+        return tf1.train.SessionRunArgs(self._global_step)
+
+    def after_run(self, run_context, run_values):
+        # The fetched step may be read before this run's increment: check the one after it.
+        if self._timer.should_trigger_for_step(run_values.results + 1):
+            step = run_context.session.run(self._global_step)
+            if self._timer.should_trigger_for_step(step):
+                self._timer.update_last_triggered_step(step)
+                self.save(run_context.session, step)
+
+    def end(self, session):
+        step = session.run(self._global_step)
+        if step != self._timer.last_triggered_step():
+            self.save(session, step)
+
+
 def _delete_unkept_input_states(model_dir):
+    """Deletes the input states of checkpoints no longer kept; not those of steps after the
+    newest checkpoint (another worker's state for a checkpoint the chief is about to write)."""
     state = tf.train.get_checkpoint_state(model_dir)
     kept = {os.path.basename(p) for p in (state.all_model_checkpoint_paths if state else ())}
+    newest = max((int(name.rsplit("-", 1)[1]) for name in kept), default=-1)
     for path in tf.io.gfile.glob(os.path.join(model_dir, INPUT_STATE_DIR,
                                               "model.ckpt-*.input-*")):
-        match = re.match(r"(model\.ckpt-\d+)\.input-", os.path.basename(path))
-        if match and match.group(1) not in kept:
+        match = re.match(r"(model\.ckpt-(\d+))\.input-", os.path.basename(path))
+        if match and match.group(1) not in kept and int(match.group(2)) < newest:
             tf.io.gfile.remove(path)
 
 
-def resumable_input(input_hooks, saving_listeners, model_dir, strategy=None):
+def resumable_input(input_hooks, saving_listeners, model_dir, is_chief, save_steps):
     """Makes training's input hooks restore and save the input position.
 
     Args:
-      input_hooks: the hooks that start the input iterator (an `InitIteratorHook` among them).
+      input_hooks: the hooks that start the input iterator: an `InitIteratorHook` for an
+        iterator whose state can be saved, another hook for the strategy's own iterator.
       saving_listeners: the checkpoint listeners train() was given (or None).
       model_dir: the training directory.
-      strategy: the training strategy (None: one input pipeline).
+      is_chief: whether this process writes the checkpoints.
+      save_steps: the chief's checkpoint interval in steps.
 
     Returns:
       (input hooks, saving listeners) to train with.
     """
-    if strategy is not None:
-        logging.warning("--exact_resume: not supported under a distribution strategy yet; a "
-                        "resumed run restarts its input from the first record.")
-        return input_hooks, saving_listeners
     hooks, listeners = [], list(saving_listeners or [])
+    saveable = any(type(hook) is InitIteratorHook for hook in input_hooks)
+    if input_hooks and not saveable:
+        logging.warning("--exact_resume: not supported with several replicas per worker (or on "
+                        "TPU) yet; a resumed run restarts its input from the first record.")
     for hook in input_hooks:
         if type(hook) is InitIteratorHook:
-            hook = _ResumableInputHook(hook.iterator, model_dir)
-            listeners.insert(0, hook.listener())
+            if is_chief:
+                hook = _ResumableInputHook(hook, model_dir)
+                listeners.insert(0, hook.listener())
+            else:
+                hook = _WorkerInputStateHook(hook, model_dir, save_steps)
         hooks.append(hook)
     return hooks, listeners

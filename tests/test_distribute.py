@@ -336,11 +336,17 @@ def test_b_two_workers_equal_one_process_and_only_the_chief_writes(data, single_
     files = sorted(os.listdir(out))
     events = [name for name in files if name.startswith("events.out.tfevents.")]
     assert len(events) == 1, files
-    expected = {"checkpoint", "graph.pbtxt", *events}
+    expected = {"checkpoint", "graph.pbtxt", "input_state", *events}
+    input_states = set()
     for step in (0, 2, 3):
         expected |= {f"model.ckpt-{step}.{ext}" for ext in ("index", "meta")}
         expected.add(f"model.ckpt-{step}.data-00000-of-00001")
+        # --exact_resume: each worker's input position at each of the chief's checkpoints.
+        for worker in (0, 1):
+            input_states |= {f"model.ckpt-{step}.input-{worker}-of-2.{ext}"
+                             for ext in ("index", "data-00000-of-00001")}
     assert set(files) == expected
+    assert set(os.listdir(out / "input_state")) == input_states
     assert "Saving checkpoints" not in worker_log
 
 
@@ -388,6 +394,49 @@ def test_c_a_dead_worker_stops_the_other_then_both_resume(data, tmp_path):
         assert f"from step {last_step} to {last_step + 3}" in log
     final = tf.train.latest_checkpoint(str(out))
     assert int(tf.train.load_variable(final, "global_step")) == last_step + 3
+
+
+def _weights_at(model_dir, step):
+    prefix = tf.train.latest_checkpoint(str(model_dir))
+    assert prefix.endswith(f"model.ckpt-{step}"), prefix
+    return {name: tf.train.load_variable(prefix, name)
+            for name, _ in tf.train.list_variables(prefix) if "adam" not in name.lower()}
+
+
+@pytest.mark.slow
+def test_c_two_workers_killed_resume_exactly_where_their_inputs_were(data, tmp_path):
+    """--exact_resume on two workers: both killed (SIGKILL) after a checkpoint, then restarted
+    with the same command, they end with the weights of an uninterrupted two-worker run: each
+    worker's input continues from the position saved with the checkpoint."""
+    shards = [write_records(str(tmp_path / f"shard-{i}.tfrecord"), num=24, seed=i)
+              for i in range(4)]
+    steps = 12
+
+    def args(out):  # Shuffled input: two files per worker, interleaved.
+        return _flags(data, out, steps=steps, distribution_strategy="multi_worker",
+                      step_timeout_secs=120, save_checkpoints_steps=3, keep_checkpoint_max=10,
+                      input_file=",".join(shards), shuffle_train_input=True, random_seed=3)
+
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    _run_two_workers(args(straight), str(tmp_path))
+    workers = _start_workers(args(killed), str(tmp_path))
+    states = [killed / "input_state" / f"model.ckpt-6.input-{w}-of-2.index" for w in (0, 1)]
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not (killed / "model.ckpt-6.index").exists():
+            assert all(process.poll() is None for process, _ in workers)
+            time.sleep(0.02)
+    finally:
+        _kill_all(workers)
+    # The chief writes checkpoint 6 only once both workers' input states of step 6 exist.
+    assert all(state.exists() for state in states)
+    last = tf.train.latest_checkpoint(str(killed))
+    assert last is not None and int(last.rsplit("-", 1)[1]) < steps, last
+    chief_log, _ = _run_two_workers(args(killed), str(tmp_path))  # The same command.
+    assert "Resuming the input where" in chief_log
+    reference, resumed = _weights_at(straight, steps), _weights_at(killed, steps)
+    assert max(float(np.max(np.abs(resumed[k].astype(np.float64) - reference[k])))
+               for k in reference) <= 1e-6
 
 
 @pytest.mark.slow
