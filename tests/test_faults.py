@@ -432,3 +432,24 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
     monkeypatch.setattr(model_fn_parts.Training, "spec", original)
     pretraining.run_pretraining(old)
     assert _max_difference(_weights(str(restarted)), reference) > 1e-2
+
+
+def test_a_resume_by_another_number_of_workers_restarts_the_input_with_a_warning(
+        data, tmp_path, caplog):
+    out = tmp_path / "out"
+    values = {**_resume_values(tmp_path, out), "num_train_steps": 4}
+    pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+    states = out / "input_state"
+    assert sorted(os.listdir(states)) == [
+        f"model.ckpt-{step}.input-0-of-1.{ext}" for step in (0, 4)
+        for ext in ("data-00000-of-00001", "index")]
+    for name in os.listdir(states):  # As if two workers had written the checkpoints.
+        os.rename(states / name, states / name.replace("-of-1.", "-of-2."))
+    caplog.set_level("WARNING")
+    values.update(num_train_steps=6)
+    pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+    assert _step(out) == 6
+    warnings = [r.getMessage() for r in caplog.records if "--exact_resume" in r.getMessage()]
+    assert len(warnings) == 1 and "model.ckpt-4 has no saved input position" in warnings[0]
+    assert "restarts from its first record" in warnings[0]
+
