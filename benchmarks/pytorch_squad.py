@@ -5,7 +5,11 @@ builds `BertForQuestionAnswering` from the same `bert_config.json`, generates ra
 features of the same shapes on every step, and times either a training step
 (forward, start/end loss, backward, global-norm clipping at 1.0, AdamW update with
 weight decay 0.01 and epsilon 1e-6, as bert_tf's optimizer) or an inference
-forward (`torch.inference_mode`, eval mode). bf16 runs under
+forward (`torch.inference_mode`, eval mode). With `--task=pretraining` the model is
+`BertForPreTraining` (masked LM + next sentence, `--max_predictions_per_seq` labelled
+positions per sequence, as bert_tf's records) and only training is timed; transformers
+projects every position onto the vocabulary (its loss ignores the unlabelled ones),
+where bert_tf's head gathers the masked positions first, as the original BERT. bf16 runs under
 `torch.autocast("cpu", dtype=torch.bfloat16)`, parameters and optimizer state
 stay fp32 (the same recipe as bert_tf's --precision=bf16).
 
@@ -23,7 +27,9 @@ import time
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bert_config_file", required=True)
+    parser.add_argument("--task", choices=["squad", "pretraining"], default="squad")
     parser.add_argument("--mode", choices=["train", "infer"], default="train")
+    parser.add_argument("--max_predictions_per_seq", type=int, default=20)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--batch_size", type=int, default=4)
     parser.add_argument("--max_seq_length", type=int, default=384)
@@ -53,7 +59,9 @@ def main():
         max_position_embeddings=google["max_position_embeddings"],
         type_vocab_size=google["type_vocab_size"],
         initializer_range=google["initializer_range"], layer_norm_eps=1e-12)
-    model = transformers.BertForQuestionAnswering(config)
+    pretraining = args.task == "pretraining"
+    model = (transformers.BertForPreTraining if pretraining
+             else transformers.BertForQuestionAnswering)(config)
     training = args.mode == "train"
     model.train(training)
     optimizer = None
@@ -76,11 +84,20 @@ def main():
             "token_type_ids": torch.randint(0, min(2, config.type_vocab_size), (batch, seq)),
         }
 
+    def labels():
+        if not pretraining:
+            return {"start_positions": torch.randint(0, seq, (batch,)),
+                    "end_positions": torch.randint(0, seq, (batch,))}
+        masked = torch.full((batch, seq), -100, dtype=torch.long)
+        for row in range(batch):
+            positions = torch.randperm(seq - 2)[:args.max_predictions_per_seq] + 1
+            masked[row, positions] = torch.randint(0, config.vocab_size, (len(positions),))
+        return {"labels": masked, "next_sentence_label": torch.randint(0, 2, (batch,))}
+
     def train_step():
         inputs = features()
         with autocast:
-            outputs = model(**inputs, start_positions=torch.randint(0, seq, (batch,)),
-                            end_positions=torch.randint(0, seq, (batch,)))
+            outputs = model(**inputs, **labels())
         optimizer.zero_grad(set_to_none=True)
         outputs.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -91,7 +108,7 @@ def main():
         inputs = features()
         with torch.inference_mode(), autocast:
             outputs = model(**inputs)
-        return outputs.start_logits
+        return outputs[0]
 
     step = train_step if training else infer_step
     for _ in range(args.num_warmup_steps):
@@ -105,7 +122,7 @@ def main():
     ordered = sorted(times)
     result = {
         "framework": f"torch {torch.__version__} + transformers {transformers.__version__}",
-        "mode": args.mode, "precision": args.precision, "batch_size": batch,
+        "task": args.task, "mode": args.mode, "precision": args.precision, "batch_size": batch,
         "max_seq_length": seq, "num_threads": torch.get_num_threads(),
         "attn_implementation": model.config._attn_implementation,
         "sequences_per_second": batch / median, "step_time_median_s": median,
