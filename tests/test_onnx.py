@@ -134,12 +134,11 @@ def _op_types(path):
 
 
 def test_fused_and_unfused_models_agree(classifier, fp32_onnx, tmp_path):
-    # The default export is fused to ONNX Runtime's BERT operators; --nooptimize writes the
-    # graph as tf2onnx converts it. Both answer the same numbers (the fused one is also held to
-    # TF by test_onnx_fp32_equals_saved_model).
+    # The default export is fused to ONNX Runtime's BERT operators; optimize=False
+    # (--nooptimize) writes the graph as tf2onnx converts it. Both answer the same numbers
+    # (the fused one is also held to TF by test_onnx_fp32_equals_saved_model).
     fused, plain = fp32_onnx(classifier[1]), str(tmp_path / "plain.onnx")
-    assert_ok(run_script("export_onnx.py", f"--export_dir={classifier[1]}",
-                         f"--output_file={plain}", "--nooptimize"))
+    onnx_export.export_onnx(classifier[1], plain, optimize=False)
     assert {"Attention", "SkipLayerNormalization", "BiasGelu"} <= _op_types(fused)
     assert not {"Attention", "SkipLayerNormalization", "BiasGelu"} & _op_types(plain)
     for inputs in (_random_inputs(2), _random_inputs(3, batch_size=1, seq_length=7)):
