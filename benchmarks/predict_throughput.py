@@ -28,8 +28,9 @@ Workloads (`--lengths`), the same texts for every backend, Hugging Face included
           to its longest; the pipeline pads each batch, in input order, to its longest.
 
 `--output_json=PATH` writes the result (the printed JSON: medians, every round's seconds, the
-workload's lengths) with the machine (CPU model and SIMD flags, TF / onnxruntime versions, and
-torch / transformers from the --torch_python worker).
+workload's lengths, the fused operators of the ONNX files; ONNX files already in --work_dir are
+reused, so delete them after changing the export) with the machine (CPU model and SIMD
+flags, TF / onnxruntime versions, and torch / transformers from the --torch_python worker).
 """
 
 import json
@@ -121,6 +122,15 @@ def _workload(contexts):
             "word_pieces_min_quartiles_max": [int(v) for v in np.percentile(
                 lengths, [0, 25, 50, 75, 100], method="nearest")],
             "words": [len(text.split()) for text in contexts]}
+
+
+def _fused_operators(paths):
+    """{file: sorted com.microsoft operator types}: [] means an unfused (--nooptimize or older)
+    model, e.g. one left in --work_dir by an earlier version."""
+    import onnx
+
+    return {path: sorted({node.op_type for node in onnx.load(path).graph.node
+                          if node.domain == "com.microsoft"}) for path in paths}
 
 
 def _machine(hf_versions):
@@ -238,6 +248,7 @@ def main(_):
     print(json.dumps(result, indent=2))
     if FLAGS.output_json:
         result["machine"] = _machine(hf_versions)
+        result["onnx_fused_operators"] = _fused_operators([onnx_fp32, onnx_int8])
         with open(FLAGS.output_json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)
 
