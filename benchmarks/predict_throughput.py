@@ -6,13 +6,31 @@ same work through a Hugging Face pipeline (PyTorch), in alternating rounds.
 
 Builds a BERT-base model with random weights (run_squad.py's / run_classifier.py's graph, one
 training step, so the export is a real one), exports it, converts it to ONNX fp32 and INT8, and
-times the Predictor on `--num_questions` inputs of ~250 words of the shipped corpus (one
-384-token window each) for: TF fp32 (the export), TF bf16 (the checkpoint at --precision=bf16),
+times the Predictor on `--num_questions` inputs of the shipped corpus (`--lengths`) for: TF
+fp32 (the export), TF bf16 (the checkpoint at --precision=bf16),
 ONNX fp32, ONNX INT8, and (classifier) `transformers.pipeline("text-classification")` on a
 randomly initialised `BertForSequenceClassification` of the same config in a `--torch_python`
 process (same truncation and batch). transformers 5 has no question-answering pipeline any
 more, so --task=squad has no Hugging Face column. Each round runs every backend once, in turn;
 the result gives the median inputs/s over rounds. Weights do not change the compute.
+
+Workloads (`--lengths`), the same texts for every backend, Hugging Face included:
+  full:   consecutive runs of 250 words of data/corpus/train.txt; with the uncased BERT vocab
+          each is 295..332 word pieces ([CLS] / [SEP] included), so every batch is ~320 wide
+          whichever way it is formed and batching by length cannot help anyone.
+  corpus: inputs of a spread of lengths: word counts drawn from a fixed-seed log-normal
+          (median 60 words, sigma 0.8, rounded, clipped to 10..300; numpy RandomState(13)),
+          each input that many consecutive words of data/corpus/train.txt starting at a
+          sentence start (the next input starts at the next sentence). In word pieces
+          ([CLS] / [SEP] included, cut at 384), --num_questions=16: min 25, quartiles
+          58 / 116 / 149, max 235; 64: min 20, quartiles 52 / 78 / 118, max 384 (the result's
+          "workload" gives them for any run). The Predictor sorts by length and pads each batch
+          to its longest; the pipeline pads each batch, in input order, to its longest.
+
+`--output_json=PATH` writes the result (the printed JSON: medians, every round's seconds, the
+workload's lengths, the fused operators of the ONNX files; ONNX files already in --work_dir are
+reused, so delete them after changing the export) with the machine (CPU model and SIMD
+flags, TF / onnxruntime versions, and torch / transformers from the --torch_python worker).
 """
 
 import json
@@ -40,10 +58,15 @@ flags.DEFINE_integer("batch_size", 4, "Windows per model call.")
 flags.DEFINE_integer("num_questions", 8, "Questions per timed run.")
 flags.DEFINE_integer("rounds", 3, "Alternating rounds.")
 flags.DEFINE_list("backends", "tf_fp32,tf_bf16,onnx_fp32,onnx_int8,hf", "What to time.")
+flags.DEFINE_enum("lengths", "full", ["full", "corpus"],
+                  "full: every input one full window; corpus: a spread of lengths (module doc).")
+flags.DEFINE_string("output_json", None, "Also write the result here as JSON.")
 FLAGS = flags.FLAGS
 
 _HF_WORKER = r"""
-import sys, time, torch, transformers
+import json, sys, time, torch, transformers
+print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
+                  "torch_threads": torch.get_num_threads()}), flush=True)
 config = transformers.BertConfig(**__CONFIG__)
 model = transformers.BertForSequenceClassification(config).eval()
 tokenizer = transformers.BertTokenizerFast(__VOCAB__, do_lower_case=True)
@@ -58,12 +81,65 @@ for line in sys.stdin:
 """
 
 
-def _inputs(num_questions):
+CORPUS_SEED = 13
+
+
+def _inputs(num_questions, lengths):
+    """(questions, contexts): `num_questions` texts of the `lengths` workload (module doc)."""
+    import numpy as np
+
     with open(os.path.join(ROOT, "data", "corpus", "train.txt"), encoding="utf-8") as f:
-        words = f.read().split()
-    contexts = [" ".join(words[i * 250:(i + 1) * 250]) for i in range(num_questions)]
+        sentences = [line.split() for line in f if line.strip()]
+    words = [word for sentence in sentences for word in sentence]
+    if lengths == "full":
+        contexts = [" ".join(words[i * 250:(i + 1) * 250]) for i in range(num_questions)]
+    else:
+        starts = np.cumsum([0] + [len(sentence) for sentence in sentences])
+        rng = np.random.RandomState(CORPUS_SEED)
+        targets = np.clip(np.round(rng.lognormal(np.log(60), 0.8, num_questions)), 10, 300)
+        contexts, start = [], 0
+        for target in targets.astype(int):
+            if start + target > len(words):
+                start = 0
+            contexts.append(" ".join(words[start:start + target]))
+            # The next input begins at the next sentence.
+            start = int(starts[np.searchsorted(starts, start + target)]) \
+                if start + target < starts[-1] else 0
     questions = [f"who said the words in part {i}?" for i in range(num_questions)]
     return questions, contexts
+
+
+def _workload(contexts):
+    """Word-piece lengths of the classifier inputs ([CLS] text [SEP], cut at max_seq_length)."""
+    import numpy as np
+
+    from bert_tf import tokenization
+
+    tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file, do_lower_case=True)
+    lengths = [min(len(tokenizer.tokenize(text)) + 2, FLAGS.max_seq_length)
+               for text in contexts]
+    return {"lengths": FLAGS.lengths, "word_pieces": lengths,
+            "word_pieces_min_quartiles_max": [int(v) for v in np.percentile(
+                lengths, [0, 25, 50, 75, 100], method="nearest")],
+            "words": [len(text.split()) for text in contexts]}
+
+
+def _fused_operators(paths):
+    """{file: sorted com.microsoft operator types}: [] means an unfused (--nooptimize or older)
+    model, e.g. one left in --work_dir by an earlier version."""
+    import onnx
+
+    return {path: sorted({node.op_type for node in onnx.load(path).graph.node
+                          if node.domain == "com.microsoft"}) for path in paths}
+
+
+def _machine(hf_versions):
+    import onnxruntime
+
+    from bert_tf import benchmark
+
+    return {**benchmark.machine_info(), "onnxruntime": onnxruntime.__version__,
+            **(hf_versions or {})}
 
 
 def _build_models(work_dir):
@@ -108,13 +184,14 @@ def _hf_runner(questions, contexts):
               .replace("__BATCH__", str(FLAGS.batch_size)))
     worker = subprocess.Popen([FLAGS.torch_python, "-c", source], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
+    versions = json.loads(worker.stdout.readline())
 
     def run():
         worker.stdin.write("go\n")
         worker.stdin.flush()
         return float(worker.stdout.readline())
 
-    return run
+    return run, versions
 
 
 def main(_):
@@ -122,7 +199,7 @@ def main(_):
 
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     export, out, onnx_fp32, onnx_int8 = _build_models(FLAGS.work_dir)
-    questions, contexts = _inputs(FLAGS.num_questions)
+    questions, contexts = _inputs(FLAGS.num_questions, FLAGS.lengths)
     settings = dict(max_seq_length=FLAGS.max_seq_length, doc_stride=128, max_query_length=64,
                     batch_size=FLAGS.batch_size)
     if FLAGS.task == "classifier":
@@ -135,11 +212,11 @@ def main(_):
         "onnx_fp32": lambda: Predictor.from_onnx(onnx_fp32, FLAGS.batch_size),
         "onnx_int8": lambda: Predictor.from_onnx(onnx_int8, FLAGS.batch_size),
     }
-    runners = {}
+    runners, hf_versions = {}, None
     for name in FLAGS.backends:
         if name == "hf":
             if FLAGS.torch_python and FLAGS.task == "classifier":
-                runners[name] = _hf_runner(questions, contexts)
+                runners[name], hf_versions = _hf_runner(questions, contexts)
             continue
         predictor = makers[name]()
 
@@ -162,9 +239,18 @@ def main(_):
             f"{name} {FLAGS.num_questions / s[-1]:.2f}/s" for name, s in seconds.items()),
             flush=True)
     medians = {name: FLAGS.num_questions / statistics.median(s) for name, s in seconds.items()}
-    print(json.dumps({"task": FLAGS.task, "inputs_per_sec_median": medians, "seconds": seconds,
-                      "max_seq_length": FLAGS.max_seq_length, "batch_size": FLAGS.batch_size,
-                      "num_questions": FLAGS.num_questions}, indent=2))
+    result = {"task": FLAGS.task, "inputs_per_sec_median": medians, "seconds": seconds,
+              "inputs_per_sec": {name: [FLAGS.num_questions / x for x in s]
+                                 for name, s in seconds.items()},
+              "max_seq_length": FLAGS.max_seq_length, "batch_size": FLAGS.batch_size,
+              "num_questions": FLAGS.num_questions, "rounds": FLAGS.rounds,
+              "workload": _workload(contexts)}
+    print(json.dumps(result, indent=2))
+    if FLAGS.output_json:
+        result["machine"] = _machine(hf_versions)
+        result["onnx_fused_operators"] = _fused_operators([onnx_fp32, onnx_int8])
+        with open(FLAGS.output_json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
 
 
 if __name__ == "__main__":

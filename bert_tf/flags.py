@@ -602,6 +602,10 @@ def define_onnx_export_flags(flag_values=FLAGS):
                       flag_values=flag_values)
     flags.DEFINE_integer("opset", onnx_export.DEFAULT_OPSET, "The ONNX opset.",
                          flag_values=flag_values)
+    flags.DEFINE_boolean("optimize", True,
+                         "Fuse to ONNX Runtime's BERT operators (Attention, "
+                         "SkipLayerNormalization, BiasGelu) before writing / quantizing.",
+                         flag_values=flag_values)
 
 
 def define_multiple_choice_flags(flag_values=FLAGS):

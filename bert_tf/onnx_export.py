@@ -8,8 +8,11 @@
 named as the signature's (`probabilities`, `start_logits` / `end_logits`, `tag_ids`). The
 export's assets.extra/ files (task, vocab, labels, settings) go into the model's metadata under
 "bert_tf/<file name>", so `bert_tf.predict.Predictor.from_onnx(path)` needs nothing else.
-INT8 is onnxruntime's `quantize_dynamic`: int8 weights of the MatMuls, activations quantized
-per batch at run time.
+With `optimize=True` (the default) the graph is first rewritten to ONNX Runtime's fused BERT
+operators (Attention, SkipLayerNormalization, BiasGelu; see `bert_tf.onnx_fusion`), so INT8 then
+quantizes them as QAttention and DynamicQuantizeMatMul. INT8 is onnxruntime's `quantize_dynamic`:
+int8 weights of the MatMuls (and the attention's packed QKV weights), activations quantized per
+batch at run time.
 """
 
 import os
@@ -59,7 +62,7 @@ def _assets(export_dir):
     return files
 
 
-def _check_inputs(export_dir, output_file, quantize):
+def _check_inputs(export_dir, output_file, quantize, optimize):
     if quantize not in QUANTIZE_MODES:
         raise BertTfError(f"--quantize={quantize}: use one of {', '.join(QUANTIZE_MODES)}.")
     errors.require_file(os.path.join(export_dir or "", "saved_model.pb"), flag="export_dir",
@@ -69,20 +72,23 @@ def _check_inputs(export_dir, output_file, quantize):
     try:
         import onnx  # noqa: F401
         import tf2onnx  # noqa: F401
-        if quantize == "int8":
+        if quantize == "int8" or optimize:
             import onnxruntime  # noqa: F401
     except ImportError as e:
         raise BertTfError(f"ONNX export needs tf2onnx, onnx and onnxruntime ({e}); pip "
                           "install bert_tf[onnx].") from None
 
 
-def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET):
+def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, optimize=True):
     """Converts `export_dir`'s serving_default signature to `output_file` (see module doc).
+
+    Args:
+      optimize: fuse to ONNX Runtime's BERT operators before writing (and before INT8).
 
     Returns:
       The ONNX ModelProto written.
     """
-    _check_inputs(export_dir, output_file, quantize)
+    _check_inputs(export_dir, output_file, quantize, optimize)
     import onnx
     import tf2onnx
     from tf2onnx import tf_loader
@@ -98,6 +104,8 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET):
                                                   output_names=outputs, opset=opset)
     _rename(model.graph, {**input_keys, **output_keys})
     metadata = _assets(export_dir)
+    if optimize:
+        model = _fuse(model, metadata)
     if quantize == "int8":
         model = _quantize_int8(model)
     del model.metadata_props[:]
@@ -109,6 +117,21 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET):
     logging.info("Wrote %s (%s, inputs %s, outputs %s)", output_file,
                  "INT8 weights" if quantize == "int8" else "fp32", sorted(input_keys.values()),
                  sorted(output_keys.values()))
+    return model
+
+
+def _fuse(model, metadata):
+    """`onnx_fusion.fuse` with the sizes from the export's bert_config.json."""
+    import json
+
+    from bert_tf import onnx_fusion, predict
+
+    config = json.loads(metadata[predict.ONNX_ASSET_PREFIX + "bert_config.json"])
+    model, stats = onnx_fusion.fuse(model, config["num_attention_heads"], config["hidden_size"])
+    if stats["Attention"] != config["num_hidden_layers"]:
+        logging.warning("ONNX fusion: %d of %d attention layers fused; the model is correct but "
+                        "slower than it could be.", stats["Attention"],
+                        config["num_hidden_layers"])
     return model
 
 
@@ -129,7 +152,10 @@ def quantize_file(fp32_file, int8_file):
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(fp32_file, int8_file, weight_type=QuantType.QInt8)
+    # Fused models have com.microsoft ops that onnx's shape inference cannot type; their
+    # outputs (and so the MatMuls after them) are float.
+    quantize_dynamic(fp32_file, int8_file, weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     metadata = onnx.load(fp32_file, load_external_data=False).metadata_props
     model = onnx.load(int8_file)
     del model.metadata_props[:]

@@ -292,6 +292,7 @@ class OnnxExportOptions(_FromFlags):
     output_file: str
     quantize: str  # "none" or "int8".
     opset: int
+    optimize: bool  # Fuse to ONNX Runtime's BERT operators first.
 
 
 @dataclasses.dataclass(frozen=True)

@@ -125,3 +125,29 @@ def test_int8_squad_exact_match_within_one_question(squad_model, fp32_onnx, tmp_
     print(f"SQuAD exact matches of {len(qas)}: ONNX fp32 {exact['fp32']}, INT8 {exact['int8']}")
     assert exact["fp32"] >= 3
     assert abs(exact["int8"] - exact["fp32"]) <= 1
+
+
+def _op_types(path):
+    import onnx
+
+    return {node.op_type for node in onnx.load(path).graph.node}
+
+
+def test_fused_and_unfused_models_agree(classifier, fp32_onnx, tmp_path):
+    # The default export is fused to ONNX Runtime's BERT operators; optimize=False
+    # (--nooptimize) writes the graph as tf2onnx converts it. Both answer the same numbers
+    # (the fused one is also held to TF by test_onnx_fp32_equals_saved_model).
+    fused, plain = fp32_onnx(classifier[1]), str(tmp_path / "plain.onnx")
+    onnx_export.export_onnx(classifier[1], plain, optimize=False)
+    assert {"Attention", "SkipLayerNormalization", "BiasGelu"} <= _op_types(fused)
+    assert not {"Attention", "SkipLayerNormalization", "BiasGelu"} & _op_types(plain)
+    for inputs in (_random_inputs(2), _random_inputs(3, batch_size=1, seq_length=7)):
+        got = predict.Predictor.from_onnx(fused)._backend(inputs)
+        expected = predict.Predictor.from_onnx(plain)._backend(inputs)
+        np.testing.assert_allclose(got["probabilities"], expected["probabilities"], atol=1e-5)
+
+
+def test_int8_of_fused_model_uses_quantized_attention(classifier, fp32_onnx, tmp_path):
+    int8 = str(tmp_path / "int8.onnx")
+    onnx_export.quantize_file(fp32_onnx(classifier[1]), int8)
+    assert "QAttention" in _op_types(int8)
