@@ -851,6 +851,19 @@ class _CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     just restored, so that save is skipped.
     """
 
+    def after_create_session(self, session, coord):
+        # The stock hook formats graph.pbtxt with protobuf's pure-Python text_format: 1-3 s
+        # for a BERT training graph on 2 cores, every run. The same text proto, written by
+        # upb's C encoder, takes a tenth of that (`write_graph_text`).
+        if self._save_graph_def:
+            write_graph_text(tf.compat.v1.get_default_graph().as_graph_def(add_shapes=True),
+                             self._checkpoint_dir, "graph.pbtxt")
+        save_graph_def, self._save_graph_def = self._save_graph_def, False
+        try:
+            super().after_create_session(session, coord)
+        finally:
+            self._save_graph_def = save_graph_def
+
     def _save(self, session, step):
         latest = tf.train.latest_checkpoint(self._checkpoint_dir)
         if latest and os.path.basename(latest) == f"{os.path.basename(self._save_path)}-{step}":
@@ -968,6 +981,27 @@ def _split_batch(batch):
                          "yield_single_examples=False.")
     for i in range(next(iter(sizes.values()))):
         yield {key: value[i] for key, value in batch.items()}
+
+
+def write_graph_text(graph_def, directory, name):
+    """Writes `graph_def` as a text proto to directory/name (atomically, as
+    `tf.io.write_graph(..., as_text=True)` does); returns the path.
+
+    With upb protobuf (`api_implementation.Type() == "upb"`) `str(message)` is its C text
+    encoder: ~10x faster than `text_format.MessageToString` and parsed back to the same
+    GraphDef (only the order of map entries and the spelling of floats may differ). Other
+    protobuf builds and big-endian hosts (whose tensor contents tf.io.write_graph swaps)
+    go through `tf.io.write_graph`.
+    """
+    from google.protobuf.internal import api_implementation
+    from tensorflow.python.lib.io import file_io
+
+    if api_implementation.Type() != "upb" or sys.byteorder == "big":
+        return tf.io.write_graph(graph_def, directory, name, as_text=True)
+    tf.io.gfile.makedirs(directory)
+    path = os.path.join(directory, name)
+    file_io.atomic_write_string_to_file(path, str(graph_def))
+    return path
 
 
 def write_scalar_summaries(directory, values, step):
