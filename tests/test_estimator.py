@@ -141,7 +141,7 @@ def test_train_writes_checkpoints_and_summaries(trained):
 def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
     """train() writes graph.pbtxt (upb's fast text encoder where protobuf has it): a text
     proto that parses back to the very GraphDef tf.io.write_graph writes, awkward floats
-    included."""
+    included; the rest of the start's writes are the stock hook's."""
     from google.protobuf import text_format
 
     estimator, _ = trained
@@ -149,6 +149,13 @@ def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
         written = text_format.Parse(f.read(), tf.compat.v1.GraphDef())
     assert any(node.op == "ApplyGradientDescent" or node.op == "ResourceApplyGradientDescent"
                for node in written.node), sorted({node.op for node in written.node})
+    # As the stock CheckpointSaverHook: the start's checkpoint has its .meta, and the events
+    # file holds the graph and the meta graph for TensorBoard.
+    assert os.path.exists(os.path.join(estimator.model_dir, "model.ckpt-0.meta"))
+    kinds = {event.WhichOneof("what")
+             for path in glob.glob(os.path.join(estimator.model_dir, "events.out.tfevents.*"))
+             for event in tf.compat.v1.train.summary_iterator(path)}
+    assert {"graph_def", "meta_graph_def"} <= kinds, kinds
     with tf.Graph().as_default() as graph:
         tf.constant([0.1, 1e-30, 3.4028235e38, float("nan"), -float("inf"), -0.0], name="c")
         tf.nn.leaky_relu(tf.constant([1.0]), alpha=0.123456789)
