@@ -253,8 +253,14 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
         learning_rate = self._learning_rate(dtype)
         decay = []
         if self._decays(var):
-            decay.append(var.assign_sub(learning_rate * self.weight_decay_rate *
-                                        tf.convert_to_tensor(var), read_value=False))
+            # Only once the gradient exists, i.e. after the forward and backward passes read
+            # `var`: nothing else orders this write after them, so it could run at the start
+            # of the step (the forward pass might then see decayed weights, and TF copies the
+            # weights to keep an earlier read intact: a copy of [V, H] per step for BERT's
+            # word embeddings).
+            with tf.control_dependencies([grad]):
+                decay.append(var.assign_sub(learning_rate * self.weight_decay_rate *
+                                            tf.convert_to_tensor(var), read_value=False))
         zero = tf.constant(0.0, dtype)
         with tf.control_dependencies(decay):
             return tf.raw_ops.ResourceApplyAdam(
