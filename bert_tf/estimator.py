@@ -866,6 +866,26 @@ class _CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     just restored, so that save is skipped.
     """
 
+    def after_create_session(self, session, coord):
+        """The stock hook's start (graph.pbtxt, the graph and meta graph in the events file,
+        the step's checkpoint), with graph.pbtxt through `write_graph_text` (the stock
+        pure-Python text_format took 1-3 s of every run for a BERT training graph on 2
+        cores) and one GraphDef for it and the meta graph."""
+        from tensorflow.python.framework import meta_graph
+
+        del coord
+        global_step = session.run(self._global_step_tensor)
+        graph = tf.compat.v1.get_default_graph()
+        graph_def = graph.as_graph_def(add_shapes=True)
+        if self._save_graph_def:
+            write_graph_text(graph_def, self._checkpoint_dir, "graph.pbtxt")
+        saver = self._get_saver()
+        self._summary_writer.add_graph(graph)
+        self._summary_writer.add_meta_graph(meta_graph.create_meta_graph_def(
+            graph_def=graph_def, saver_def=saver.saver_def if saver else None))
+        self._save(session, global_step)  # The checkpoint of the state at `global_step`.
+        self._timer.update_last_triggered_step(global_step)
+
     def _save(self, session, step):
         latest = tf.train.latest_checkpoint(self._checkpoint_dir)
         if latest and os.path.basename(latest) == f"{os.path.basename(self._save_path)}-{step}":
@@ -983,6 +1003,27 @@ def _split_batch(batch):
                          "yield_single_examples=False.")
     for i in range(next(iter(sizes.values()))):
         yield {key: value[i] for key, value in batch.items()}
+
+
+def write_graph_text(graph_def, directory, name):
+    """Writes `graph_def` as a text proto to directory/name (atomically, as
+    `tf.io.write_graph(..., as_text=True)` does); returns the path.
+
+    With upb protobuf (`api_implementation.Type() == "upb"`) `str(message)` is its C text
+    encoder: ~10x faster than `text_format.MessageToString` and parsed back to the same
+    GraphDef (only the order of map entries and the spelling of floats may differ). Other
+    protobuf builds and big-endian hosts (whose tensor contents tf.io.write_graph swaps)
+    go through `tf.io.write_graph`.
+    """
+    from google.protobuf.internal import api_implementation
+    from tensorflow.python.lib.io import file_io
+
+    if api_implementation.Type() != "upb" or sys.byteorder == "big":
+        return tf.io.write_graph(graph_def, directory, name, as_text=True)
+    tf.io.gfile.makedirs(directory)
+    path = os.path.join(directory, name)
+    file_io.atomic_write_string_to_file(path, str(graph_def))
+    return path
 
 
 def write_scalar_summaries(directory, values, step):

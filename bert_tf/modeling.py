@@ -546,6 +546,25 @@ def dense_layer(input_tensor, units, activation=None, kernel_initializer=None, n
     return output
 
 
+def gather_rows(table, indices):
+    """`tf.gather(table, indices)` of a variable's value (a plain Gather, not ResourceGather).
+
+    A ResourceGather switches its variable into TF's copy-on-read mode for the rest of the
+    session: from then on every read (the optimizer's weight decay, the checkpoint saver)
+    copies the whole table and every update first copies it too. For BERT's word embeddings
+    that is 2-3 extra passes over [V, H] floats per training step. Reading the value first
+    gathers the same rows and gives the same IndexedSlices gradient.
+
+    Args:
+      table: [V, ...] variable (or tensor).
+      indices: int Tensor of any shape, values in [0, V).
+
+    Returns:
+      Tensor indices.shape + table.shape[1:].
+    """
+    return tf.gather(tf.convert_to_tensor(table), indices)
+
+
 def embedding_lookup(input_ids,
                      vocab_size,
                      embedding_size=128,
@@ -580,7 +599,7 @@ def embedding_lookup(input_ids,
                                        dtype=embedding_table.dtype)
         output = tf.matmul(one_hot_input_ids, embedding_table)
     else:
-        output = tf.gather(embedding_table, input_ids)
+        output = gather_rows(embedding_table, input_ids)
     output = tf.reshape(output, input_shape + [embedding_size])
     return output, embedding_table
 
@@ -627,7 +646,7 @@ def embedding_postprocessor(input_tensor,
         token_type_table = tf1.get_variable(
             name=token_type_embedding_name, shape=[token_type_vocab_size, width],
             initializer=create_initializer(initializer_range), dtype=input_tensor.dtype)
-        output += tf.gather(token_type_table, token_type_ids)
+        output += gather_rows(token_type_table, token_type_ids)
 
     if use_position_embeddings:
         checks = _check_seq_length(seq_length, max_position_embeddings)
@@ -838,7 +857,7 @@ def _relative_position_scores(query_layer, key_layer, from_seq_length, to_seq_le
     with tf.control_dependencies(checks):
         distance = (tf.expand_dims(tf.range(from_seq_length), 1)
                     - tf.expand_dims(tf.range(to_seq_length), 0))  # [F, T]
-    distance_vectors = tf.gather(distance_table, distance + max_position_embeddings - 1)
+    distance_vectors = gather_rows(distance_table, distance + max_position_embeddings - 1)
     scores = tf.einsum("bnfd,ftd->bnft", query_layer, distance_vectors)  # [F, T, D] -> [B,N,F,T]
     if key_layer is not None:
         scores += tf.einsum("bntd,ftd->bnft", key_layer, distance_vectors)

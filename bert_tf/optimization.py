@@ -254,8 +254,11 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
         grad = tf.cast(grad, dtype)
         decay = []
         if self._decays(var):
-            # After the gradient: else the step's forward pass may read already-decayed weights
-            # (an unordered race: runs differ by ~1e-6 and a resumed run cannot be exact).
+            # Only once the gradient exists, i.e. after the forward and backward passes read
+            # `var`: nothing else orders this write after them, so it could run at the start of
+            # the step (the forward pass might then see decayed weights: runs differ by ~1e-6
+            # and a resumed run cannot be exact; and TF copies the weights to keep an earlier
+            # read intact: a copy of [V, H] per step for BERT's word embeddings).
             with tf.control_dependencies([grad]):
                 decay.append(var.assign_sub(learning_rate * self.weight_decay_rate *
                                             tf.convert_to_tensor(var), read_value=False))

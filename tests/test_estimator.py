@@ -137,6 +137,37 @@ def test_train_writes_checkpoints_and_summaries(trained):
         assert examples_per_sec == pytest.approx(8 * scalars["global_step/sec"][step], rel=1e-4)
 
 
+
+def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
+    """train() writes graph.pbtxt (upb's fast text encoder where protobuf has it): a text
+    proto that parses back to the very GraphDef tf.io.write_graph writes, awkward floats
+    included; the rest of the start's writes are the stock hook's."""
+    from google.protobuf import text_format
+
+    estimator, _ = trained
+    with open(os.path.join(estimator.model_dir, "graph.pbtxt")) as f:
+        written = text_format.Parse(f.read(), tf.compat.v1.GraphDef())
+    assert any(node.op == "ApplyGradientDescent" or node.op == "ResourceApplyGradientDescent"
+               for node in written.node), sorted({node.op for node in written.node})
+    # As the stock CheckpointSaverHook: the start's checkpoint has its .meta, and the events
+    # file holds the graph and the meta graph for TensorBoard.
+    assert os.path.exists(os.path.join(estimator.model_dir, "model.ckpt-0.meta"))
+    kinds = {event.WhichOneof("what")
+             for path in glob.glob(os.path.join(estimator.model_dir, "events.out.tfevents.*"))
+             for event in tf.compat.v1.train.summary_iterator(path)}
+    assert {"graph_def", "meta_graph_def"} <= kinds, kinds
+    with tf.Graph().as_default() as graph:
+        tf.constant([0.1, 1e-30, 3.4028235e38, float("nan"), -float("inf"), -0.0], name="c")
+        tf.nn.leaky_relu(tf.constant([1.0]), alpha=0.123456789)
+    graph_def = graph.as_graph_def(add_shapes=True)
+    path = est.write_graph_text(graph_def, str(tmp_path / "new"), "graph.pbtxt")
+    reference = tf.io.write_graph(graph_def, str(tmp_path / "stock"), "graph.pbtxt")
+    parsed = [text_format.Parse(open(p).read(), tf.compat.v1.GraphDef())
+              for p in (path, reference)]
+    assert parsed[0].SerializeToString(deterministic=True) == parsed[1].SerializeToString(
+        deterministic=True)
+    assert parsed[0] == graph_def
+
 def test_progress_line_format():
     line = est.progress_line(120, 1000, 3.2104, 4.1, 131.2)
     assert line == "step 120/1000 loss=3.21 steps/sec=4.1 examples/sec=131 ETA 0:03:35"

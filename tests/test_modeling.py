@@ -262,3 +262,27 @@ def test_help_shows_shapes():
                          env=child_env(PAGER="cat", TERM="dumb", PATH="/usr/bin:/bin"),
                          check=True).stdout
     assert re.search(r"\[B, S, H\]", out) and re.search(r"\[B\*S, H\]", out)
+
+
+def test_embedding_lookup_gradient_and_no_resource_gather():
+    """The word-embedding gradient is the numpy reference's (each used row sums the output
+    gradients of its positions), and a BertModel graph reads its tables with plain Gathers:
+    a ResourceGather would make TF copy the whole [V, H] table on every later read and update
+    (the weight decay, Adam), several passes over it per training step."""
+    ids, mask, segs = _inputs()
+    weights = np.random.RandomState(3).randn(*ids.shape, 32).astype(np.float32)
+    with tf.Graph().as_default():
+        output, table = modeling.embedding_lookup(tf.constant(ids), TINY["vocab_size"], 32)
+        grad = tf.gradients(tf.reduce_sum(output * weights), [table])[0]
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            looked_up, table_value, grad_value = sess.run(
+                [output, table, tf.convert_to_tensor(grad)])
+    np.testing.assert_array_equal(looked_up, table_value[ids])
+    expected = np.zeros((TINY["vocab_size"], 32), np.float64)
+    np.add.at(expected, ids.ravel(), weights.reshape(-1, 32))
+    np.testing.assert_allclose(grad_value, expected, rtol=1e-6, atol=1e-6)
+    with tf.Graph().as_default() as graph:
+        modeling.BertModel(modeling.BertConfig(**TINY), True, tf.constant(ids),
+                           tf.constant(mask), tf.constant(segs))
+    assert "ResourceGather" not in {op.type for op in graph.get_operations()}
