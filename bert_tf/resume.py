@@ -32,7 +32,7 @@ tf1 = tf.compat.v1
 
 INPUT_STATE_DIR = "input_state"
 # How long the chief waits for the other workers' input states before writing a checkpoint.
-OTHER_WORKERS_WAIT_SECS = 60
+OTHER_WORKERS_WAIT_SECS = 30
 
 
 def input_state_prefix(checkpoint_prefix, worker=0, num_workers=1):
@@ -64,6 +64,7 @@ class _ResumableInputHook(InitIteratorHook):
     def __init__(self, hook, model_dir):
         super().__init__(hook.iterator, hook.pipeline, hook.num_pipelines)
         self._model_dir = model_dir
+        self._not_awaited = set()  # Pipelines whose states did not show up in time.
 
     def _state_prefix(self, step):
         return input_state_prefix(os.path.join(self._model_dir, f"model.ckpt-{step}"),
@@ -77,19 +78,23 @@ class _ResumableInputHook(InitIteratorHook):
     def wait_for_other_pipelines(self, step, timeout_secs=OTHER_WORKERS_WAIT_SECS):
         """Waits until the other workers saved their input state of `step`, so that a
         checkpoint never exists without them (a kill in between would make that worker's
-        input restart); after `timeout_secs` it warns and lets the checkpoint be written."""
+        input restart). A worker whose state does not appear within `timeout_secs` (e.g. its
+        --output_dir is not this one) is warned about once and not waited for again."""
         prefix = os.path.join(self._model_dir, f"model.ckpt-{step}")
-        missing = [input_state_prefix(prefix, p, self.num_pipelines) + ".index"
-                   for p in range(self.num_pipelines) if p != self.pipeline]
+        missing = {p: input_state_prefix(prefix, p, self.num_pipelines) + ".index"
+                   for p in range(self.num_pipelines)
+                   if p != self.pipeline and p not in self._not_awaited}
         deadline = time.time() + timeout_secs
         while missing and time.time() < deadline:
-            missing = [path for path in missing if not tf.io.gfile.exists(path)]
+            missing = {p: path for p, path in missing.items() if not tf.io.gfile.exists(path)}
             if missing:
                 time.sleep(0.05)
         if missing:
-            logging.warning("--exact_resume: %s not written within %d s; a run resumed from "
-                            "checkpoint %d restarts that worker's input from its first record.",
-                            ", ".join(missing), timeout_secs, step)
+            self._not_awaited.update(missing)
+            logging.warning("--exact_resume: %s not written within %d s (do all workers share "
+                            "--output_dir?); checkpoints no longer wait for these workers, and "
+                            "a run resumed from them restarts their input from the first record.",
+                            ", ".join(missing.values()), timeout_secs)
 
     def begin(self):
         saveable = tf1.data.experimental.make_saveable_from_iterator(self.iterator)

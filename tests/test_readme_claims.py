@@ -559,7 +559,8 @@ def test_multi_worker_fine_tuning_only_the_chief_evaluates_and_exports(tmp_path,
                                                                       script):
     """README: "The fine-tuning scripts run the same way (same command, `TF_CONFIG`,
     `--distribution_strategy=multi_worker`) ...; only the chief writes to `--output_dir` (the
-    others cache their features in a temporary directory removed at exit) and, once training
+    others cache their features in a temporary directory removed at exit, and write only their
+    input positions, `input_state/*.input-W-of-P.*` ...) and, once training
     ends, the chief alone evaluates, predicts and exports while the others exit".
 
     Two workers on 127.0.0.1 train from scratch. To see who writes what, the other worker gets
@@ -602,9 +603,12 @@ def test_multi_worker_fine_tuning_only_the_chief_evaluates_and_exports(tmp_path,
                 open(os.path.join(exported, "assets.extra", "label_list.txt")) as g:
             assert f.read() == g.read()
 
-    # The other worker wrote nothing where it was told to write, and removed its feature cache.
+    # The other worker wrote nothing where it was told to write but its input positions
+    # (--exact_resume), and removed its feature cache.
     worker_out = tmp_path / "out1"
-    assert not worker_out.exists() or not os.listdir(worker_out), os.listdir(worker_out)
+    assert os.listdir(worker_out) == ["input_state"]
+    assert all(".input-1-of-2." in name for name in os.listdir(worker_out / "input_state"))
+    assert "checkpoints no longer wait for these workers" in chief_log
     assert not os.path.exists(tmp_path / "export1")
     assert "Not the chief: done after training" in worker_log
     assert "Not the chief" not in chief_log
