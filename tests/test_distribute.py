@@ -29,6 +29,7 @@ import pytest
 import tensorflow as tf
 from envs import child_env
 from finetune_helpers import FINETUNE_DATA, run_script, write_tiny_config
+from test_faults import max_difference, weights_at
 from test_pretraining import TINY, write_records
 
 from bert_tf import benchmark, distribute, modeling
@@ -396,13 +397,6 @@ def test_c_a_dead_worker_stops_the_other_then_both_resume(data, tmp_path):
     assert int(tf.train.load_variable(final, "global_step")) == last_step + 3
 
 
-def _weights_at(model_dir, step):
-    prefix = tf.train.latest_checkpoint(str(model_dir))
-    assert prefix.endswith(f"model.ckpt-{step}"), prefix
-    return {name: tf.train.load_variable(prefix, name)
-            for name, _ in tf.train.list_variables(prefix) if "adam" not in name.lower()}
-
-
 @pytest.mark.slow
 def test_c_two_workers_killed_resume_exactly_where_their_inputs_were(data, tmp_path):
     """--exact_resume on two workers: both killed (SIGKILL) after a checkpoint, then restarted
@@ -434,9 +428,7 @@ def test_c_two_workers_killed_resume_exactly_where_their_inputs_were(data, tmp_p
     assert last is not None and int(last.rsplit("-", 1)[1]) < steps, last
     chief_log, _ = _run_two_workers(args(killed), str(tmp_path))  # The same command.
     assert "Resuming the input where" in chief_log
-    reference, resumed = _weights_at(straight, steps), _weights_at(killed, steps)
-    assert max(float(np.max(np.abs(resumed[k].astype(np.float64) - reference[k])))
-               for k in reference) <= 1e-6
+    assert max_difference(weights_at(killed, steps), weights_at(straight, steps)) <= 1e-6
 
 
 @pytest.mark.slow
