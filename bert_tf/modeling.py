@@ -468,11 +468,81 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=True):
     return done, missing
 
 
+# Dropout draws one 16-bit number per element: half of the Philox work of a float32 draw,
+# which dominates the cost of dropout on the [B, N, F, T] attention probabilities.
+_DROPOUT_LEVELS = 1 << 16
+
+
 def dropout(input_tensor, dropout_prob):
-    """Dropout with drop probability `dropout_prob` (not keep probability); no-op at 0."""
+    """Dropout with drop probability `dropout_prob` (not keep probability); no-op at 0.
+
+    Each element is zeroed with probability p = round(dropout_prob * 65536) / 65536 (0.1 ->
+    0.100006) and the others are scaled by 1 / (1 - p), so in float32 the expectation is the
+    input (a bfloat16 scale is rounded, as in `tf.nn.dropout`). The mask comes from a
+    stateless Philox draw keyed by a per-op seed that a stateful op draws on every run, so a
+    graph-level seed (`tf.compat.v1.set_random_seed`) makes the sequence of masks
+    reproducible, as with `tf.nn.dropout`.
+
+    Args:
+      input_tensor: float Tensor of any shape.
+      dropout_prob: float in [0, 1), or None.
+
+    Returns:
+      Tensor of the same shape and dtype.
+    """
+    kept, scale = dropout_unscaled(input_tensor, dropout_prob)
+    return kept if scale == 1.0 else kept * tf.constant(scale, kept.dtype)
+
+
+def dropout_unscaled(input_tensor, dropout_prob):
+    """`dropout` without its rescaling: (kept, scale), where dropout = kept * scale.
+
+    For a caller that can apply `scale` to a smaller tensor downstream (attention scales
+    the [B, N, F, D] context instead of the [B, N, F, T] probabilities); the gradient then
+    needs one pass over the big tensor instead of two.
+
+    Returns:
+      (Tensor like `input_tensor` with the dropped elements zeroed, Python float scale);
+      (input_tensor, 1.0) when `dropout_prob` is None or 0.
+
+    Raises:
+      ValueError: if `dropout_prob` is outside [0, 1).
+    """
     if dropout_prob is None or dropout_prob == 0.0:
-        return input_tensor
-    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+        return input_tensor, 1.0
+    if not 0.0 <= dropout_prob < 1.0:
+        raise ValueError(f"dropout_prob must be in [0, 1), got {dropout_prob}.")
+    # Below 1/131072 nothing is dropped; above 1 - 1/131072 one value in 65536 is kept.
+    threshold = min(int(round(dropout_prob * _DROPOUT_LEVELS)), _DROPOUT_LEVELS - 1)
+    if threshold == 0:
+        return input_tensor, 1.0
+    with tf1.name_scope("dropout"):
+        keep = random_uint16(tf.shape(input_tensor), input_tensor.shape) >= threshold
+        kept = tf.where(keep, input_tensor, tf.zeros([], input_tensor.dtype))
+    return kept, _DROPOUT_LEVELS / (_DROPOUT_LEVELS - threshold)
+
+
+def random_uint16(shape, static_shape=None):
+    """Uniform random uint16 Tensor of `shape`, new on every run.
+
+    Args:
+      shape: int32 1-D Tensor (the dynamic shape).
+      static_shape: optional `tf.TensorShape` of the result, to keep static dimensions.
+
+    Returns:
+      uint16 Tensor of `shape`: two values from every uint32 of a stateless Philox draw,
+      keyed by a seed that a stateful op draws on every run (and that follows the
+      graph-level seed).
+    """
+    seed = tf1.random.uniform([2], 0, tf.int32.max, dtype=tf.int32)
+    size = tf.reduce_prod(shape)
+    bits = tf.random.stateless_uniform([(size + 1) // 2], seed, dtype=tf.uint32, minval=None,
+                                       maxval=None)
+    # A prefix slice along dimension 0 aliases the buffer: no copy for an even or odd size.
+    values = tf.reshape(tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size], shape)
+    if static_shape is not None:
+        values.set_shape(static_shape)
+    return values
 
 
 def layer_norm(input_tensor, name=None, epsilon=1e-12):
@@ -811,7 +881,12 @@ def attention_layer(from_tensor,
         attention_scores += (1.0 - attention_mask) * -10000.0
 
     attention_probs = tf.nn.softmax(attention_scores)  # [B, N, F, T], float32
-    attention_probs = dropout(attention_probs, attention_probs_dropout_prob)
+    attention_probs, dropout_scale = dropout_unscaled(attention_probs,
+                                                      attention_probs_dropout_prob)
+    if dropout_scale != 1.0 and (do_return_attention_probs or value_layer.dtype != tf.float32):
+        # Scaling the context instead is exact only in float32 (1/0.9 is not a bfloat16).
+        attention_probs *= dropout_scale
+        dropout_scale = 1.0
     if head_mask is not None:
         head_mask = tf.cast(head_mask, tf.float32)
         if head_mask.shape.ndims != 1:
@@ -821,6 +896,8 @@ def attention_layer(from_tensor,
     attention_probs = tf.cast(attention_probs, value_layer.dtype)
 
     context_layer = tf.matmul(attention_probs, value_layer)  # [B, N, F, D]
+    if dropout_scale != 1.0:
+        context_layer *= dropout_scale  # B*F*N*D values rather than B*N*F*T.
     context_layer = tf.transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, D]
     if do_return_2d_tensor:
         context_layer = tf.reshape(context_layer, [batch_size * from_seq_length, width])

@@ -106,6 +106,105 @@ def test_dropout_only_when_training():
                 np.testing.assert_array_equal(a, b)
 
 
+def _dropout_runs(build, runs, seed=7, feed=None):
+    """Values of `build()` (a Tensor made in a fresh graph with graph seed `seed`) over
+    `runs` session runs."""
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(seed)
+        tensor = build()
+        with tf1.Session() as sess:
+            return [sess.run(tensor, feed) for _ in range(runs)]
+
+
+def test_dropout_rate_scale_and_expectation():
+    p = 0.1
+    threshold = round(p * 65536)  # The mask's 1/65536 resolution: 6554.
+    scale = np.float32(65536 / (65536 - threshold))
+    (a, b) = _dropout_runs(lambda: modeling.dropout(tf.ones([1 << 20]), p), runs=2)
+    n = a.size
+    sigma = math.sqrt(p * (1 - p) / n)  # 2.9e-4
+    for values in (a, b):
+        dropped = np.mean(values == 0)
+        assert abs(dropped - threshold / 65536) < 5 * sigma, dropped
+        np.testing.assert_array_equal(np.unique(values), [0, scale])  # Kept: exactly 1/(1-p).
+        assert abs(values.mean() - 1.0) < 5 * sigma * float(scale)  # Unbiased.
+    # A new mask on every run, and not correlated with the last one.
+    assert abs(np.mean((a == 0) & (b == 0)) - (threshold / 65536) ** 2) < 5 * sigma
+    # The same graph seed gives the same sequence of masks in a new graph.
+    (c, d) = _dropout_runs(lambda: modeling.dropout(tf.ones([1 << 20]), p), runs=2)
+    np.testing.assert_array_equal(a, c)
+    np.testing.assert_array_equal(b, d)
+    # Nothing to drop at 0 or None; a probability of 1 is an error, as in tf.nn.dropout.
+    x = tf.ones([3])
+    assert modeling.dropout(x, 0.0) is x and modeling.dropout(x, None) is x
+    with pytest.raises(ValueError, match="dropout_prob"):
+        modeling.dropout(x, 1.0)
+
+
+def test_dropout_of_dynamic_odd_shapes_and_its_gradient():
+    rng = np.random.RandomState(0)
+    x_value = rng.uniform(1, 2, size=(3, 5, 7)).astype(np.float32)  # 105 values: odd.
+    dy_value = rng.normal(size=x_value.shape).astype(np.float32)
+
+    def build():
+        x = tf1.placeholder(tf.float32, [None, None, 7])
+        y = modeling.dropout(x, 0.3)
+        assert y.shape.as_list() == [None, None, 7]
+        return y, tf.gradients(y, x, grad_ys=tf.constant(dy_value))[0], x
+
+    graph = tf.Graph()
+    with graph.as_default():
+        y, grad, x = build()
+        with tf1.Session() as sess:
+            for _ in range(3):
+                y_value, grad_value = sess.run([y, grad], {x: x_value})
+                kept = y_value != 0
+                scale = np.float32(65536 / (65536 - round(0.3 * 65536)))
+                np.testing.assert_allclose(y_value[kept], x_value[kept] * scale, rtol=1e-6)
+                # The gradient is the same mask and scale applied to the incoming gradient.
+                np.testing.assert_allclose(grad_value, np.where(kept, dy_value * scale, 0),
+                                           rtol=1e-6)
+                assert 0 < kept.sum() < kept.size
+
+
+def test_attention_dropout_scales_the_context_like_the_probabilities():
+    """Attention applies dropout's 1/(1-p) to the [B, N, F, D] context, not to the [B, N, F, T]
+    probabilities: the context must equal the one computed from the scaled probabilities
+    (same graph seed, so the same masks)."""
+    rng = np.random.RandomState(1)
+    x_value = rng.normal(size=(2, 6, 8)).astype(np.float32)
+
+    def build(return_probs):
+        x = tf.constant(x_value)
+        with tf1.variable_scope("attention", initializer=tf1.random_normal_initializer(seed=2)):
+            out = modeling.attention_layer(x, x, num_attention_heads=2, size_per_head=4,
+                                           attention_probs_dropout_prob=0.4,
+                                           do_return_attention_probs=return_probs)
+        if not return_probs:
+            return out
+        context, probs = out
+        graph = tf1.get_default_graph()
+        value = graph.get_tensor_by_name("attention/value/BiasAdd:0")
+        manual = tf.matmul(probs, tf.transpose(tf.reshape(value, [2, 6, 2, 4]), [0, 2, 1, 3]))
+        return context, tf.reshape(tf.transpose(manual, [0, 2, 1, 3]), [2, 6, 8]), probs
+
+    def values(return_probs):
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(5)
+            tensors = build(return_probs)
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                return sess.run(tensors)
+
+    context_with_probs, manual, probs = values(True)
+    np.testing.assert_allclose(context_with_probs, manual, rtol=1e-5, atol=1e-6)
+    scale = 65536 / (65536 - round(0.4 * 65536))
+    assert np.any(probs == 0) and np.all(probs.sum(-1) <= scale + 1e-5)
+    np.testing.assert_allclose(values(False), context_with_probs, rtol=1e-5, atol=1e-6)
+
+
 def test_bf16_compute_keeps_fp32_variables_and_tracks_fp32():
     config = modeling.BertConfig(**TINY)
     ids, mask, segs = _inputs()
