@@ -99,14 +99,18 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path, vocab_file):
             # with it, seeds 1-3 rose 0.35, 0.00, 0.40 and seeds 4-7 0.71 on average.
             bucket_by_length=False))["recall_rare"]
 
+    # One 90-step run of this tiny model either finds the rare class or not, so a single seed
+    # can fall whatever the weights (seeds 1-10 fell in 3 of 10 with tf.nn.dropout's masks and
+    # in 2 of 10 with modeling.dropout's): the claim is about the average over seeds.
     rises = []
-    for seed in (1, 2, 3):
+    for seed in range(1, 9):
         unweighted, balanced = rare_recall("1,1", seed), rare_recall("balanced", seed)
         print(f"seed {seed}: rare recall {unweighted:.2f} unweighted, {balanced:.2f} balanced")
         rises.append(balanced - unweighted)
-    # Measured rises 0.15, 0.70, 0.65.
-    assert min(rises) >= 0.0
-    assert sum(rises) / 3 >= 0.25
+    # Measured, seeds 1-8: mean rise 0.46, 6 rose and 1 fell (modeling.dropout); with
+    # tf.nn.dropout's masks 0.44, 6 rose and 2 fell. Seeds 1-10: 0.35 and 0.33.
+    assert sum(rises) / len(rises) >= 0.25
+    assert sum(rise > 0 for rise in rises) > 2 * sum(rise < 0 for rise in rises)
 
 
 def test_multiple_choice_learns_above_chance_with_minilm(tmp_path, minilm_converted):

@@ -135,6 +135,10 @@ def test_dropout_rate_scale_and_expectation():
     (c, d) = _dropout_runs(lambda: modeling.dropout(tf.ones([1 << 20]), p), runs=2)
     np.testing.assert_array_equal(a, c)
     np.testing.assert_array_equal(b, d)
+    # Two dropouts of one tensor in one graph draw different masks.
+    ((e, f),) = _dropout_runs(lambda: [modeling.dropout(tf.ones([1 << 20]), p)
+                                       for _ in range(2)], runs=1)
+    assert abs(np.mean((e == 0) & (f == 0)) - (threshold / 65536) ** 2) < 5 * sigma
     # Nothing to drop at 0 or None; a probability of 1 is an error, as in tf.nn.dropout.
     x = tf.ones([3])
     assert modeling.dropout(x, 0.0) is x and modeling.dropout(x, None) is x
