@@ -117,10 +117,15 @@ def _dropout_runs(build, runs, seed=7, feed=None):
             return [sess.run(tensor, feed) for _ in range(runs)]
 
 
+def _dropout_scale(p):
+    """modeling.dropout's 1 / (1 - p) for p rounded to the mask's 1/65536 resolution."""
+    return np.float32(65536 / (65536 - round(p * 65536)))
+
+
 def test_dropout_rate_scale_and_expectation():
     p = 0.1
     threshold = round(p * 65536)  # The mask's 1/65536 resolution: 6554.
-    scale = np.float32(65536 / (65536 - threshold))
+    scale = _dropout_scale(p)
     (a, b) = _dropout_runs(lambda: modeling.dropout(tf.ones([1 << 20]), p), runs=2)
     n = a.size
     sigma = math.sqrt(p * (1 - p) / n)  # 2.9e-4
@@ -160,11 +165,11 @@ def test_dropout_of_dynamic_odd_shapes_and_its_gradient():
     graph = tf.Graph()
     with graph.as_default():
         y, grad, x = build()
+        scale = _dropout_scale(0.3)
         with tf1.Session() as sess:
             for _ in range(3):
                 y_value, grad_value = sess.run([y, grad], {x: x_value})
                 kept = y_value != 0
-                scale = np.float32(65536 / (65536 - round(0.3 * 65536)))
                 np.testing.assert_allclose(y_value[kept], x_value[kept] * scale, rtol=1e-6)
                 # The gradient is the same mask and scale applied to the incoming gradient.
                 np.testing.assert_allclose(grad_value, np.where(kept, dy_value * scale, 0),
@@ -204,7 +209,7 @@ def test_attention_dropout_scales_the_context_like_the_probabilities():
 
     context_with_probs, manual, probs = values(True)
     np.testing.assert_allclose(context_with_probs, manual, rtol=1e-5, atol=1e-6)
-    scale = 65536 / (65536 - round(0.4 * 65536))
+    scale = _dropout_scale(0.4)
     assert np.any(probs == 0) and np.all(probs.sum(-1) <= scale + 1e-5)
     np.testing.assert_allclose(values(False), context_with_probs, rtol=1e-5, atol=1e-6)
 
