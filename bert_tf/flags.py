@@ -192,7 +192,8 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=Tr
         flags.DEFINE_bool("bucket_by_length", True,
                           "Training batches from length buckets: records are grouped by "
                           "length bucket in windows of 50 batches and each batch is cut to the "
-                          "smallest of 8 lengths (multiples of about max_seq_length / 8) that "
+                          "smallest of at most 16 lengths (multiples of max_seq_length / 16 "
+                          "rounded up to a multiple of 8: 8, 16, ..., 128 at 128) that "
                           "holds its longest example, so short texts do not compute on "
                           "padding; the loss is unchanged. False: every batch at "
                           "max_seq_length. Off on TPUs.",

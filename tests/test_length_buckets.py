@@ -114,11 +114,21 @@ def _check_batch(batch, lengths, batch_size=BATCH, num_choices=1):
 
 
 def test_boundaries_are_a_bounded_set_of_multiples_of_eight():
-    assert runner.length_bucket_boundaries(128) == (16, 32, 48, 64, 80, 96, 112, 128)
-    assert runner.length_bucket_boundaries(384) == (48, 96, 144, 192, 240, 288, 336, 384)
-    assert runner.length_bucket_boundaries(100) == (16, 32, 48, 64, 80, 96, 100)
+    assert runner.length_bucket_boundaries(128) == tuple(range(8, 129, 8))
+    assert runner.length_bucket_boundaries(384) == tuple(range(24, 385, 24))
+    assert runner.length_bucket_boundaries(512) == tuple(range(32, 513, 32))
+    assert runner.length_bucket_boundaries(100) == (*range(8, 97, 8), 100)
     assert runner.length_bucket_boundaries(20) == (8, 16, 20)
     assert BOUNDARIES == (8, 16, 24, 32, 40, 48, 56, 64)
+    for max_seq_length in range(1, 1025):
+        boundaries = runner.length_bucket_boundaries(max_seq_length)
+        assert len(boundaries) <= 16 and boundaries[-1] == max_seq_length
+        assert all(b % 8 == 0 for b in boundaries[:-1]), boundaries
+        assert list(boundaries) == sorted(set(boundaries))
+        # Less than one step of padding: the gap between buckets is the step, at most
+        # max_seq_length / 16 rounded up to a multiple of 8.
+        gaps = [b - a for a, b in zip((0, *boundaries[:-1]), boundaries, strict=True)]
+        assert max(gaps) <= max(8, -(-max_seq_length // 16) + 7), boundaries
 
 
 def test_one_epoch_of_bucketed_batches_holds_every_record_once(data):

@@ -257,14 +257,15 @@ BUCKET_WINDOW_BATCHES = 50
 def length_bucket_boundaries(max_seq_length):
     """The sequence lengths a bucketed training batch is cut to, ascending.
 
-    Multiples of a step of max_seq_length / 8 rounded up to a multiple of 8 (at least 8),
-    then max_seq_length itself: 128 -> (16, 32, ..., 112, 128), 384 -> (48, 96, ..., 384).
-    At most 8 shapes, so the graph's kernels and oneDNN's primitive caches see a bounded set
-    of sizes and stay warm; all but the last multiples of 8 (whole SIMD vectors of int32 /
-    float32 on AVX2); and a batch carries less than one step of padding beyond its longest
-    example.
+    Multiples of a step of max_seq_length / 16 rounded up to a multiple of 8 (at least 8),
+    then max_seq_length itself: 128 -> (8, 16, ..., 120, 128), 384 -> (24, 48, ..., 384).
+    All but the last are multiples of 8 (whole SIMD vectors of int32 / float32 on AVX2, whole
+    tensor-core tiles on GPUs). At most 16 shapes: a bounded set that XLA compiles once each
+    and oneDNN's primitive caches hold. A batch carries less than one step of padding beyond
+    its longest example: on GLUE-like lengths (mean 27 of 128) an 8-token step computes 14 %
+    more positions than padding each batch exactly, a 16-token step 28 % more.
     """
-    step = max(8, -(-max_seq_length // 64) * 8)
+    step = max(8, -(-max_seq_length // 128) * 8)
     return tuple(range(step, max_seq_length, step)) + (max_seq_length,)
 
 
