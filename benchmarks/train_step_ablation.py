@@ -22,10 +22,10 @@ Variants:
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
+from unittest import mock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -56,16 +56,6 @@ def parse_args():
     return args
 
 
-@contextlib.contextmanager
-def _patched(module, name, value):
-    original = getattr(module, name)
-    setattr(module, name, value)
-    try:
-        yield
-    finally:
-        setattr(module, name, original)
-
-
 def build(args, variant):
     """(graph, fetch) of one variant's step."""
     import copy
@@ -82,10 +72,11 @@ def build(args, variant):
                                    max_seq_length=args.max_seq_length, precision=args.precision)
     with contextlib.ExitStack() as stack:
         if variant == "no_clipping":
-            stack.enter_context(_patched(optimization.tf, "clip_by_global_norm",
-                                         lambda grads, _: (grads, tf.constant(1.0))))
+            stack.enter_context(mock.patch.object(
+                optimization.tf, "clip_by_global_norm",
+                lambda grads, _: (grads, tf.constant(1.0))))
         if variant == "tf_nn_dropout":
-            stack.enter_context(_patched(
+            stack.enter_context(mock.patch.object(
                 modeling, "dropout_unscaled",
                 lambda x, p: (tf.nn.dropout(x, rate=p), 1.0) if p else (x, 1.0)))
         graph, fetch, loss = benchmark.build_step(spec)
@@ -137,10 +128,10 @@ def main():
         print(f"{variant:18s} {rows[variant]['median_seconds']:9.3f} "
               f"{rows[variant]['min_seconds']:7.3f} {ratio:26.3f}")
     if args.output_json:
-        with open(args.output_json, "w") as f:
-            json.dump({"args": vars(args), "machine": benchmark.machine_info(),
-                       "load_average_before": load_before,
-                       "load_average_after": os.getloadavg(), "rows": rows}, f, indent=1)
+        benchmark.write_json({"args": vars(args), "machine": benchmark.machine_info(),
+                              "load_average_before": load_before,
+                              "load_average_after": os.getloadavg(), "rows": rows},
+                             args.output_json)
 
 
 if __name__ == "__main__":
