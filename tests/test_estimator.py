@@ -25,7 +25,7 @@ INIT_W, INIT_B = 5.0, -3.0
 
 
 def linear_model_fn(features, labels, mode, params):
-    """pred = x @ w + b; MSE loss; GD. Optional params: init_checkpoint, poison_step."""
+    """pred = x @ w + b; MSE loss; GD. Optional params: init_checkpoint, poison_step, histogram."""
     w = tf.compat.v1.get_variable("w", [1, 1], initializer=tf.compat.v1.zeros_initializer())
     b = tf.compat.v1.get_variable("b", [1], initializer=tf.compat.v1.zeros_initializer())
     if params.get("init_checkpoint"):
@@ -39,6 +39,8 @@ def linear_model_fn(features, labels, mode, params):
         return est.EstimatorSpec(mode, loss=loss, eval_metric_ops={"mae": mae})
     global_step = tf.compat.v1.train.get_global_step()
     tf.compat.v1.summary.scalar("learning_rate", LEARNING_RATE)  # As bert_tf.optimization does.
+    if params.get("histogram"):
+        tf.compat.v1.summary.histogram("w", w)
     train_op = tf.compat.v1.train.GradientDescentOptimizer(LEARNING_RATE).minimize(
         loss, global_step=global_step)
     if params.get("poison_step"):  # A weight that turns NaN without the loss noticing.
@@ -136,6 +138,49 @@ def test_train_writes_checkpoints_and_summaries(trained):
     for step, examples_per_sec in scalars["examples_per_sec"].items():
         assert examples_per_sec == pytest.approx(8 * scalars["global_step/sec"][step], rel=1e-4)
 
+
+
+def test_summaries_are_their_steps_losses_every_save_summary_steps(trained):
+    """Every save_summary_steps=2 steps, as TF's SummarySaverHook writes them, each value the
+    loss of the step it is written at (computed from the weights before that step's update)."""
+    estimator, _ = trained
+    scalars = read_scalar_events(estimator.model_dir)
+    assert sorted(scalars["loss"]) == sorted(scalars["learning_rate"]) == [1, 3, 5, 7, 9]
+    for step, loss in scalars["loss"].items():
+        w, b = numpy_gradient_descent(step - 1)
+        assert loss == pytest.approx(np.mean((w * X + b - Y) ** 2), rel=1e-4), step
+
+
+def _fetched_names(fetches):
+    """The names of the tensors and ops in a (nested) Session.run fetches structure."""
+    if isinstance(fetches, dict):
+        fetches = list(fetches.values())
+    if isinstance(fetches, (list, tuple)):
+        return frozenset().union(*(_fetched_names(item) for item in fetches))
+    return frozenset([fetches.name]) if hasattr(fetches, "name") else frozenset()
+
+
+@pytest.mark.parametrize("histogram", [False, True])
+def test_training_steps_fetch_one_set_of_tensors(tmp_path, monkeypatch, histogram):
+    """Each distinct set of fetches makes the session build and grappler-optimize another
+    executor (~2.4 s for MiniLM on 2 cores), so all training steps fetch the same tensors when
+    the summaries are scalars; a histogram summary, which would cost every step, is fetched only
+    on the steps that write it."""
+    runs = []
+    session_run = tf.compat.v1.Session.run
+
+    def recording_run(self, fetches, *args, **kwargs):
+        runs.append(_fetched_names(fetches))
+        return session_run(self, fetches, *args, **kwargs)
+
+    monkeypatch.setattr(tf.compat.v1.Session, "run", recording_run)
+    model_dir = str(tmp_path / "model")
+    make_estimator(model_dir, params={"histogram": histogram}).train(make_input_fn(X, Y),
+                                                                     max_steps=6)
+    steps = [names for names in runs if any("GradientDescent" in name for name in names)]
+    assert len(steps) == 6
+    assert len(set(steps)) == (2 if histogram else 1)
+    assert sorted(read_scalar_events(model_dir)["loss"]) == [1, 3, 5]
 
 
 def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
