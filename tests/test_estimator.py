@@ -151,33 +151,17 @@ def test_summaries_are_their_steps_losses_every_save_summary_steps(trained):
         assert loss == pytest.approx(np.mean((w * X + b - Y) ** 2), rel=1e-4), step
 
 
-def _fetched_names(fetches):
-    """The names of the tensors and ops in a (nested) Session.run fetches structure."""
-    if isinstance(fetches, dict):
-        fetches = list(fetches.values())
-    if isinstance(fetches, (list, tuple)):
-        return frozenset().union(*(_fetched_names(item) for item in fetches))
-    return frozenset([fetches.name]) if hasattr(fetches, "name") else frozenset()
-
-
 @pytest.mark.parametrize("histogram", [False, True])
-def test_training_steps_fetch_one_set_of_tensors(tmp_path, monkeypatch, histogram):
+def test_training_steps_fetch_one_set_of_tensors(tmp_path, session_run_fetches, histogram):
     """Each distinct set of fetches makes the session build and grappler-optimize another
     executor (~2.4 s for MiniLM on 2 cores), so all training steps fetch the same tensors when
     the summaries are scalars; a histogram summary, which would cost every step, is fetched only
     on the steps that write it."""
-    runs = []
-    session_run = tf.compat.v1.Session.run
-
-    def recording_run(self, fetches, *args, **kwargs):
-        runs.append(_fetched_names(fetches))
-        return session_run(self, fetches, *args, **kwargs)
-
-    monkeypatch.setattr(tf.compat.v1.Session, "run", recording_run)
     model_dir = str(tmp_path / "model")
     make_estimator(model_dir, params={"histogram": histogram}).train(make_input_fn(X, Y),
                                                                      max_steps=6)
-    steps = [names for names in runs if any("GradientDescent" in name for name in names)]
+    steps = [names for names in session_run_fetches
+             if any("GradientDescent" in name for name in names)]
     assert len(steps) == 6
     assert len(set(steps)) == (2 if histogram else 1)
     assert sorted(read_scalar_events(model_dir)["loss"]) == [1, 3, 5]

@@ -91,6 +91,18 @@ def test_overfits_a_handful_of_instances_and_writes_eval_results(tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path / "out")).endswith("model.ckpt-150")
 
 
+def test_training_steps_fetch_one_set_of_tensors(tmp_path, session_run_fetches):
+    """Pre-training's summaries are scalars, so its steps all run one executor (a second one
+    costs another grappler pass over the training graph and a warm-up step)."""
+    write_records(str(tmp_path / "train.tfrecord"), num=8)
+    pretraining.run_pretraining(pretrain_options(tmp_path, num_train_steps=6, do_eval=False,
+                                                 save_summary_steps=2, log_every_n_steps=2))
+    steps = [names for names in session_run_fetches
+             if any(name.startswith("AdamWeightDecayOptimizer") for name in names)]
+    assert len(steps) == 6
+    assert len(set(steps)) == 1
+
+
 def test_masked_lm_loss_matches_numpy():
     rng = np.random.RandomState(0)
     config = modeling.BertConfig(**TINY)
