@@ -915,17 +915,17 @@ class _SummarySaverHook(tf.compat.v1.train.SummarySaverHook):
 
     def begin(self):
         super().begin()
-        self._fetch_every_step = None  # The scaffold's summary op exists once the session does.
+        self._every_step_summaries = None  # The scaffold's summary op exists once the session does.
 
     def before_run(self, run_context):
         run_args = super().before_run(run_context)
-        if self._fetch_every_step is None:
+        if self._every_step_summaries is None:
             summaries = self._get_summary_op() or []
-            self._fetch_every_step = bool(summaries) and all(
-                _is_scalar_summary(tensor.op) for tensor in summaries)
-        if self._fetch_every_step and "summary" not in run_args.fetches:
+            scalars = all(_is_scalar_summary(tensor.op) for tensor in summaries)
+            self._every_step_summaries = summaries if scalars else []
+        if self._every_step_summaries and "summary" not in run_args.fetches:
             # after_run writes a summary only on the steps it requested one.
-            run_args.fetches["summary"] = self._get_summary_op()
+            run_args.fetches["summary"] = self._every_step_summaries
         return run_args
 
 
