@@ -281,3 +281,52 @@ def test_use_xla_compiles_clusters(tmp_path):
     assert completed.returncode == 0, completed.stderr[-3000:]
     profiled_ops = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}
     assert "_XlaRun" in profiled_ops
+
+
+@pytest.mark.slow
+def test_gemm_ceiling_writes_json_with_consistent_numbers(tmp_path):
+    config_file = _write_tiny_config(tmp_path)
+    output = tmp_path / "gemm.json"
+    completed = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "gemm_ceiling.py"),
+         f"--bert_config_file={config_file}", "--batch_size=2", "--max_seq_length=4",
+         "--rounds=3", "--num_runs=1", f"--output_json={output}"],
+        capture_output=True, text=True, env=child_env(), check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "ort_int8/ort_fp32:" in completed.stdout
+    result = json.loads(output.read_text())
+    # T = 2 x 4 rows, H = 8, I = 16 (the tiny config).
+    assert result["shapes"] == {"[T,H]x[H,H]": {"mkn": [8, 8, 8], "per_layer": 4},
+                                "[T,H]x[H,I]": {"mkn": [8, 8, 16], "per_layer": 1},
+                                "[T,I]x[I,H]": {"mkn": [8, 16, 8], "per_layer": 1}}
+    flops = {name: 2.0 * np.prod(shape["mkn"]) * shape["per_layer"]
+             for name, shape in result["shapes"].items()}
+    rounds = result["rounds"]
+    assert len(rounds) == 3
+    for by_kernel in rounds:
+        assert set(by_kernel) == {"tf_fp32", "tf_bf16", "ort_fp32", "ort_int8"}
+        for rates in by_kernel.values():
+            seconds = sum(flops[name] / (rates[name] * 1e12) for name in flops)
+            assert rates["layer"] == pytest.approx(sum(flops.values()) / seconds / 1e12)
+    for kernel, rates in result["median_tflops"].items():
+        assert rates["layer"] == pytest.approx(np.median([r[kernel]["layer"] for r in rounds]))
+    assert set(result["ratios_median"]) == {"ort_int8/ort_fp32", "ort_int8/tf_fp32",
+                                            "tf_bf16/tf_fp32"}
+    assert result["ratios_median"]["ort_int8/ort_fp32"] == pytest.approx(np.median(
+        [r["ort_int8"]["layer"] / r["ort_fp32"]["layer"] for r in rounds]))
+    # The INT8 model is the quantized one; the fp32 one is not.
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= set(result["onnx_op_types"]["ort_int8"])
+    assert "MatMul" in result["onnx_op_types"]["ort_fp32"]
+    assert "MatMulInteger" not in result["onnx_op_types"]["ort_fp32"]
+    report = result["machine"]["onednn_bf16"]
+    assert "error" not in report and isinstance(report["low_precision_on_onednn"], bool)
+
+
+def test_gemm_ceiling_rejects_unknown_kernels():
+    completed = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "gemm_ceiling.py"),
+         "--kernels=tf_fp32,ort_int4"], capture_output=True, text=True, env=child_env(),
+        check=False)
+    assert completed.returncode == 2
+    assert "--kernels: unknown ort_int4; use tf_fp32, tf_bf16, ort_fp32, ort_int8." in \
+        completed.stderr

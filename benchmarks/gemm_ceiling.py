@@ -1,0 +1,213 @@
+"""The matmul ceilings of this machine at BERT's shapes, per engine and precision.
+
+The speed targets compare precisions end to end: ONNX Runtime INT8 at least 2x the fp32 path
+(issue 13), bf16 against fp32 and against PyTorch (issue 15). Most of a BERT step is its dense
+layers' matmuls, and the rest (softmax, layer norm, GELU, the attention's batch matmuls) gains
+less from the lower precision, so an end-to-end ratio stays below the ratio of those matmuls.
+This script measures that ceiling on the machine at hand, in a minute: one layer's dense
+matmuls at batch x sequence rows, through each engine the Predictor and the benchmarks use.
+
+Kernels:
+  tf_fp32   TensorFlow MatMul, float32 (oneDNN when on, as bert_tf sets it).
+  tf_bf16   TensorFlow MatMul on bfloat16 operands: oneDNN's bf16 kernels on AVX512_BF16 /
+            AMX CPUs, TF's own (converting to float32) elsewhere; the JSON records which ran.
+  ort_fp32  onnxruntime MatMul, float32 (MLAS).
+  ort_int8  the same model after `scripts/export_onnx.py --quantize=int8`'s quantization
+            (`bert_tf.onnx_export.quantize_file`: int8 weights, activations quantized per
+            call), which onnxruntime runs as DynamicQuantizeMatMul.
+
+Shapes, with T = --batch_size x --max_seq_length and H, I from --bert_config_file: [T, H] x
+[H, H] (the attention's query, key, value and output projections: 4 per layer), [T, H] x
+[H, I] (intermediate) and [T, I] x [I, H] (output). Every round times each kernel at each shape
+(best of --num_runs calls, as the benchmarks' peak does), kernels in turn, the order reversed
+every other round; "layer" is one layer's FLOPs over the summed times. Ratios are per round,
+then the median, so the machine's drift cancels.
+
+    .venv/bin/python benchmarks/gemm_ceiling.py --rounds=5 --output_json=/tmp/gemm.json
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+KERNELS = ("tf_fp32", "tf_bf16", "ort_fp32", "ort_int8")
+# (kernel, reference): the ratios that bound the issues' end-to-end targets.
+RATIOS = (("ort_int8", "ort_fp32"), ("ort_int8", "tf_fp32"), ("tf_bf16", "tf_fp32"))
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bert_config_file", default=os.path.join(REPO, "configs",
+                                                                   "bert_base.json"))
+    parser.add_argument("--batch_size", type=int, default=4)
+    parser.add_argument("--max_seq_length", type=int, default=384)
+    parser.add_argument("--kernels", default=",".join(KERNELS),
+                        help=f"Comma-separated, from {', '.join(KERNELS)}.")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--num_runs", type=int, default=5, help="Calls per kernel and shape "
+                        "in a round; the fastest counts.")
+    parser.add_argument("--output_json", default=None)
+    args = parser.parse_args(argv)
+    args.kernels = args.kernels.split(",")
+    unknown = sorted(set(args.kernels) - set(KERNELS))
+    if unknown:
+        parser.error(f"--kernels: unknown {', '.join(unknown)}; use {', '.join(KERNELS)}.")
+    if min(args.batch_size, args.max_seq_length, args.rounds, args.num_runs) < 1:
+        parser.error("--batch_size, --max_seq_length, --rounds and --num_runs must be >= 1.")
+    return args
+
+
+def layer_shapes(bert_config, batch_size, seq_length):
+    """{name: ((m, k, n), count per layer)} of one encoder layer's dense matmuls."""
+    tokens, hidden = batch_size * seq_length, bert_config.hidden_size
+    intermediate = bert_config.intermediate_size
+    return {"[T,H]x[H,H]": ((tokens, hidden, hidden), 4),
+            "[T,H]x[H,I]": ((tokens, hidden, intermediate), 1),
+            "[T,I]x[I,H]": ((tokens, intermediate, hidden), 1)}
+
+
+class OnnxMatmul:
+    """One [m, k] x [k, n] MatMul (with fixed random weights) as an onnxruntime session,
+    float32 or quantized as bert_tf quantizes exports; `tflops()` times it."""
+
+    def __init__(self, shape, int8, work_dir):
+        import numpy as np
+        import onnx
+        import onnxruntime
+        from onnx import TensorProto, helper, numpy_helper
+
+        from bert_tf import onnx_export
+
+        m, k, n = shape
+        rng = np.random.default_rng(1)
+        weights = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        starts, ends = (numpy_helper.from_array(np.array(v, np.int64), name)
+                        for v, name in (([0, 0], "starts"), ([1, 1], "ends")))
+        # One element out, as the TF timing fetches: copying [m, n] out would add to the time.
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["product"]),
+             helper.make_node("Slice", ["product", "starts", "ends"], ["y"])],
+            "matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
+            [numpy_helper.from_array(weights, "w"), starts, ends])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(
+            "", onnx_export.DEFAULT_OPSET)])
+        path = os.path.join(work_dir, f"matmul_{m}_{k}_{n}.onnx")
+        onnx.save(model, path)
+        if int8:
+            fp32_path, path = path, path.replace(".onnx", ".int8.onnx")
+            onnx_export.quantize_file(fp32_path, path)
+        self.op_types = sorted({node.op_type for node in onnx.load(path).graph.node})
+        # As Predictor.from_onnx opens a model: onnxruntime's default threads and graph rewrites.
+        self._session = onnxruntime.InferenceSession(path, onnxruntime.SessionOptions(),
+                                                     providers=["CPUExecutionProvider"])
+        self._feed = {"x": rng.standard_normal((m, k)).astype(np.float32)}
+        self._flops = 2.0 * m * k * n
+        for _ in range(2):  # Warm-up: first calls allocate and pack.
+            self._session.run(None, self._feed)
+
+    def tflops(self, num_runs):
+        # Untimed calls for 0.1 s first: the threads of the session timed before (each
+        # onnxruntime session, and TF, has its own pool) busy-wait a while after their work,
+        # which slowed the first two calls after a switch by up to 1.9x.
+        start = time.perf_counter()
+        while time.perf_counter() - start < 0.1:
+            self._session.run(None, self._feed)
+        times = []
+        for _ in range(num_runs):
+            start = time.perf_counter()
+            self._session.run(None, self._feed)
+            times.append(time.perf_counter() - start)
+        return self._flops / min(times) / 1e12
+
+
+def measure(args, log=print):
+    """Times every kernel at every shape for --rounds rounds; returns the result dict."""
+    import tensorflow as tf
+
+    from bert_tf import benchmark, modeling
+    from bert_tf import estimator as estimator_lib
+
+    tf.compat.v1.disable_eager_execution()
+    config = modeling.BertConfig.from_json_file(args.bert_config_file)
+    shapes = layer_shapes(config, args.batch_size, args.max_seq_length)
+    session_config = estimator_lib.session_config()
+    work_dir = tempfile.mkdtemp(prefix="gemm_ceiling_")
+    onnx_kernels = {}
+    for kernel in args.kernels:
+        if kernel.startswith("ort_"):
+            onnx_kernels[kernel] = {name: OnnxMatmul(shape, kernel == "ort_int8", work_dir)
+                                    for name, (shape, _) in shapes.items()}
+    dtypes = {"tf_fp32": tf.float32, "tf_bf16": tf.bfloat16}
+
+    def rate(kernel, name):
+        if kernel in onnx_kernels:
+            return onnx_kernels[kernel][name].tflops(args.num_runs)
+        return benchmark.matmul_tflops(shapes[name][0], dtypes[kernel], session_config,
+                                       args.num_runs)
+
+    layer_flops = sum(2.0 * m * k * n * count for (m, k, n), count in shapes.values())
+    rounds = []
+    for round_index in range(args.rounds):
+        order = args.kernels if round_index % 2 == 0 else args.kernels[::-1]
+        tflops = {kernel: {name: rate(kernel, name) for name in shapes} for kernel in order}
+        for by_shape in tflops.values():
+            seconds = sum(2.0 * m * k * n * count / (by_shape[name] * 1e12)
+                          for name, ((m, k, n), count) in shapes.items())
+            by_shape["layer"] = layer_flops / seconds / 1e12
+        rounds.append(tflops)
+        log(f"round {round_index}: " + ", ".join(
+            f"{kernel} {tflops[kernel]['layer'] * 1e3:.1f}" for kernel in args.kernels)
+            + " GFLOP/s per layer")
+    columns = [*shapes, "layer"]
+    median_tflops = {kernel: {name: statistics.median(r[kernel][name] for r in rounds)
+                              for name in columns} for kernel in args.kernels}
+    ratios = {f"{kernel}/{reference}": statistics.median(
+        r[kernel]["layer"] / r[reference]["layer"] for r in rounds)
+        for kernel, reference in RATIOS if {kernel, reference} <= set(args.kernels)}
+    result = {"args": vars(args), "tokens": args.batch_size * args.max_seq_length,
+              "shapes": {name: {"mkn": list(shape), "per_layer": count}
+                         for name, (shape, count) in shapes.items()},
+              "median_tflops": median_tflops, "ratios_median": ratios, "rounds": rounds,
+              # The operators in each onnxruntime model file (INT8: quantized MatMuls).
+              "onnx_op_types": {kernel: next(iter(by_shape.values())).op_types
+                                for kernel, by_shape in onnx_kernels.items()},
+              "machine": benchmark.machine_info()}
+    if "tf_bf16" in args.kernels:
+        result["machine"]["onednn_bf16"] = benchmark.onednn_matmul_report("bf16")
+    return result
+
+
+def format_table(result):
+    columns = [*result["shapes"], "layer"]
+    lines = [f"{'kernel':9s} " + " ".join(f"{c:>12s}" for c in columns) + "   (GFLOP/s)"]
+    for kernel, by_shape in result["median_tflops"].items():
+        lines.append(f"{kernel:9s} " + " ".join(f"{by_shape[c] * 1e3:12.1f}" for c in columns))
+    lines += [f"{name}: {ratio:.2f}x (median of per-round ratios, layer)"
+              for name, ratio in result["ratios_median"].items()]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import bert_tf  # noqa: F401  (oneDNN on before TensorFlow loads, as the scripts do)
+    from bert_tf import benchmark
+
+    result = measure(args)
+    print(format_table(result))
+    onednn = result["machine"].get("onednn_bf16")
+    if onednn is not None:
+        print(f"bf16 matmuls on oneDNN's bf16 kernels: {onednn.get('low_precision_on_onednn')}"
+              f" (oneDNN ISA: {onednn.get('isa')})")
+    if args.output_json:
+        benchmark.write_json(result, args.output_json)
+
+
+if __name__ == "__main__":
+    main()
