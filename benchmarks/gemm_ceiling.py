@@ -138,12 +138,13 @@ def measure(args, log=print):
     config = modeling.BertConfig.from_json_file(args.bert_config_file)
     shapes = layer_shapes(config, args.batch_size, args.max_seq_length)
     session_config = estimator_lib.session_config()
-    work_dir = tempfile.mkdtemp(prefix="gemm_ceiling_")
     onnx_kernels = {}
-    for kernel in args.kernels:
-        if kernel.startswith("ort_"):
-            onnx_kernels[kernel] = {name: OnnxMatmul(shape, kernel == "ort_int8", work_dir)
-                                    for name, (shape, _) in shapes.items()}
+    # The sessions hold their models in memory; the files can go once they are open.
+    with tempfile.TemporaryDirectory(prefix="gemm_ceiling_") as work_dir:
+        for kernel in args.kernels:
+            if kernel.startswith("ort_"):
+                onnx_kernels[kernel] = {name: OnnxMatmul(shape, kernel == "ort_int8", work_dir)
+                                        for name, (shape, _) in shapes.items()}
     dtypes = {"tf_fp32": tf.float32, "tf_bf16": tf.bfloat16}
 
     def rate(kernel, name):
