@@ -15,6 +15,12 @@ Kernels:
   ort_int8  the same model after `scripts/export_onnx.py --quantize=int8`'s quantization
             (`bert_tf.onnx_export.quantize_file`: int8 weights, activations quantized per
             call), which onnxruntime runs as DynamicQuantizeMatMul.
+  torch_fp32, torch_bf16  (with --torch_python, a Python with torch) PyTorch's
+            `torch.nn.functional.linear`, what `nn.Linear` runs, on float32 or bfloat16
+            operands (what `torch.autocast` casts to): the side of benchmarks/compare_pytorch.py.
+            PyTorch's CPU wheels take float32 GEMMs to MKL and bf16 ones to oneDNN; the JSON
+            records torch's build configuration, so a ratio to PyTorch can be read as library
+            against library.
 
 Shapes, with T = --batch_size x --max_seq_length and H, I from --bert_config_file: [T, H] x
 [H, H] (the attention's query, key, value and output projections: 4 per layer), [T, H] x
@@ -37,8 +43,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 KERNELS = ("tf_fp32", "tf_bf16", "ort_fp32", "ort_int8")
+TORCH_KERNELS = ("torch_fp32", "torch_bf16")
 # (kernel, reference): the ratios that bound the issues' end-to-end targets.
-RATIOS = (("ort_int8", "ort_fp32"), ("ort_int8", "tf_fp32"), ("tf_bf16", "tf_fp32"))
+RATIOS = (("ort_int8", "ort_fp32"), ("ort_int8", "tf_fp32"), ("tf_bf16", "tf_fp32"),
+          ("tf_fp32", "torch_fp32"), ("tf_bf16", "torch_bf16"))
 
 
 def parse_args(argv=None):
@@ -47,17 +55,27 @@ def parse_args(argv=None):
                                                                    "bert_base.json"))
     parser.add_argument("--batch_size", type=int, default=4)
     parser.add_argument("--max_seq_length", type=int, default=384)
-    parser.add_argument("--kernels", default=",".join(KERNELS),
-                        help=f"Comma-separated, from {', '.join(KERNELS)}.")
+    parser.add_argument("--kernels", default=None,
+                        help=f"Comma-separated, from {', '.join(KERNELS + TORCH_KERNELS)}. "
+                             "Default: all (the torch ones with --torch_python).")
+    parser.add_argument("--torch_python", default=None,
+                        help="A Python with torch, for the torch_* kernels.")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--num_runs", type=int, default=5, help="Calls per kernel and shape "
                         "in a round; the fastest counts.")
     parser.add_argument("--output_json", default=None)
     args = parser.parse_args(argv)
-    args.kernels = args.kernels.split(",")
-    unknown = sorted(set(args.kernels) - set(KERNELS))
+    if args.kernels is None:
+        args.kernels = list(KERNELS + (TORCH_KERNELS if args.torch_python else ()))
+    else:
+        args.kernels = args.kernels.split(",")
+    unknown = sorted(set(args.kernels) - set(KERNELS + TORCH_KERNELS))
     if unknown:
-        parser.error(f"--kernels: unknown {', '.join(unknown)}; use {', '.join(KERNELS)}.")
+        parser.error(f"--kernels: unknown {', '.join(unknown)}; use "
+                     f"{', '.join(KERNELS + TORCH_KERNELS)}.")
+    if set(args.kernels) & set(TORCH_KERNELS) and not args.torch_python:
+        parser.error("--kernels: the torch_* kernels need --torch_python=PYTHON, a Python "
+                     "with torch installed (see benchmarks/README.md).")
     if min(args.batch_size, args.max_seq_length, args.rounds, args.num_runs) < 1:
         parser.error("--batch_size, --max_seq_length, --rounds and --num_runs must be >= 1.")
     return args
@@ -127,6 +145,72 @@ class OnnxMatmul:
         return self._flops / min(times) / 1e12
 
 
+# Runs in --torch_python: one line of versions, then for each "m k n dtype num_runs" line on
+# stdin the best TFLOP/s of num_runs `F.linear` calls, after 0.1 s of untimed ones.
+_TORCH_WORKER = r"""
+import json, sys, time
+import torch
+config = torch.__config__.show()
+items = [item.strip(" -") for item in config.replace(",", "\n").splitlines()]
+libraries = ("Intel(R) oneAPI Math Kernel Library", "Intel(R) MKL-DNN", "CPU capability usage",
+             "Build settings: BLAS_INFO=")
+print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
+                  "config": [item for item in items if item.startswith(libraries)]}),
+      flush=True)
+operands = {}
+for line in sys.stdin:
+    m, k, n, dtype, num_runs = line.split()
+    m, k, n, num_runs = int(m), int(k), int(n), int(num_runs)
+    key = (m, k, n, dtype)
+    if key not in operands:
+        generator = torch.Generator().manual_seed(1)
+        operands[key] = (torch.randn(m, k, generator=generator).to(getattr(torch, dtype)),
+                         (torch.randn(n, k, generator=generator) / k ** 0.5).to(
+                             getattr(torch, dtype)))
+    x, weight = operands[key]
+    with torch.inference_mode():
+        start = time.perf_counter()
+        while time.perf_counter() - start < 0.1:
+            torch.nn.functional.linear(x, weight)
+        times = []
+        for _ in range(num_runs):
+            start = time.perf_counter()
+            torch.nn.functional.linear(x, weight)
+            times.append(time.perf_counter() - start)
+    print(2.0 * m * k * n / min(times) / 1e12, flush=True)
+"""
+
+
+class TorchWorker:
+    """`_TORCH_WORKER` in --torch_python, kept running so that its kernels alternate with the
+    others; `tflops(shape, dtype, num_runs)` asks it for one timing."""
+
+    def __init__(self, python):
+        import json
+        import subprocess
+
+        try:
+            self._process = subprocess.Popen([python, "-c", _TORCH_WORKER],
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             text=True)
+        except OSError as e:
+            raise SystemExit(f"--torch_python={python} cannot be run: {e}") from None
+        first = self._process.stdout.readline()
+        if not first:
+            raise SystemExit(f"--torch_python={python} could not import torch (its error is "
+                             "above); install torch in it (see benchmarks/README.md).")
+        self.versions = json.loads(first)
+
+    def tflops(self, shape, dtype, num_runs):
+        self._process.stdin.write(" ".join(map(str, (*shape, dtype, num_runs))) + "\n")
+        self._process.stdin.flush()
+        return float(self._process.stdout.readline())
+
+    def close(self):
+        self._process.stdin.close()
+        self._process.wait()
+
+
 def measure(args, log=print):
     """Times every kernel at every shape for --rounds rounds; returns the result dict."""
     import tensorflow as tf
@@ -145,11 +229,16 @@ def measure(args, log=print):
             if kernel.startswith("ort_"):
                 onnx_kernels[kernel] = {name: OnnxMatmul(shape, kernel == "ort_int8", work_dir)
                                         for name, (shape, _) in shapes.items()}
+    torch_worker = (TorchWorker(args.torch_python)
+                    if set(args.kernels) & set(TORCH_KERNELS) else None)
     dtypes = {"tf_fp32": tf.float32, "tf_bf16": tf.bfloat16}
 
     def rate(kernel, name):
         if kernel in onnx_kernels:
             return onnx_kernels[kernel][name].tflops(args.num_runs)
+        if kernel in TORCH_KERNELS:
+            dtype = {"torch_fp32": "float32", "torch_bf16": "bfloat16"}[kernel]
+            return torch_worker.tflops(shapes[name][0], dtype, args.num_runs)
         return benchmark.matmul_tflops(shapes[name][0], dtypes[kernel], session_config,
                                        args.num_runs)
 
@@ -166,6 +255,8 @@ def measure(args, log=print):
         log(f"round {round_index}: " + ", ".join(
             f"{kernel} {tflops[kernel]['layer'] * 1e3:.1f}" for kernel in args.kernels)
             + " GFLOP/s per layer")
+    if torch_worker is not None:
+        torch_worker.close()
     columns = [*shapes, "layer"]
     median_tflops = {kernel: {name: statistics.median(r[kernel][name] for r in rounds)
                               for name in columns} for kernel in args.kernels}
@@ -180,6 +271,8 @@ def measure(args, log=print):
               "onnx_op_types": {kernel: next(iter(by_shape.values())).op_types
                                 for kernel, by_shape in onnx_kernels.items()},
               "machine": benchmark.machine_info()}
+    if torch_worker is not None:
+        result["machine"]["torch"] = torch_worker.versions
     if "tf_bf16" in args.kernels:
         result["machine"]["onednn_bf16"] = benchmark.onednn_matmul_report("bf16")
     return result
@@ -187,9 +280,9 @@ def measure(args, log=print):
 
 def format_table(result):
     columns = [*result["shapes"], "layer"]
-    lines = [f"{'kernel':9s} " + " ".join(f"{c:>12s}" for c in columns) + "   (GFLOP/s)"]
+    lines = [f"{'kernel':10s} " + " ".join(f"{c:>12s}" for c in columns) + "   (GFLOP/s)"]
     for kernel, by_shape in result["median_tflops"].items():
-        lines.append(f"{kernel:9s} " + " ".join(f"{by_shape[c] * 1e3:12.1f}" for c in columns))
+        lines.append(f"{kernel:10s} " + " ".join(f"{by_shape[c] * 1e3:12.1f}" for c in columns))
     lines += [f"{name}: {ratio:.2f}x (median of per-round ratios, layer)"
               for name, ratio in result["ratios_median"].items()]
     return "\n".join(lines)
@@ -206,6 +299,10 @@ def main(argv=None):
     if onednn is not None:
         print(f"bf16 matmuls on oneDNN's bf16 kernels: {onednn.get('low_precision_on_onednn')}"
               f" (oneDNN ISA: {onednn.get('isa')})")
+    torch_versions = result["machine"].get("torch")
+    if torch_versions is not None:
+        print(f"torch {torch_versions['torch']}, {torch_versions['threads']} threads: "
+              + "; ".join(torch_versions["config"]))
     if args.output_json:
         benchmark.write_json(result, args.output_json)
 
