@@ -148,15 +148,39 @@ class OnnxMatmul:
 # Runs in --torch_python: one line of versions, then for each "m k n dtype num_runs" line on
 # stdin the best TFLOP/s of num_runs `F.linear` calls, after 0.1 s of untimed ones.
 _TORCH_WORKER = r"""
-import json, sys, time
+import json, os, sys, tempfile, time
 import torch
 config = torch.__config__.show()
 items = [item.strip(" -") for item in config.replace(",", "\n").splitlines()]
 libraries = ("Intel(R) oneAPI Math Kernel Library", "Intel(R) MKL-DNN", "CPU capability usage",
              "Build settings: BLAS_INFO=")
+
+
+# What MKL / oneDNN print (to fd 1, from C) for one small F.linear in `dtype`.
+def verbose_output(library, dtype):
+    sys.stdout.flush()
+    saved, capture = os.dup(1), tempfile.TemporaryFile()
+    os.dup2(capture.fileno(), 1)
+    try:
+        with library.verbose(library.VERBOSE_ON):
+            torch.nn.functional.linear(torch.randn(64, 64).to(dtype),
+                                       torch.randn(64, 64).to(dtype))
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+    capture.seek(0)
+    return capture.read().decode(errors="replace")
+
+
+# MKL's first line names the code path it picked for this CPU ("... Intel(R) AVX-512 enabled
+# processors", or a generic one); oneDNN's lines say whether bf16 ran on its bf16 kernels.
 print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
-                  "config": [item for item in items if item.startswith(libraries)]}),
-      flush=True)
+                  "config": [item for item in items if item.startswith(libraries)],
+                  "mkl_verbose": verbose_output(torch.backends.mkl, torch.float32)
+                                 .splitlines()[:1],
+                  "onednn_bf16_verbose": verbose_output(torch.backends.mkldnn,
+                                                        torch.bfloat16)}), flush=True)
 operands = {}
 for line in sys.stdin:
     m, k, n, dtype, num_runs = line.split()
@@ -272,7 +296,9 @@ def measure(args, log=print):
                                 for kernel, by_shape in onnx_kernels.items()},
               "machine": benchmark.machine_info()}
     if torch_worker is not None:
-        result["machine"]["torch"] = torch_worker.versions
+        result["machine"]["torch"] = dict(torch_worker.versions)
+        result["machine"]["torch"]["onednn_bf16"] = benchmark.parse_onednn_verbose(
+            result["machine"]["torch"].pop("onednn_bf16_verbose"))
     if "tf_bf16" in args.kernels:
         result["machine"]["onednn_bf16"] = benchmark.onednn_matmul_report("bf16")
     return result
@@ -303,6 +329,9 @@ def main(argv=None):
     if torch_versions is not None:
         print(f"torch {torch_versions['torch']}, {torch_versions['threads']} threads: "
               + "; ".join(torch_versions["config"]))
+        print(f"torch's MKL: {' '.join(torch_versions['mkl_verbose']) or '(no verbose line)'}")
+        print("torch's bf16 matmuls on oneDNN's bf16 kernels: "
+              f"{torch_versions['onednn_bf16']['low_precision_on_onednn']}")
     if args.output_json:
         benchmark.write_json(result, args.output_json)
 
