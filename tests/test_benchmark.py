@@ -322,20 +322,14 @@ def test_gemm_ceiling_writes_json_with_consistent_numbers(tmp_path):
     assert "error" not in report and isinstance(report["low_precision_on_onednn"], bool)
 
 
-def test_gemm_ceiling_rejects_unknown_kernels():
+@pytest.mark.parametrize("kernels, message", [
+    ("tf_fp32,ort_int4", "--kernels: unknown ort_int4; use tf_fp32, tf_bf16, ort_fp32, ort_int8, "
+                         "torch_fp32, torch_bf16."),
+    ("tf_fp32,torch_fp32", "the torch_* kernels need --torch_python=PYTHON"),
+])
+def test_gemm_ceiling_rejects_bad_kernels(kernels, message):
     completed = subprocess.run(
         [sys.executable, os.path.join(REPO, "benchmarks", "gemm_ceiling.py"),
-         "--kernels=tf_fp32,ort_int4"], capture_output=True, text=True, env=child_env(),
-        check=False)
+         f"--kernels={kernels}"], capture_output=True, text=True, env=child_env(), check=False)
     assert completed.returncode == 2
-    assert ("--kernels: unknown ort_int4; use tf_fp32, tf_bf16, ort_fp32, ort_int8, "
-            "torch_fp32, torch_bf16.") in completed.stderr
-
-
-def test_gemm_ceiling_torch_kernels_need_a_torch_python():
-    completed = subprocess.run(
-        [sys.executable, os.path.join(REPO, "benchmarks", "gemm_ceiling.py"),
-         "--kernels=tf_fp32,torch_fp32"], capture_output=True, text=True, env=child_env(),
-        check=False)
-    assert completed.returncode == 2
-    assert "the torch_* kernels need --torch_python=PYTHON" in completed.stderr
+    assert message in completed.stderr
