@@ -43,7 +43,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 KERNELS = ("tf_fp32", "tf_bf16", "ort_fp32", "ort_int8")
-TORCH_KERNELS = ("torch_fp32", "torch_bf16")
+# torch_* kernel -> the torch dtype its operands have.
+TORCH_DTYPES = {"torch_fp32": "float32", "torch_bf16": "bfloat16"}
+TORCH_KERNELS = tuple(TORCH_DTYPES)
 # (kernel, reference): the ratios that bound the issues' end-to-end targets.
 RATIOS = (("ort_int8", "ort_fp32"), ("ort_int8", "tf_fp32"), ("tf_bf16", "tf_fp32"),
           ("tf_fp32", "torch_fp32"), ("tf_bf16", "torch_bf16"))
@@ -131,12 +133,6 @@ class OnnxMatmul:
             self._session.run(None, self._feed)
 
     def tflops(self, num_runs):
-        # Untimed calls for 0.1 s first: the threads of the session timed before (each
-        # onnxruntime session, and TF, has its own pool) busy-wait a while after their work,
-        # which slowed the first two calls after a switch by up to 1.9x.
-        start = time.perf_counter()
-        while time.perf_counter() - start < 0.1:
-            self._session.run(None, self._feed)
         times = []
         for _ in range(num_runs):
             start = time.perf_counter()
@@ -146,7 +142,7 @@ class OnnxMatmul:
 
 
 # Runs in --torch_python: one line of versions, then for each "m k n dtype num_runs" line on
-# stdin the best TFLOP/s of num_runs `F.linear` calls, after 0.1 s of untimed ones.
+# stdin the best TFLOP/s of num_runs `F.linear` calls (a new shape gets one untimed call).
 _TORCH_WORKER = r"""
 import json, os, sys, tempfile, time
 import torch
@@ -191,11 +187,10 @@ for line in sys.stdin:
         operands[key] = (torch.randn(m, k, generator=generator).to(getattr(torch, dtype)),
                          (torch.randn(n, k, generator=generator) / k ** 0.5).to(
                              getattr(torch, dtype)))
+        with torch.inference_mode():
+            torch.nn.functional.linear(*operands[key])
     x, weight = operands[key]
     with torch.inference_mode():
-        start = time.perf_counter()
-        while time.perf_counter() - start < 0.1:
-            torch.nn.functional.linear(x, weight)
         times = []
         for _ in range(num_runs):
             start = time.perf_counter()
@@ -213,6 +208,8 @@ class TorchWorker:
         import json
         import subprocess
 
+        from bert_tf import benchmark
+
         try:
             self._process = subprocess.Popen([python, "-c", _TORCH_WORKER],
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -224,6 +221,8 @@ class TorchWorker:
             raise SystemExit(f"--torch_python={python} could not import torch (its error is "
                              "above); install torch in it (see benchmarks/README.md).")
         self.versions = json.loads(first)
+        self.versions["onednn_bf16"] = benchmark.parse_onednn_verbose(
+            self.versions.pop("onednn_bf16_verbose"))
 
     def tflops(self, shape, dtype, num_runs):
         self._process.stdin.write(" ".join(map(str, (*shape, dtype, num_runs))) + "\n")
@@ -235,8 +234,20 @@ class TorchWorker:
         self._process.wait()
 
 
+def best_tflops(timer, num_runs):
+    """`timer(num_runs)` after 0.1 s of untimed calls: the threads of the engine timed before
+    (TF, each onnxruntime session and torch have pools of their own) busy-wait a while after
+    their work, which slowed the first two calls after a switch by up to 1.9x."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.1:
+        timer(1)
+    return timer(num_runs)
+
+
 def measure(args, log=print):
     """Times every kernel at every shape for --rounds rounds; returns the result dict."""
+    import functools
+
     import tensorflow as tf
 
     from bert_tf import benchmark, modeling
@@ -246,31 +257,34 @@ def measure(args, log=print):
     config = modeling.BertConfig.from_json_file(args.bert_config_file)
     shapes = layer_shapes(config, args.batch_size, args.max_seq_length)
     session_config = estimator_lib.session_config()
-    onnx_kernels = {}
-    # The sessions hold their models in memory; the files can go once they are open.
-    with tempfile.TemporaryDirectory(prefix="gemm_ceiling_") as work_dir:
-        for kernel in args.kernels:
-            if kernel.startswith("ort_"):
-                onnx_kernels[kernel] = {name: OnnxMatmul(shape, kernel == "ort_int8", work_dir)
-                                        for name, (shape, _) in shapes.items()}
     torch_worker = (TorchWorker(args.torch_python)
                     if set(args.kernels) & set(TORCH_KERNELS) else None)
-    dtypes = {"tf_fp32": tf.float32, "tf_bf16": tf.bfloat16}
-
-    def rate(kernel, name):
-        if kernel in onnx_kernels:
-            return onnx_kernels[kernel][name].tflops(args.num_runs)
-        if kernel in TORCH_KERNELS:
-            dtype = {"torch_fp32": "float32", "torch_bf16": "bfloat16"}[kernel]
-            return torch_worker.tflops(shapes[name][0], dtype, args.num_runs)
-        return benchmark.matmul_tflops(shapes[name][0], dtypes[kernel], session_config,
-                                       args.num_runs)
+    # {kernel: {shape name: timer(num_runs) -> TFLOP/s}}, each matmul built once.
+    timers, tf_timers, onnx_op_types = {}, [], {}
+    # The onnxruntime sessions hold their models in memory; the files can go once they open.
+    with tempfile.TemporaryDirectory(prefix="gemm_ceiling_") as work_dir:
+        for kernel in args.kernels:
+            timers[kernel] = {}
+            for name, (shape, _) in shapes.items():
+                if kernel.startswith("ort_"):
+                    matmul = OnnxMatmul(shape, kernel == "ort_int8", work_dir)
+                    onnx_op_types[kernel] = matmul.op_types
+                    timers[kernel][name] = matmul.tflops
+                elif kernel.startswith("torch_"):
+                    timers[kernel][name] = functools.partial(
+                        torch_worker.tflops, shape, TORCH_DTYPES[kernel])
+                else:
+                    tf_timers.append(benchmark.MatmulTimer(
+                        shape, {"tf_fp32": tf.float32, "tf_bf16": tf.bfloat16}[kernel],
+                        session_config))
+                    timers[kernel][name] = tf_timers[-1].tflops
 
     layer_flops = sum(2.0 * m * k * n * count for (m, k, n), count in shapes.values())
     rounds = []
     for round_index in range(args.rounds):
         order = args.kernels if round_index % 2 == 0 else args.kernels[::-1]
-        tflops = {kernel: {name: rate(kernel, name) for name in shapes} for kernel in order}
+        tflops = {kernel: {name: best_tflops(timers[kernel][name], args.num_runs)
+                           for name in shapes} for kernel in order}
         for by_shape in tflops.values():
             seconds = sum(2.0 * m * k * n * count / (by_shape[name] * 1e12)
                           for name, ((m, k, n), count) in shapes.items())
@@ -279,6 +293,8 @@ def measure(args, log=print):
         log(f"round {round_index}: " + ", ".join(
             f"{kernel} {tflops[kernel]['layer'] * 1e3:.1f}" for kernel in args.kernels)
             + " GFLOP/s per layer")
+    for timer in tf_timers:
+        timer.close()
     if torch_worker is not None:
         torch_worker.close()
     columns = [*shapes, "layer"]
@@ -292,13 +308,9 @@ def measure(args, log=print):
                          for name, (shape, count) in shapes.items()},
               "median_tflops": median_tflops, "ratios_median": ratios, "rounds": rounds,
               # The operators in each onnxruntime model file (INT8: quantized MatMuls).
-              "onnx_op_types": {kernel: next(iter(by_shape.values())).op_types
-                                for kernel, by_shape in onnx_kernels.items()},
-              "machine": benchmark.machine_info()}
+              "onnx_op_types": onnx_op_types, "machine": benchmark.machine_info()}
     if torch_worker is not None:
-        result["machine"]["torch"] = dict(torch_worker.versions)
-        result["machine"]["torch"]["onednn_bf16"] = benchmark.parse_onednn_verbose(
-            result["machine"]["torch"].pop("onednn_bf16_verbose"))
+        result["machine"]["torch"] = torch_worker.versions
     if "tf_bf16" in args.kernels:
         result["machine"]["onednn_bf16"] = benchmark.onednn_matmul_report("bf16")
     return result

@@ -316,46 +316,53 @@ def measure_peak_matmul_tflops(compute_dtype, session_config=None, size=2048, nu
     Returns:
       float, TFLOP/s (2*n^3 FLOPs per matmul).
     """
-    return matmul_tflops((size, size, size), compute_dtype, session_config, num_runs)
+    timer = MatmulTimer((size, size, size), compute_dtype, session_config)
+    try:
+        return timer.tflops(num_runs)
+    finally:
+        timer.close()
 
 
-def matmul_tflops(shape, compute_dtype, session_config=None, num_runs=5):
-    """The best of `num_runs` [m, k] x [k, n] matmuls in this process, in TFLOP/s.
+class MatmulTimer:
+    """One [m, k] x [k, n] matmul in its own graph and session, built and warmed up once;
+    `tflops(num_runs)` is the best of `num_runs` runs, in TFLOP/s (2*m*k*n FLOPs each).
 
     The operands are fp32 variables cast to `compute_dtype` outside the timed
     op's input (as the model's custom getter does), and the product is taken in
     `compute_dtype`, so it runs the same kernels the model's matmuls do.
-
-    Args:
-      shape: (m, k, n).
-      compute_dtype: tf.float32 or tf.bfloat16 / tf.float16.
-
-    Returns:
-      float, TFLOP/s (2*m*k*n FLOPs per matmul).
     """
-    m, k, n = shape
-    graph = tf.Graph()
-    with graph.as_default():
-        tf1.set_random_seed(1)
-        a = tf1.get_variable("a", [m, k], initializer=tf1.random_normal_initializer(
-            stddev=1.0 / np.sqrt(k)))
-        b = tf1.get_variable("b", [k, n], initializer=tf1.random_normal_initializer(
-            stddev=1.0 / np.sqrt(k)))
-        # Cast once into variables so the timed run holds the matmul only.
-        a_low = tf1.get_variable("a_low", [m, k], dtype=compute_dtype, trainable=False,
-                                 initializer=tf1.zeros_initializer())
-        b_low = tf1.get_variable("b_low", [k, n], dtype=compute_dtype, trainable=False,
-                                 initializer=tf1.zeros_initializer())
-        cast = tf.group(a_low.assign(tf.cast(a, compute_dtype)),
-                        b_low.assign(tf.cast(b, compute_dtype)))
-        # One element of the product is fetched: grappler would prune a matmul that only
-        # feeds a tf.group, and copying all m*n values out would add to the time.
-        product = tf.slice(tf.matmul(a_low, b_low), [0, 0], [1, 1])
-        with tf1.Session(graph=graph, config=session_config) as session:
-            session.run(tf1.global_variables_initializer())
-            session.run(cast)
-            times = time_steps(session, product, num_warmup_steps=2, num_steps=num_runs)
-    return 2.0 * m * k * n / min(times) / 1e12
+
+    def __init__(self, shape, compute_dtype, session_config=None, num_warmup_steps=2):
+        """shape: (m, k, n); compute_dtype: tf.float32 or tf.bfloat16 / tf.float16."""
+        m, k, n = shape
+        self._flops = 2.0 * m * k * n
+        graph = tf.Graph()
+        with graph.as_default():
+            tf1.set_random_seed(1)
+            a = tf1.get_variable("a", [m, k], initializer=tf1.random_normal_initializer(
+                stddev=1.0 / np.sqrt(k)))
+            b = tf1.get_variable("b", [k, n], initializer=tf1.random_normal_initializer(
+                stddev=1.0 / np.sqrt(k)))
+            # Cast once into variables so the timed run holds the matmul only.
+            a_low = tf1.get_variable("a_low", [m, k], dtype=compute_dtype, trainable=False,
+                                     initializer=tf1.zeros_initializer())
+            b_low = tf1.get_variable("b_low", [k, n], dtype=compute_dtype, trainable=False,
+                                     initializer=tf1.zeros_initializer())
+            cast = tf.group(a_low.assign(tf.cast(a, compute_dtype)),
+                            b_low.assign(tf.cast(b, compute_dtype)))
+            # One element of the product is fetched: grappler would prune a matmul that only
+            # feeds a tf.group, and copying all m*n values out would add to the time.
+            self._product = tf.slice(tf.matmul(a_low, b_low), [0, 0], [1, 1])
+            self._session = tf1.Session(graph=graph, config=session_config)
+            self._session.run(tf1.global_variables_initializer())
+            self._session.run(cast)
+        time_steps(self._session, self._product, num_warmup_steps, 0)
+
+    def tflops(self, num_runs):
+        return self._flops / min(time_steps(self._session, self._product, 0, num_runs)) / 1e12
+
+    def close(self):
+        self._session.close()
 
 
 def machine_info():
