@@ -32,7 +32,8 @@ test: $(VENV)/.installed
 	$(PY) -m ruff check bert_tf scripts tests
 	# Two pytest workers, a file each at a time (module fixtures stay shared): much of the
 	# suite waits on subprocess start-up, deadlines and kills, so 2 cores run ~1.5x faster.
-	$(PY) -m pytest -q -n 2 --dist loadfile tests
+	# --no-loadscope-reorder keeps conftest.py's order: the longest modules first.
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
 
 demo: $(VENV)/.installed
 	rm -rf $(DEMO_DIR)

@@ -8,6 +8,20 @@ import pytest
 from envs import BEHAVIOUR_VARIABLES
 
 
+# The modules that take minutes on 2 cores (`pytest --durations=0`, summed per module), longest
+# first. They run first: `make test` passes --no-loadscope-reorder, so pytest-xdist hands out
+# modules in this order, and a long module started last would keep one worker busy for minutes
+# after the other one ran out of work.
+LONG_MODULES = ("test_finetune_extras_learning.py", "test_onnx.py", "test_readme_claims.py",
+                "test_distribute.py", "test_faults.py", "test_training_runs.py",
+                "test_predict.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_MODULES)))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _clean_session_environment():
     """Removes TF_CONFIG and BERT_TF_DEBUG (see tests/envs.py) for the whole session: session

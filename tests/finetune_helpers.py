@@ -3,12 +3,11 @@ namespaces with the scripts' flag defaults, running a script, reading its output
 
 import json
 import os
-import subprocess
-import sys
 import types
 
 import pytest
 from envs import child_env
+from script_runner import run_python_script
 
 from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
@@ -72,9 +71,10 @@ def options(kind, **values):
 
 
 def run_script(name, *args, timeout=300):
-    """Runs scripts/<name> with `args` in a fresh Python; returns the CompletedProcess."""
-    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *args],
-                          capture_output=True, text=True, timeout=timeout, env=child_env())
+    """Runs scripts/<name> with `args` as `python scripts/<name>` does (through
+    tests/script_runner.py); returns the CompletedProcess."""
+    return run_python_script(os.path.join(ROOT, "scripts", name), args, env=child_env(),
+                             timeout=timeout)
 
 
 def assert_ok(result):

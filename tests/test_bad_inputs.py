@@ -1,9 +1,10 @@
 """Every bad input is one clear line (SPEC section 8): a table of bad command lines.
 
-Each row runs a script in a fresh process with one thing wrong and checks what a user sees:
+Each row runs a script (as `python scripts/<name>` does: tests/script_runner.py) with one thing
+wrong and checks what a user sees:
 a non-zero exit (2), exactly one `error: ...` line naming the flag or file (and what to do),
 no Python traceback, and the files a previous run left in the output directory unchanged.
-Rows run two at a time (TensorFlow start-up dominates each).
+Rows run two at a time.
 """
 
 import collections
@@ -11,13 +12,12 @@ import concurrent.futures
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 from envs import child_env
 from finetune_helpers import TINY_CONFIG as FINETUNE_CONFIG
+from script_runner import run_python_script
 from test_pretraining import TINY, write_records
 
 from bert_tf import estimator as estimator_lib
@@ -207,9 +207,8 @@ def _run_case(case, paths, out):
     with open(os.path.join(out, "eval_results.txt"), "w") as f:
         f.write(OLD_RESULTS)
     args = [arg.format(out=out, **paths) for arg in case.args]
-    completed = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", case.script),
-                                *args], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                               env=child_env(**(case.env or {})))
+    completed = run_python_script(os.path.join(ROOT, "scripts", case.script), args,
+                                  env=child_env(**(case.env or {})), cwd=ROOT)
     return completed, sorted(os.listdir(out)), open(os.path.join(out, "eval_results.txt")).read()
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
+from script_runner import run_python_script
 
 from bert_tf import benchmark, modeling
 from bert_tf import estimator as estimator_lib
@@ -94,9 +95,8 @@ def test_count_flops_equals_the_matmuls_of_the_built_graph(task, mode):
 
 
 def _run_script(tmp_path, *flags):
-    return subprocess.run([sys.executable, os.path.join(REPO, "scripts", "benchmark.py"), *flags],
-                          cwd=tmp_path, env=child_env(), capture_output=True, text=True,
-                          timeout=600)
+    return run_python_script(os.path.join(REPO, "scripts", "benchmark.py"), flags,
+                             env=child_env(), cwd=tmp_path, timeout=600)
 
 
 def _write_tiny_config(tmp_path):

@@ -3,14 +3,13 @@
 import json
 import logging
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import safetensors.numpy
 import tensorflow as tf
 from envs import child_env
+from script_runner import run_python_script
 
 from bert_tf import conversion, modeling
 from bert_tf.errors import BertTfError
@@ -67,8 +66,7 @@ def _make_tiny_hf_dir(path, legacy=False, seed=0):
 
 
 def _run_script(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          env=child_env(), timeout=120)
+    return run_python_script(SCRIPT, args, env=child_env(), timeout=120)
 
 
 def test_minilm_checkpoint_has_google_names_and_layout(minilm_dir, minilm_converted):

@@ -32,6 +32,7 @@ from finetune_helpers import (
     write_tiny_config,
 )
 from google.protobuf import text_format
+from script_runner import run_python_script
 from test_distribute import _free_ports
 from test_pretraining import TINY
 
@@ -52,10 +53,10 @@ MASK_ID = 4  # TINY's vocab: 0 pad, 2 [CLS], 3 [SEP], 4 [MASK].
 
 
 def _run_script(name, *args, timeout=300):
-    """scripts/<name> with `args` in a fresh Python (finetune_helpers.run_script's contract)."""
-    return subprocess.run([sys.executable, os.path.join(SCRIPTS, name), *args],
-                          capture_output=True, text=True, timeout=timeout, env=child_env(),
-                          cwd=ROOT)
+    """scripts/<name> with `args` run from the checkout (finetune_helpers.run_script's
+    contract)."""
+    return run_python_script(os.path.join(SCRIPTS, name), args, env=child_env(), cwd=ROOT,
+                             timeout=timeout)
 
 
 def _run_two_workers(name, worker_args, log_dir, timeout=400):

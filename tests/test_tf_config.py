@@ -14,14 +14,13 @@ import logging
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 import tensorflow as tf
 from envs import child_env
 from finetune_helpers import DATA, FINETUNE_DATA, write_tiny_config
+from script_runner import run_python_script
 from test_estimator import X, Y, make_estimator, make_input_fn
 from test_pretraining import TINY, write_records
 
@@ -172,9 +171,8 @@ def test_startup_failure_names_the_peers_that_are_gone(monkeypatch, closed_port,
 
 
 def _run(script, args, tf_config, timeout=300):
-    env = child_env(TF_CONFIG=tf_config)
-    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), *args],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    return run_python_script(os.path.join(ROOT, "scripts", script), args,
+                             env=child_env(TF_CONFIG=tf_config), cwd=ROOT, timeout=timeout)
 
 
 def _pretraining_args(tmp_path, output_dir):

@@ -1,0 +1,205 @@
+"""Runs a script as `python scripts/<name> ...` does, without importing TensorFlow each time.
+
+Importing bert_tf and TensorFlow takes 6-9 CPU seconds on a 2-core machine, which for the
+suite's script runs was about a third of its CPU time. `run_python_script` hands each run to a
+`python tests/script_runner.py` server that imported them once; the server forks a child per
+run, and the child takes the run's environment, working directory, argv, sys.path[0] and
+standard streams, then executes the script as __main__ (runpy), as `python script` does from
+its first line. Exit status, stdout, stderr and signals come back as from a fresh process.
+
+What a fork cannot repeat is the import itself, so servers are kept per environment: a run whose
+environment differs in a variable other than RUNTIME_VARIABLES (for example
+TF_ENABLE_ONEDNN_OPTS, read when TensorFlow is imported) goes to a server started with that
+environment.
+"""
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Read while a script runs, never at import, so the same server serves any values: bert_tf's
+# TF_CONFIG and BERT_TF_DEBUG, and the test name pytest sets for each test.
+RUNTIME_VARIABLES = frozenset({"TF_CONFIG", "BERT_TF_DEBUG", "PYTEST_CURRENT_TEST"})
+
+# What every script imports; a child then finds these modules loaded.
+_PRELOAD = ("bert_tf", "tensorflow", "bert_tf.tasks.finetuning", "bert_tf.tasks.pretraining",
+            "bert_tf.tasks.classification", "bert_tf.tasks.squad", "bert_tf.tasks.ner",
+            "bert_tf.tasks.multiple_choice", "bert_tf.flags", "bert_tf.errors")
+
+
+def _server_key(env):
+    return frozenset((k, v) for k, v in env.items() if k not in RUNTIME_VARIABLES)
+
+
+class _Server:
+    """One preloaded Python: requests (JSON lines) on its stdin, replies on its stdout."""
+
+    def __init__(self, env):
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env=env, cwd=ROOT, text=True)
+
+    def run(self, request, timeout):
+        """Sends one run; returns (exit status, whether `timeout` seconds killed it). A
+        negative status is the signal that ended the run, as in subprocess."""
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        pid = json.loads(self._reply(None))["pid"]
+        killed = threading.Event()
+
+        def kill():
+            killed.set()
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            return json.loads(self._reply(pid))["returncode"], killed.is_set()
+        finally:
+            timer.cancel()
+
+    def _reply(self, pid):
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the script server (pid {self.process.pid}) died"
+                               + (f" while running child {pid}" if pid else ""))
+        return line
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+_MAX_IDLE = 3
+_idle = {}  # server key -> [idle _Server]
+_lock = threading.Lock()
+
+
+@atexit.register
+def _close_servers():
+    for servers in _idle.values():
+        for server in servers:
+            server.close()
+
+
+def run_python_script(script, args, env, cwd=None, timeout=300, input=None):
+    """Like `subprocess.run([sys.executable, script, *args], capture_output=True, text=True,
+    env=env, cwd=cwd, timeout=timeout, input=input)`.
+
+    Returns:
+      subprocess.CompletedProcess (stdout and stderr as str).
+    Raises:
+      subprocess.TimeoutExpired after killing the run.
+    """
+    command = [sys.executable, script, *args]
+    key = _server_key(env)
+    with _lock:
+        servers = _idle.setdefault(key, [])
+        server = servers.pop() if servers else None
+    if server is None:
+        server = _Server({k: v for k, v in env.items() if k not in RUNTIME_VARIABLES})
+    with tempfile.TemporaryDirectory(prefix="script_run") as tmp:
+        streams = {name: os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")}
+        with open(streams["stdin"], "w") as f:
+            f.write(input or "")
+        request = dict(script=os.path.abspath(script), args=list(args), env=dict(env),
+                       cwd=str(cwd or os.getcwd()), **streams)
+        returncode, timed_out = server.run(request, timeout)
+        with _lock:
+            # Each server holds TensorFlow's memory (~0.5 GB); keep a few.
+            keep = sum(map(len, _idle.values())) < _MAX_IDLE
+            if keep:
+                _idle[key].append(server)
+        if not keep:
+            server.close()
+        with open(streams["stdout"]) as out, open(streams["stderr"]) as err:
+            stdout, stderr = out.read(), err.read()
+    if timed_out:
+        raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+    return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+
+
+# ------------------------------------------------------------------------------- the server
+
+
+def _run_child(request, added_env):
+    """In the forked child: becomes `python script args` and never returns."""
+    import atexit as child_atexit
+    import runpy
+    import traceback
+
+    code = 1
+    try:
+        for fd, name, flags in ((0, "stdin", os.O_RDONLY),
+                                (1, "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                (2, "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            opened = os.open(request[name], flags, 0o644)
+            os.dup2(opened, fd)
+            os.close(opened)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        for name, value in added_env.items():  # what importing bert_tf set, as in a fresh run
+            os.environ.setdefault(name, value)
+        sys.argv = [request["script"], *request["args"]]
+        sys.path[0] = os.path.dirname(request["script"])
+        try:
+            runpy.run_path(request["script"], run_name="__main__")
+            code = 0
+        except SystemExit as e:
+            if e.code is None:
+                code = 0
+            elif isinstance(e.code, int):
+                code = e.code
+            else:
+                print(e.code, file=sys.stderr)
+        except BaseException:  # what the interpreter prints for an uncaught exception
+            traceback.print_exc()
+        child_atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _serve():
+    # Replies go to a private copy of stdout; fd 1 and fd 0 are the children's to take.
+    requests = os.fdopen(os.dup(0), "r")
+    replies = os.fdopen(os.dup(1), "w")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    before = dict(os.environ)
+    import importlib
+
+    for module in _PRELOAD:
+        importlib.import_module(module)
+    added_env = {k: v for k, v in os.environ.items() if k not in before}
+    for line in requests:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            requests.close()
+            replies.close()
+            _run_child(request, added_env)
+        replies.write(json.dumps({"pid": pid}) + "\n")
+        replies.flush()
+        _, status = os.waitpid(pid, 0)
+        replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,77 @@
+"""tests/script_runner.py runs a script as `python script` would: the same exit status,
+stdout, stderr, argv, working directory, environment, stdin and import path, for each way a
+script can end."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from envs import child_env
+from script_runner import run_python_script
+
+_SCRIPT = textwrap.dedent("""\
+    import json, os, sys
+    print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "name": __name__,
+                      "path0": sys.path[0], "file": __file__, "stdin": sys.stdin.read(),
+                      "variable": os.environ.get("RUNNER_TEST"),
+                      "config": os.environ.get("TF_CONFIG")}))
+    print("to stderr", file=sys.stderr)
+    how = sys.argv[1]
+    if how == "exit3":
+        sys.exit(3)
+    if how == "message":
+        sys.exit("stopped: a message")
+    if how == "raise":
+        raise ValueError("an uncaught error")
+    if how == "signal":
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGTERM)
+    if how == "os_exit":
+        sys.stderr.write("error: one line\\n")
+        sys.stderr.flush()
+        os._exit(2)
+    """)
+
+
+@pytest.mark.parametrize("how", ["ok", "exit3", "message", "raise", "signal", "os_exit"])
+def test_a_served_run_ends_like_a_fresh_python(tmp_path, how):
+    script = tmp_path / "scripts" / "probe.py"
+    script.parent.mkdir()
+    script.write_text("import signal\n" + _SCRIPT)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = child_env(RUNNER_TEST="value", TF_CONFIG='{"task": {}}')
+    args = [how, "--flag=1"]
+    fresh = subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                           text=True, env=env, cwd=workdir, input="typed\n", timeout=60)
+    served = run_python_script(str(script), args, env=env, cwd=workdir, input="typed\n")
+    assert (served.returncode, served.stdout) == (fresh.returncode, fresh.stdout)
+    # The traceback names the interpreter's frames in a fresh run and runpy's when served.
+    assert served.stderr.splitlines()[-1] == fresh.stderr.splitlines()[-1]
+    assert served.stderr.startswith("to stderr\n")
+    expected = {"ok": 0, "exit3": 3, "message": 1, "raise": 1, "signal": -signal.SIGTERM,
+                "os_exit": 2}
+    assert served.returncode == expected[how]
+
+
+def test_a_run_past_its_timeout_is_killed(tmp_path):
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_python_script(str(script), [], env=child_env(), timeout=2)
+    # The server is free again.
+    script.write_text("print('next')\n")
+    assert run_python_script(str(script), [], env=child_env(), timeout=60).stdout == "next\n"
+
+
+def test_another_import_time_environment_gets_its_own_python(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text("import os, sys\nprint(os.environ.get('TF_ENABLE_ONEDNN_OPTS'), "
+                      "'tensorflow' in sys.modules)\n")
+    default = run_python_script(str(script), [], env=child_env())
+    off = run_python_script(str(script), [], env=child_env(TF_ENABLE_ONEDNN_OPTS="0"))
+    # Both servers imported bert_tf (which sets the default "1") and TensorFlow before the run.
+    assert default.stdout.split() == ["1", "True"]
+    assert off.stdout.split() == ["0", "True"]
