@@ -7,7 +7,6 @@ import sys
 import pytest
 from envs import BEHAVIOUR_VARIABLES
 
-
 # The modules that take minutes on 2 cores (`pytest --durations=0`, summed per module), longest
 # first. They run first: `make test` passes --no-loadscope-reorder, so pytest-xdist hands out
 # modules in this order, and a long module started last would keep one worker busy for minutes
