@@ -22,11 +22,11 @@ import sys
 import tempfile
 import threading
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from envs import BEHAVIOUR_VARIABLES
 
 # Read while a script runs, never at import, so the same server serves any values: bert_tf's
-# TF_CONFIG and BERT_TF_DEBUG, and the test name pytest sets for each test.
-RUNTIME_VARIABLES = frozenset({"TF_CONFIG", "BERT_TF_DEBUG", "PYTEST_CURRENT_TEST"})
+# behaviour variables and the test name pytest sets for each test.
+RUNTIME_VARIABLES = frozenset(BEHAVIOUR_VARIABLES) | {"PYTEST_CURRENT_TEST"}
 
 # What every script imports; a child then finds these modules loaded.
 _PRELOAD = ("bert_tf", "tensorflow", "bert_tf.tasks.finetuning", "bert_tf.tasks.pretraining",
@@ -34,8 +34,9 @@ _PRELOAD = ("bert_tf", "tensorflow", "bert_tf.tasks.finetuning", "bert_tf.tasks.
             "bert_tf.tasks.multiple_choice", "bert_tf.flags", "bert_tf.errors")
 
 
-def _server_key(env):
-    return frozenset((k, v) for k, v in env.items() if k not in RUNTIME_VARIABLES)
+def _import_env(env):
+    """The part of `env` a server fixes when it imports TensorFlow."""
+    return {k: v for k, v in env.items() if k not in RUNTIME_VARIABLES}
 
 
 class _Server:
@@ -44,7 +45,8 @@ class _Server:
     def __init__(self, env):
         self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        env=env, cwd=ROOT, text=True)
+                                        env=env, cwd=os.path.dirname(os.path.abspath(__file__)),
+                                        text=True)
 
     def run(self, request, timeout):
         """Sends one run; returns (exit status, whether `timeout` seconds killed it). A
@@ -102,12 +104,13 @@ def run_python_script(script, args, env, cwd=None, timeout=300, input=None):
       subprocess.TimeoutExpired after killing the run.
     """
     command = [sys.executable, script, *args]
-    key = _server_key(env)
+    import_env = _import_env(env)
+    key = frozenset(import_env.items())
     with _lock:
         servers = _idle.setdefault(key, [])
         server = servers.pop() if servers else None
     if server is None:
-        server = _Server({k: v for k, v in env.items() if k not in RUNTIME_VARIABLES})
+        server = _Server(import_env)
     with tempfile.TemporaryDirectory(prefix="script_run") as tmp:
         streams = {name: os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")}
         with open(streams["stdin"], "w") as f:
@@ -134,7 +137,6 @@ def run_python_script(script, args, env, cwd=None, timeout=300, input=None):
 
 def _run_child(request, added_env):
     """In the forked child: becomes `python script args` and never returns."""
-    import atexit as child_atexit
     import runpy
     import traceback
 
@@ -165,7 +167,7 @@ def _run_child(request, added_env):
                 print(e.code, file=sys.stderr)
         except BaseException:  # what the interpreter prints for an uncaught exception
             traceback.print_exc()
-        child_atexit._run_exitfuncs()
+        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
