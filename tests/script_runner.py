@@ -6,6 +6,8 @@ suite's script runs was about a third of its CPU time. `run_python_script` hands
 run, and the child takes the run's environment, working directory, argv, sys.path[0] and
 standard streams, then executes the script as __main__ (runpy), as `python script` does from
 its first line. Exit status, stdout, stderr and signals come back as from a fresh process.
+`start_python_script` is the same for a run the caller waits on, signals or kills while it
+runs (the workers of a cluster), like `subprocess.Popen`.
 
 What a fork cannot repeat is the import itself, so servers are kept per environment: a run whose
 environment differs in a variable other than RUNTIME_VARIABLES (for example
@@ -43,32 +45,22 @@ class _Server:
     """One preloaded Python: requests (JSON lines) on its stdin, replies on its stdout."""
 
     def __init__(self, env):
+        self.key = frozenset(env.items())
         self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         env=env, cwd=os.path.dirname(os.path.abspath(__file__)),
                                         text=True)
 
-    def run(self, request, timeout):
-        """Sends one run; returns (exit status, whether `timeout` seconds killed it). A
-        negative status is the signal that ended the run, as in subprocess."""
+    def start(self, request):
+        """Sends one run; returns the pid of the child that runs it."""
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
-        pid = json.loads(self._reply(None))["pid"]
-        killed = threading.Event()
+        return json.loads(self._reply(None))["pid"]
 
-        def kill():
-            killed.set()
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        try:
-            return json.loads(self._reply(pid))["returncode"], killed.is_set()
-        finally:
-            timer.cancel()
+    def finish(self, pid):
+        """Waits for the run of child `pid`; returns its exit status (negative: the signal
+        that ended it, as in subprocess)."""
+        return json.loads(self._reply(pid))["returncode"]
 
     def _reply(self, pid):
         line = self.process.stdout.readline()
@@ -83,7 +75,7 @@ class _Server:
 
 
 _MAX_IDLE = 3
-_idle = {}  # server key -> [idle _Server]
+_idle = {}  # _Server.key -> [idle _Server]
 _lock = threading.Lock()
 
 
@@ -92,6 +84,32 @@ def _close_servers():
     for servers in _idle.values():
         for server in servers:
             server.close()
+
+
+def _take_server(import_env):
+    key = frozenset(import_env.items())
+    with _lock:
+        servers = _idle.get(key)
+        if servers:
+            return servers.pop()
+    return _Server(import_env)
+
+
+def _give_back(server):
+    with _lock:
+        # Each server holds TensorFlow's memory (~0.5 GB); keep a few.
+        keep = sum(map(len, _idle.values())) < _MAX_IDLE
+        if keep:
+            _idle.setdefault(server.key, []).append(server)
+    if not keep:
+        server.close()
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # it has ended
+        pass
 
 
 def run_python_script(script, args, env, cwd=None, timeout=300, input=None):
@@ -104,32 +122,86 @@ def run_python_script(script, args, env, cwd=None, timeout=300, input=None):
       subprocess.TimeoutExpired after killing the run.
     """
     command = [sys.executable, script, *args]
-    import_env = _import_env(env)
-    key = frozenset(import_env.items())
-    with _lock:
-        servers = _idle.setdefault(key, [])
-        server = servers.pop() if servers else None
-    if server is None:
-        server = _Server(import_env)
+    server = _take_server(_import_env(env))
     with tempfile.TemporaryDirectory(prefix="script_run") as tmp:
         streams = {name: os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")}
         with open(streams["stdin"], "w") as f:
             f.write(input or "")
-        request = dict(script=os.path.abspath(script), args=list(args), env=dict(env),
-                       cwd=str(cwd or os.getcwd()), **streams)
-        returncode, timed_out = server.run(request, timeout)
-        with _lock:
-            # Each server holds TensorFlow's memory (~0.5 GB); keep a few.
-            keep = sum(map(len, _idle.values())) < _MAX_IDLE
-            if keep:
-                _idle[key].append(server)
-        if not keep:
-            server.close()
+        pid = server.start(_request(script, args, env, cwd, **streams))
+        killed = threading.Event()
+        timer = threading.Timer(timeout, lambda: (killed.set(), _signal(pid, signal.SIGKILL)))
+        timer.start()
+        try:
+            returncode = server.finish(pid)
+        finally:
+            timer.cancel()
+        _give_back(server)
         with open(streams["stdout"]) as out, open(streams["stderr"]) as err:
             stdout, stderr = out.read(), err.read()
-    if timed_out:
+    if killed.is_set():
         raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
     return subprocess.CompletedProcess(command, returncode, stdout, stderr)
+
+
+def _request(script, args, env, cwd, stdin, stdout, stderr):
+    return dict(script=os.path.abspath(script), args=list(args), env=dict(env),
+                cwd=str(cwd or os.getcwd()), stdin=stdin, stdout=stdout, stderr=stderr)
+
+
+class ScriptProcess:
+    """A served run in progress, with the part of `subprocess.Popen` the tests use."""
+
+    def __init__(self, server, pid, args):
+        self.args = args
+        self.pid = pid
+        self.returncode = None
+        self._ended = threading.Event()
+
+        def finish():
+            try:
+                self.returncode = server.finish(pid)
+                _give_back(server)  # before wait() returns: the caller's next run may take it
+            finally:
+                self._ended.set()
+
+        threading.Thread(target=finish, daemon=True).start()
+
+    def poll(self):
+        return self.returncode if self._ended.is_set() else None
+
+    def wait(self, timeout=None):
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        if self.returncode is None:
+            raise RuntimeError(f"the script server lost its run of {self.args}")
+        return self.returncode
+
+    def send_signal(self, sig):
+        if not self._ended.is_set():
+            _signal(self.pid, sig)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+def start_python_script(script, args, env, cwd=None, output=None):
+    """Like `subprocess.Popen([sys.executable, script, *args], stdout=open(output, "w"),
+    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=cwd)`: stdout and
+    stderr both go to the file `output` (os.devnull if None).
+
+    Returns:
+      a ScriptProcess: pid, poll(), wait(timeout), send_signal(), terminate(), kill(),
+      returncode.
+    """
+    server = _take_server(_import_env(env))
+    output = os.path.abspath(output) if output else os.devnull
+    open(output, "w").close()  # there when this returns, as Popen's caller opened it
+    pid = server.start(_request(script, args, env, cwd, stdin=os.devnull, stdout=output,
+                                stderr=None))
+    return ScriptProcess(server, pid, [sys.executable, script, *args])
 
 
 # ------------------------------------------------------------------------------- the server
@@ -145,6 +217,9 @@ def _run_child(request, added_env):
         for fd, name, flags in ((0, "stdin", os.O_RDONLY),
                                 (1, "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                 (2, "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            if request[name] is None:  # stderr into stdout, as subprocess.STDOUT
+                os.dup2(1, fd)
+                continue
             opened = os.open(request[name], flags, 0o644)
             os.dup2(opened, fd)
             os.close(opened)

@@ -29,6 +29,7 @@ import pytest
 import tensorflow as tf
 from envs import child_env
 from finetune_helpers import FINETUNE_DATA, run_script, write_tiny_config
+from script_runner import start_python_script
 from test_faults import max_difference, weights_at
 from test_pretraining import TINY, write_records
 
@@ -277,16 +278,17 @@ def _free_ports(count):
 
 
 def _start_workers(args, log_dir, script=SCRIPT):
-    """Starts one `script` per TF_CONFIG task; returns [(process, log path)]."""
+    """Starts one `script` per TF_CONFIG task of a 2-worker cluster on 127.0.0.1, with the
+    flags `args` (or `args(index)` for worker `index`); returns [(process, log path)], the
+    chief first."""
     cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
     workers = []
     for index in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         log_path = os.path.join(log_dir, f"worker{index}.log")
-        with open(log_path, "w") as log:
-            process = subprocess.Popen([sys.executable, script, *args], stdout=log,
-                                       stderr=subprocess.STDOUT, cwd=ROOT,
-                                       env=child_env(TF_CONFIG=tf_config))
+        process = start_python_script(script, args(index) if callable(args) else args,
+                                      env=child_env(TF_CONFIG=tf_config), cwd=ROOT,
+                                      output=log_path)
         workers.append((process, log_path))
     return workers
 

@@ -6,14 +6,13 @@ the float64 numpy reference in tests/numpy_bert.py, which shares no code with th
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import numpy_bert
 import pytest
 import tensorflow as tf
 from envs import child_env
+from script_runner import run_python_script
 
 from bert_tf import extract_features as ef
 from bert_tf import modeling, tokenization
@@ -87,9 +86,10 @@ def _reference_layers(model, feature):
 def _run_script(*args, ran_ops_file=None):
     """Runs the script; with `ran_ops_file`, under tests/ran_ops.py, which writes there the op
     types of the kernels its sessions ran."""
-    tracer = [os.path.join(REPO, "tests", "ran_ops.py"), str(ran_ops_file)] if ran_ops_file else []
-    return subprocess.run([sys.executable, *tracer, SCRIPT, *args], capture_output=True,
-                          text=True, cwd=REPO, env=child_env(), timeout=300)
+    if ran_ops_file:
+        return run_python_script(os.path.join(REPO, "tests", "ran_ops.py"),
+                                 [str(ran_ops_file), SCRIPT, *args], env=child_env(), cwd=REPO)
+    return run_python_script(SCRIPT, args, env=child_env(), cwd=REPO)
 
 
 def test_read_examples_splits_pairs_and_numbers_lines(tiny_model):

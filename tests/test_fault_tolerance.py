@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
+from script_runner import run_python_script, start_python_script
 from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf import estimator as estimator_lib
@@ -65,8 +66,7 @@ def test_script_killed_during_a_checkpoint_write_and_at_random_resumes(tmp_path)
 
     # 1. Killed inside TF's save of model.ckpt-6 (shards written, not yet merged into place):
     #    the state still names the whole model.ckpt-3.
-    killed = subprocess.run([sys.executable, KILL_DURING_SAVE, "6", SCRIPT, *args],
-                            capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    killed = run_python_script(KILL_DURING_SAVE, ["6", SCRIPT, *args], env=ENV, cwd=ROOT)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert os.listdir(os.path.join(out, "model.ckpt-6_temp"))  # It did die mid-save.
     assert not [name for name in os.listdir(out) if name.startswith("model.ckpt-6.")]
@@ -79,9 +79,7 @@ def test_script_killed_during_a_checkpoint_write_and_at_random_resumes(tmp_path)
                 for a in args]
 
     rng = random.Random(5)
-    proc = subprocess.Popen([sys.executable, SCRIPT, *with_steps(100000)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV,
-                            cwd=ROOT)
+    proc = start_python_script(SCRIPT, with_steps(100000), env=ENV, cwd=ROOT)
     try:
         deadline = time.time() + 300
         while time.time() < deadline and tf.train.latest_checkpoint(out).endswith("-3"):
@@ -96,8 +94,7 @@ def test_script_killed_during_a_checkpoint_write_and_at_random_resumes(tmp_path)
 
     # 3. Rerun: it resumes from the last whole checkpoint and ends at num_train_steps.
     target = resumed_from + 6
-    final = subprocess.run([sys.executable, SCRIPT, *with_steps(target)], capture_output=True,
-                           text=True, env=ENV, cwd=ROOT, timeout=300)
+    final = run_python_script(SCRIPT, with_steps(target), env=ENV, cwd=ROOT)
     assert final.returncode == 0, final.stderr[-3000:]
     assert f"from step {resumed_from} to {target}" in final.stderr
     assert assert_checkpoint_state_is_whole(out) == target

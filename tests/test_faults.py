@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
+from script_runner import run_python_script
 from test_fault_tolerance import assert_checkpoint_state_is_whole
 from test_pretraining import TINY, pretrain_options, write_records
 
@@ -259,8 +260,7 @@ def test_disk_full_on_a_small_tmpfs(data, tmp_path):
                 "--num_train_steps=9", "--save_checkpoints_steps=3", "--log_every_n_steps=3",
                 "--save_summary_steps=0", "--learning_rate=3e-3", "--random_seed=1",
                 "--num_warmup_steps=5"]
-        failed = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True,
-                                text=True, env=ENV, cwd=ROOT, timeout=300)
+        failed = run_python_script(SCRIPT, args, env=ENV, cwd=ROOT)
         errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
         assert failed.returncode == 2 and len(errors) == 1, failed.stderr[-3000:]
         assert "Traceback" not in failed.stderr

@@ -3,14 +3,13 @@
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
+from script_runner import run_python_script, start_python_script
 
 from bert_tf import flags as bert_flags
 from bert_tf import modeling
@@ -153,9 +152,10 @@ def test_records_of_another_length_are_a_clear_error(tmp_path):
         pretraining.run_pretraining(pretrain_options(tmp_path, num_accumulation_steps=3))
 
 
-def _script(args, **kwargs):
-    return subprocess.Popen([sys.executable, SCRIPT, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=child_env(), **kwargs)
+def _script(args, timeout):
+    """Runs run_pretraining.py with `args`; returns (exit status, its stdout and stderr)."""
+    result = run_python_script(SCRIPT, args, env=child_env(), timeout=timeout)
+    return result.returncode, result.stdout + result.stderr
 
 
 def test_script_killed_with_sigkill_resumes_to_num_train_steps(tmp_path):
@@ -172,9 +172,7 @@ def test_script_killed_with_sigkill_resumes_to_num_train_steps(tmp_path):
         return int(latest.rsplit("-", 1)[1]) if latest else -1
 
     # Its output goes to a file: nobody reads a pipe while it trains, and a full pipe blocks it.
-    with open(tmp_path / "killed.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, SCRIPT, *args], stdout=log,
-                                stderr=subprocess.STDOUT, env=child_env())
+    proc = start_python_script(SCRIPT, args, env=child_env(), output=tmp_path / "killed.log")
     deadline = time.time() + 180
     while time.time() < deadline and checkpoint_step() < 20:  # step 0 is saved at the start
         time.sleep(0.2)
@@ -186,10 +184,9 @@ def test_script_killed_with_sigkill_resumes_to_num_train_steps(tmp_path):
     assert killed_at >= 20
 
     target = killed_at + 30
-    resumed = _script([a if not a.startswith("--num_train_steps") else
-                       f"--num_train_steps={target}" for a in args])
-    log, _ = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, log[-3000:]
+    returncode, log = _script([a if not a.startswith("--num_train_steps") else
+                               f"--num_train_steps={target}" for a in args], timeout=300)
+    assert returncode == 0, log[-3000:]
     assert f"from step {killed_at}" in log
     final = tf.train.latest_checkpoint(str(out))
     assert final.endswith(f"model.ckpt-{target}")
@@ -200,10 +197,10 @@ def test_script_bad_config_is_one_line_error(tmp_path):
     write_records(str(tmp_path / "train.tfrecord"), num=2)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**TINY, "num_attention_heads": 3}))
-    proc = _script([f"--bert_config_file={bad}", f"--input_file={tmp_path / 'train.tfrecord'}",
-                    f"--output_dir={tmp_path / 'out'}", "--do_train"])
-    log, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 2
+    returncode, log = _script([f"--bert_config_file={bad}",
+                               f"--input_file={tmp_path / 'train.tfrecord'}",
+                               f"--output_dir={tmp_path / 'out'}", "--do_train"], timeout=120)
+    assert returncode == 2
     assert "Traceback" not in log
     assert "error: " in log and "not a multiple of num_attention_heads (3)" in log
 
@@ -213,16 +210,15 @@ def test_script_use_xla_trains_and_evaluates_through_xla(tmp_path):
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
     ran_ops_file = tmp_path / "ran_ops.json"
     # tests/ran_ops.py runs the script and writes the op types of the kernels that ran.
-    proc = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "tests", "ran_ops.py"), str(ran_ops_file), SCRIPT,
-         f"--bert_config_file={tmp_path / 'bert_config.json'}",
+    result = run_python_script(
+        os.path.join(ROOT, "tests", "ran_ops.py"),
+        [str(ran_ops_file), SCRIPT, f"--bert_config_file={tmp_path / 'bert_config.json'}",
          f"--input_file={tmp_path / 'train.tfrecord'}", f"--output_dir={tmp_path / 'out'}",
          "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train", "--do_eval",
          "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=10",
          "--num_warmup_steps=2", "--max_eval_steps=2", "--use_xla"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env())
-    log, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, log[-3000:]
+        env=child_env(), timeout=300)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     # Compiled clusters ran (an _XlaCompile and an _XlaRun kernel each), whatever TF logs.
     assert {"_XlaCompile", "_XlaRun"} <= set(json.loads(ran_ops_file.read_text()))
     assert "global_step = 10" in (tmp_path / "out" / "eval_results.txt").read_text()

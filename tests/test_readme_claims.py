@@ -33,7 +33,7 @@ from finetune_helpers import (
 )
 from google.protobuf import text_format
 from script_runner import run_python_script
-from test_distribute import _free_ports
+from test_distribute import _start_workers, _wait
 from test_pretraining import TINY
 
 tf1 = tf.compat.v1
@@ -62,31 +62,8 @@ def _run_script(name, *args, timeout=300):
 def _run_two_workers(name, worker_args, log_dir, timeout=400):
     """Runs scripts/<name> as the 2 workers of a TF_CONFIG cluster on 127.0.0.1, worker i
     with the flags `worker_args(i)`; returns [(exit status, log)] (worker 0, the chief, first)."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
-    workers = []
-    try:
-        for index in range(2):
-            tf_config = json.dumps({"cluster": cluster,
-                                    "task": {"type": "worker", "index": index}})
-            log_path = os.path.join(str(log_dir), f"worker{index}.log")
-            with open(log_path, "w") as log:
-                process = subprocess.Popen(
-                    [sys.executable, os.path.join(SCRIPTS, name), *worker_args(index)],
-                    stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                    env=child_env(TF_CONFIG=tf_config))
-            workers.append((process, log_path))
-        for process, _ in workers:
-            process.wait(timeout=timeout)
-    finally:
-        for process, _ in workers:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    results = []
-    for process, log_path in workers:
-        with open(log_path) as f:
-            results.append((process.returncode, f.read()))
-    return results
+    return _wait(_start_workers(worker_args, str(log_dir), script=os.path.join(SCRIPTS, name)),
+                 timeout=timeout)
 
 
 # ------------------------------------------------------------------------------ reading outputs

@@ -6,10 +6,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from envs import child_env
-from script_runner import run_python_script
+from script_runner import run_python_script, start_python_script
 
 _SCRIPT = textwrap.dedent("""\
     import json, os, sys
@@ -75,3 +76,49 @@ def test_another_import_time_environment_gets_its_own_python(tmp_path):
     # Both servers imported bert_tf (which sets the default "1") and TensorFlow before the run.
     assert default.stdout.split() == ["1", "True"]
     assert off.stdout.split() == ["0", "True"]
+
+
+def test_a_started_run_ends_like_a_popen(tmp_path):
+    """start_python_script: stdout and stderr into one file, the exit status from wait()."""
+    script = tmp_path / "probe.py"
+    script.write_text("import signal\n" + _SCRIPT)
+    env = child_env(TF_CONFIG='{"task": {"index": 1}}')
+    for how in ("ok", "exit3", "os_exit"):
+        with open(tmp_path / "fresh.log", "w") as log:
+            fresh = subprocess.Popen([sys.executable, str(script), how], stdout=log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=env, cwd=tmp_path)
+        served = start_python_script(str(script), [how], env=env, cwd=tmp_path,
+                                     output=str(tmp_path / "served.log"))
+        assert served.wait(timeout=60) == fresh.wait(timeout=60) == served.returncode
+        assert (tmp_path / "served.log").read_text() == (tmp_path / "fresh.log").read_text()
+
+
+_WAITING = textwrap.dedent("""\
+    import signal, sys, time
+    if sys.argv[1] == "handler":  # as run_pretraining.py's preemption handler
+        signal.signal(signal.SIGTERM, lambda *_: (print("stopping", flush=True), sys.exit(143)))
+    print("started", flush=True)
+    time.sleep(120)
+    """)
+
+
+@pytest.mark.parametrize("how,sig,status", [("default", signal.SIGTERM, -signal.SIGTERM),
+                                            ("handler", signal.SIGTERM, 143),
+                                            ("handler", signal.SIGKILL, -signal.SIGKILL)])
+def test_a_started_run_is_signalled_like_a_popen(tmp_path, how, sig, status):
+    script = tmp_path / "waiting.py"
+    script.write_text(_WAITING)
+    log = tmp_path / "run.log"
+    process = start_python_script(str(script), [how], env=child_env(), output=str(log))
+    deadline = time.time() + 60
+    while "started" not in log.read_text() and time.time() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(timeout=0.2)
+    process.send_signal(sig)
+    assert process.wait(timeout=60) == status
+    assert process.poll() == status
+    assert log.read_text() == "started\n" + ("stopping\n" if status == 143 else "")
+    process.kill()  # after the end: nothing happens, as with Popen

@@ -6,8 +6,6 @@ import glob
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -23,6 +21,7 @@ from finetune_helpers import (
     run_script,
     write_tiny_config,
 )
+from script_runner import start_python_script
 from test_distribute import _flags, _kill_all, _start_workers, _wait, data  # noqa: F401
 from test_pretraining import TINY, pretrain_options, write_records
 
@@ -217,10 +216,8 @@ def test_sigterm_saves_the_current_step_and_the_same_command_resumes(tmp_path):
     args = _pretraining_args(tmp_path, steps=3000)
     env = child_env()
     log_path = tmp_path / "run.log"
-    with open(log_path, "w") as log:
-        process = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts",
-                                                                 "run_pretraining.py"), *args],
-                                   stdout=log, stderr=subprocess.STDOUT, env=env)
+    process = start_python_script(os.path.join(ROOT, "scripts", "run_pretraining.py"), args,
+                                  env=env, output=log_path)
     try:
         deadline = time.time() + 300
         while time.time() < deadline and "step 7/3000" not in log_path.read_text():

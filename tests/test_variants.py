@@ -13,8 +13,6 @@ Two references:
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import numpy_bert
@@ -22,6 +20,7 @@ import pytest
 import safetensors.numpy
 import tensorflow as tf
 from envs import child_env
+from script_runner import run_python_script
 
 from bert_tf import conversion, extract_features, modeling
 from bert_tf.errors import BertTfError
@@ -384,9 +383,8 @@ def test_extract_features_writes_attentions(tmp_path):
              "--layers=-1,0"]
     script = os.path.join(REPO, "scripts", "extract_features.py")
     out = tmp_path / "out.jsonl"
-    result = subprocess.run([sys.executable, script, *flags, f"--output_file={out}",
-                             "--output_attentions"], capture_output=True, text=True,
-                            env=child_env(), timeout=300)
+    result = run_python_script(script, [*flags, f"--output_file={out}", "--output_attentions"],
+                               env=child_env())
     assert result.returncode == 0, result.stderr[-2000:]
     records = [json.loads(line) for line in out.read_text().splitlines()]
 
