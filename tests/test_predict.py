@@ -267,6 +267,14 @@ def test_export_without_assets_names_what_is_missing(classifier, tmp_path):
         predict.Predictor.from_saved_model(str(old))
 
 
+def test_a_corrupt_saved_model_names_the_export(classifier, tmp_path):
+    broken = tmp_path / "broken_export"
+    shutil.copytree(classifier[1], broken)
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+    with pytest.raises(BertTfError, match=f"SavedModel {broken} cannot be loaded: .*parse"):
+        predict.Predictor.from_saved_model(str(broken))
+
+
 def test_script_answers_jsonl_and_stops_at_a_bad_line(classifier, tmp_path):
     sentences = _topic_sentences()[:3]
     good = tmp_path / "in.jsonl"
