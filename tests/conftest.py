@@ -102,7 +102,7 @@ def built_once(tmp_path_factory, name, build):
     directory = root / f"built-{name}"
     with open(root / f"built-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        done = directory / "built.json"
+        done = root / f"built-{name}.json"  # beside it: `directory` holds only what build wrote
         if not done.exists():
             shutil.rmtree(directory, ignore_errors=True)  # what a failed build left
             directory.mkdir()
