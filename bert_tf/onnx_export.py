@@ -29,32 +29,25 @@ SIGNATURE = "serving_default"
 DEFAULT_OPSET = 17
 
 
-def _serving_signature(export_dir):
-    """The export's serving_default SignatureDef, read from saved_model.pb."""
-    from tensorflow.core.protobuf import saved_model_pb2
+def _frozen_signature(export_dir):
+    """What computes serving_default's outputs from its inputs, variables as constants.
 
-    saved_model = saved_model_pb2.SavedModel()
-    with tf.io.gfile.GFile(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-        saved_model.ParseFromString(f.read())
-    return saved_model.meta_graphs[0].signature_def[SIGNATURE]
+    Loaded as the TF1 SavedModel it is (`predict.load_serving_session`): tf2onnx's own loader
+    goes through `tf.saved_model.load`, about half of a MiniLM conversion's time.
 
-
-def _frozen_signature(export_dir, signature):
-    """What computes `signature`'s outputs from its inputs, variables as constants: a GraphDef
-    whose inputs are placeholders named as the signature's input tensors.
-
-    Loaded as the TF1 SavedModel it is: tf2onnx's own loader goes through
-    `tf.saved_model.load`, which wraps every signature (the text ones too) in a function,
-    about half of a MiniLM conversion's time.
+    Returns:
+      (GraphDef whose inputs are placeholders named as the signature's input tensors,
+      the serving_default SignatureDef).
     """
-    # What tf.compat.v1.saved_model.load and graph_util.convert_variables_to_constants call,
-    # without their deprecation notices.
+    # What tf.compat.v1.graph_util.convert_variables_to_constants calls, without its
+    # deprecation notice.
     from tensorflow.python.framework import convert_to_constants
-    from tensorflow.python.saved_model import loader_impl
 
-    with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph) as session:
-        loader_impl.SavedModelLoader(export_dir).load(session, ["serve"])
-        graph_def = graph.as_graph_def()
+    from bert_tf import predict
+
+    session, signature = predict.load_serving_session(export_dir)
+    with session:
+        graph_def = session.graph.as_graph_def()
         # serving_default feeds tensors computed from the text signatures' placeholders
         # (finetuning.export_saved_model): cut there, so nothing above them is kept.
         fed = {info.name.split(":")[0]: info for info in signature.inputs.values()}
@@ -66,7 +59,8 @@ def _frozen_signature(export_dir, signature):
                 node.attr["dtype"].type = info.dtype
                 node.attr["shape"].shape.CopyFrom(info.tensor_shape)
         return convert_to_constants.convert_variables_to_constants_from_session_graph(
-            session, graph_def, [info.name.split(":")[0] for info in signature.outputs.values()])
+            session, graph_def, [info.name.split(":")[0] for info in signature.outputs.values()]
+        ), signature
 
 
 def _rename(graph, renames):
@@ -120,16 +114,13 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
     import onnx
     import tf2onnx
 
-    from bert_tf import serving_text
-
-    serving_text.available()  # Registers tf-text's ops so the whole graph can be loaded.
-    signature = _serving_signature(export_dir)
+    graph_def, signature = _frozen_signature(export_dir)
     input_keys = {info.name: key for key, info in sorted(signature.inputs.items())}
     output_keys = {info.name: key for key, info in sorted(signature.outputs.items())}
     with tf.Graph().as_default():
         model, _ = tf2onnx.convert.from_graph_def(
-            _frozen_signature(export_dir, signature), input_names=list(input_keys),
-            output_names=list(output_keys), opset=opset)
+            graph_def, input_names=list(input_keys), output_names=list(output_keys),
+            opset=opset)
     _rename(model.graph, {**input_keys, **output_keys})
     metadata = _assets(export_dir)
     if optimize:

@@ -124,28 +124,38 @@ class PredictConfig:
 # ------------------------------------------------------------------------------- backends
 
 
-class _SavedModelBackend:
-    """The export's `serving_default` signature, run in a TF1 session of the export's graph.
+def load_serving_session(path):
+    """The export at `path` loaded into a TF1 session of its own graph.
 
     Loaded as the TF1 SavedModel it is: `tf.saved_model.load` would wrap each signature (the
     text ones too) in a function first, ~10 s for a MiniLM export against ~1 s here.
+
+    Returns:
+      (tf.compat.v1.Session, the `serving_default` SignatureDef).
+    Raises:
+      BertTfError: the export cannot be loaded.
     """
+    from tensorflow.python.saved_model import loader_impl  # no deprecation notice
+
+    serving_text.available()  # Registers tf-text's ops, which `serving_text` uses.
+    graph = tf.Graph()
+    session = tf1.Session(graph=graph)
+    try:
+        with graph.as_default():
+            meta_graph = loader_impl.SavedModelLoader(path).load(session, ["serve"])
+    except (tf.errors.NotFoundError, OSError, ValueError, KeyError) as e:
+        hint = (" (it has a serving_text signature: pip install bert_tf[serving] for "
+                "tensorflow-text)" if "not registered" in str(e) else "")
+        raise BertTfError(f"SavedModel {path} cannot be loaded{hint}: "
+                          f"{errors.short_tf_error(e)}") from None
+    return session, meta_graph.signature_def["serving_default"]
+
+
+class _SavedModelBackend:
+    """The export's `serving_default` signature, run in a session (`load_serving_session`)."""
 
     def __init__(self, path):
-        from tensorflow.python.saved_model import loader_impl  # no deprecation notice
-
-        serving_text.available()  # Registers tf-text's ops, which `serving_text` uses.
-        graph = tf.Graph()
-        self._session = tf1.Session(graph=graph)
-        try:
-            with graph.as_default():
-                meta_graph = loader_impl.SavedModelLoader(path).load(self._session, ["serve"])
-        except (tf.errors.NotFoundError, OSError, ValueError, KeyError) as e:
-            hint = (" (it has a serving_text signature: pip install bert_tf[serving] for "
-                    "tensorflow-text)" if "not registered" in str(e) else "")
-            raise BertTfError(f"SavedModel {path} cannot be loaded{hint}: "
-                              f"{errors.short_tf_error(e)}") from None
-        signature = meta_graph.signature_def["serving_default"]
+        self._session, signature = load_serving_session(path)
         self._inputs = {name: info.name for name, info in signature.inputs.items()}
         self._outputs = {name: info.name for name, info in signature.outputs.items()}
 

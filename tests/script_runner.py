@@ -44,8 +44,13 @@ def _import_env(env):
 class _Server:
     """One preloaded Python: requests (JSON lines) on its stdin, replies on its stdout."""
 
+    @staticmethod
+    def key_of(env):
+        """Servers started with equal environments are interchangeable."""
+        return frozenset(env.items())
+
     def __init__(self, env):
-        self.key = frozenset(env.items())
+        self.key = self.key_of(env)
         self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         env=env, cwd=os.path.dirname(os.path.abspath(__file__)),
@@ -87,9 +92,8 @@ def _close_servers():
 
 
 def _take_server(import_env):
-    key = frozenset(import_env.items())
     with _lock:
-        servers = _idle.get(key)
+        servers = _idle.get(_Server.key_of(import_env))
         if servers:
             return servers.pop()
     return _Server(import_env)
