@@ -449,7 +449,7 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
         if map_batch is not None:
             pipeline_id = input_context.input_pipeline_id if input_context else 0
             dataset = dataset.enumerate().map(
-                lambda index, batch: map_batch(batch, index, pipeline_id),
+                _plain(lambda index, batch: map_batch(batch, index, pipeline_id)),
                 num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
