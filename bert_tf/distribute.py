@@ -536,14 +536,19 @@ def all_workers_barrier(strategy):
     Returns:
       A scalar float32 tensor: the number of replicas (they each contribute 1).
     """
+    return _sum_over_all_replicas(strategy, lambda: tf.constant(1.0))
+
+
+def _sum_over_all_replicas(strategy, make_value):
+    """The sum of `make_value()` over every replica of every worker (an all-reduce), as this
+    worker's first replica holds it."""
     def replica_fn():
         def merge_fn(strategy, value):
             return strategy.extended.reduce_to(tf.distribute.ReduceOp.SUM, value, value)
-        return tf.distribute.get_replica_context().merge_call(merge_fn,
-                                                              args=(tf.constant(1.0),))
+        return tf.distribute.get_replica_context().merge_call(merge_fn, args=(make_value(),))
 
     per_replica = strategy.extended.call_for_each_replica(
-        tf.autograph.experimental.do_not_convert(replica_fn))
+        tf.autograph.experimental.do_not_convert(replica_fn))  # see call_for_each_replica
     return strategy.experimental_local_results(per_replica)[0]
 
 
@@ -656,13 +661,4 @@ def any_worker_flag(strategy, size=2):
       (flags placeholder [size] with default zeros, float32 [size]: the sum over replicas).
     """
     flag = tf1.placeholder_with_default(tf.zeros([size]), [size], name="stop_requested")
-
-    def replica_fn():
-        def merge_fn(strategy, value):
-            return strategy.extended.reduce_to(tf.distribute.ReduceOp.SUM, value, value)
-        return tf.distribute.get_replica_context().merge_call(merge_fn,
-                                                              args=(tf.identity(flag),))
-
-    per_replica = strategy.extended.call_for_each_replica(
-        tf.autograph.experimental.do_not_convert(replica_fn))
-    return flag, strategy.experimental_local_results(per_replica)[0]
+    return flag, _sum_over_all_replicas(strategy, lambda: tf.identity(flag))
