@@ -47,10 +47,6 @@ def unreadable_reason(prefix):
     return None
 
 
-def _absolute(model_dir, path):
-    return path if os.path.isabs(path) or "://" in path else os.path.join(model_dir, path)
-
-
 def _move_files(prefix, target_dir):
     """Moves the files of checkpoint `prefix` (.index, .data-*, .meta) into `target_dir`."""
     tf.io.gfile.makedirs(target_dir)
@@ -101,6 +97,8 @@ def set_aside_unreadable(model_dir):
       BertTfError: when the state file names checkpoints and none of them can be read.
     """
     remove_partial_writes(model_dir)
+    # The state's paths are already joined with `model_dir` (TF stores them relative to it
+    # when `model_dir` is relative), so they are used as they come.
     state = tf.train.get_checkpoint_state(model_dir)
     if state is None or not state.model_checkpoint_path:
         return None
@@ -109,7 +107,7 @@ def set_aside_unreadable(model_dir):
         paths.append(state.model_checkpoint_path)
     unreadable = []
     for path in reversed(paths):
-        reason = unreadable_reason(_absolute(model_dir, path))
+        reason = unreadable_reason(path)
         if reason is None:
             break
         unreadable.append((path, reason))
@@ -120,15 +118,15 @@ def set_aside_unreadable(model_dir):
             f"{unreadable[0][1]}); restore them from a copy, or move them away (or pass a new "
             "--output_dir) to train from the start.")
     if not unreadable:
-        return _absolute(model_dir, path)
+        return path
     corrupt_dir = os.path.join(model_dir, CORRUPT_DIR)
     for bad, reason in unreadable:
-        _move_files(_absolute(model_dir, bad), corrupt_dir)
+        _move_files(bad, corrupt_dir)
         logging.warning("Checkpoint %s cannot be read (%s): moved it to %s/; resuming from %s.",
                         os.path.basename(bad), reason, corrupt_dir, os.path.basename(path))
     kept = [p for p in paths if p not in {bad for bad, _ in unreadable}]
     tf.compat.v1.train.update_checkpoint_state(model_dir, path, all_model_checkpoint_paths=kept)
-    return _absolute(model_dir, path)
+    return path
 
 
 def check_init_checkpoint(prefix, flag="init_checkpoint"):

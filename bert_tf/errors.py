@@ -40,7 +40,9 @@ def require_file(path, flag=None, what="file"):
     source = f"--{flag}" if flag else what
     if not path:
         raise BertTfError(f"{source}: no {what} given; pass the path of the {what}.")
-    if not os.path.isfile(path):
+    from bert_tf import fileio
+
+    if not fileio.is_file(path):
         raise BertTfError(f"{source}: {what} '{path}' does not exist or is not a file; "
                           "check the path.")
     return path

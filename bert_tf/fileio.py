@@ -13,6 +13,69 @@ import tempfile
 from bert_tf.errors import BertTfError, require_file
 
 
+def is_remote(path):
+    """Whether `path` names a file on a TensorFlow filesystem other than the local one
+    (gs://, s3://, hdfs://, ram://, ...): such paths go through `tf.io.gfile` only."""
+    return "://" in str(path)
+
+
+def user_path(path):
+    """`path` as the user typed it, with a leading `~` expanded for local paths."""
+    if not path or is_remote(path):
+        return path
+    return os.path.expanduser(path)
+
+
+def open_text(path, encoding="utf-8", newline=None):
+    """Opens the text file `path` for reading, local or remote (`tf.io.gfile`); `encoding`
+    and `newline` as for `open` ("utf-8-sig" drops a byte-order mark)."""
+    if not is_remote(path):
+        return open(path, encoding=encoding, newline=newline)
+    import io
+
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return io.StringIO(f.read().decode(encoding), newline=newline)
+
+
+def open_binary(path):
+    """Opens `path` for reading bytes with seeks, local or remote (`tf.io.gfile`)."""
+    if not is_remote(path):
+        # A large buffer turns seeks over record data into moves inside the buffer.
+        return open(path, "rb", buffering=1 << 20)
+    import tensorflow as tf
+
+    return tf.io.gfile.GFile(path, "rb")
+
+
+def file_size(path):
+    """The size of the file `path` in bytes, local or remote."""
+    if not is_remote(path):
+        return os.path.getsize(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.stat(path).length
+
+
+def is_file(path):
+    """Whether `path` names an existing file (not a directory), local or remote."""
+    if not is_remote(path):
+        return os.path.isfile(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+
+
+def is_dir(path):
+    """Whether `path` names an existing directory, local or remote."""
+    if not is_remote(path):
+        return os.path.isdir(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path)
+
+
 def ensure_output_dir(path, flag="output_dir"):
     """Creates directory `path` if needed; a clear error if it is a file or not writable."""
     import tensorflow as tf
@@ -31,7 +94,11 @@ def ensure_output_dir(path, flag="output_dir"):
 
 
 def atomic_write_text(path, text):
-    """Writes `text` to `path` via a temporary file and an atomic rename."""
+    """Writes `text` to `path` via a temporary file and an atomic rename (on a remote
+    filesystem through `tf.io.gfile`: the rename is as atomic as that filesystem makes it)."""
+    if is_remote(path):
+        _remote_write_then_rename(path, text)
+        return
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=directory)
@@ -44,6 +111,22 @@ def atomic_write_text(path, text):
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
+        raise
+
+
+def _remote_write_then_rename(path, text):
+    import uuid
+
+    import tensorflow as tf
+
+    tmp = f"{path}.tmp{uuid.uuid4().hex}"
+    try:
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
         raise
 
 

@@ -10,7 +10,31 @@ groups into a fresh `FlagValues` and build real option objects with `parse`.
 
 from absl import flags
 
+from bert_tf import fileio
+
 FLAGS = flags.FLAGS
+
+
+class _PathParser(flags.ArgumentParser):
+    """A path, or a comma-separated list of paths and globs, as people type them: `~` is
+    expanded (the shell does not expand it after `--flag=`); relative paths stay relative to
+    the working directory; remote ones (gs://, ...) are kept as given."""
+
+    syntactic_help = "a path (relative, absolute, ~/..., or a TensorFlow filesystem URL)"
+
+    def parse(self, argument):
+        if argument is None:
+            return None
+        return ",".join(fileio.user_path(part) for part in str(argument).split(","))
+
+    def flag_type(self):
+        return "string"
+
+
+def define_path(name, default, help_text, flag_values=FLAGS):
+    """Defines the string flag `--name` holding a path (see `_PathParser`)."""
+    flags.DEFINE(_PathParser(), name, default, help_text, flag_values=flag_values,
+                 serializer=flags.ArgumentSerializer())
 
 
 def define_model_flags(max_seq_length=128, flag_values=FLAGS):
@@ -25,10 +49,10 @@ def define_model_flags(max_seq_length=128, flag_values=FLAGS):
 
 def define_checkpoint_flags(flag_values=FLAGS):
     """--bert_config_file and --init_checkpoint."""
-    flags.DEFINE_string("bert_config_file", None,
+    define_path("bert_config_file", None,
                         "The config json file corresponding to the pre-trained BERT model.",
                         flag_values=flag_values)
-    flags.DEFINE_string("init_checkpoint", None,
+    define_path("init_checkpoint", None,
                         "Initial checkpoint (usually from a pre-trained BERT model): a prefix "
                         "such as .../bert_model.ckpt, or a directory (its latest checkpoint).",
                         flag_values=flag_values)
@@ -36,7 +60,7 @@ def define_checkpoint_flags(flag_values=FLAGS):
 
 def define_tokenizer_flags(flag_values=FLAGS):
     """--vocab_file and --do_lower_case."""
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on.",
+    define_path("vocab_file", None, "The vocabulary file the BERT model was trained on.",
                         flag_values=flag_values)
     flags.DEFINE_bool("do_lower_case", True,
                       "Whether to lower case the input text; True for uncased models.",
@@ -91,7 +115,7 @@ def define_eval_flags(flag_values=FLAGS):
 def define_run_flags(flag_values=FLAGS):
     """Output dir, checkpointing, logging, seed, XLA and distribution: how a training run
     executes (`RunOptions`)."""
-    flags.DEFINE_string("output_dir", None,
+    define_path("output_dir", None,
                         "The output directory where checkpoints, cached features and results "
                         "are written.", flag_values=flag_values)
     flags.DEFINE_integer("save_checkpoints_steps", 1000,
@@ -113,7 +137,7 @@ def define_run_flags(flag_values=FLAGS):
                        "On SIGTERM / SIGINT: seconds to finish the current step and write its "
                        "checkpoint before exiting (143 / 130); the same command resumes.",
                        flag_values=flag_values)
-    flags.DEFINE_string("export_release_dir", None,
+    define_path("export_release_dir", None,
                         "At the end of training also write the released-checkpoint layout "
                         "(bert_model.ckpt without optimizer state, bert_config.json, vocab.txt) "
                         "here.", flag_values=flag_values)
@@ -198,7 +222,7 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=Tr
                           "padding; the loss is unchanged. False: every batch at "
                           "max_seq_length. Off on TPUs.",
                           flag_values=flag_values)
-    flags.DEFINE_string("export_dir", None,
+    define_path("export_dir", None,
                         "If set, export the trained model as a SavedModel to "
                         "<export_dir>/<timestamp> (signatures serving_default, int32 inputs, "
                         "and serving_int64).", flag_values=flag_values)
@@ -211,9 +235,9 @@ def define_pretraining_flags(flag_values=FLAGS):
     define_train_flags(num_train_steps=100000, flag_values=flag_values)
     define_eval_flags(flag_values)
     define_run_flags(flag_values)
-    flags.DEFINE_string("input_file", None, "Input TF example files (glob or comma separated).",
+    define_path("input_file", None, "Input TF example files (glob or comma separated).",
                         flag_values=flag_values)
-    flags.DEFINE_string("eval_input_file", None,
+    define_path("eval_input_file", None,
                         "Held-out TF example files for --do_eval (default: --input_file).",
                         flag_values=flag_values)
     flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked LM predictions per sequence.",
@@ -244,11 +268,11 @@ def define_pretraining_data_flags(flag_values=FLAGS):
     plus --masking, --next_sentence_objective, --num_workers and --chunk_size_mb."""
     import os
 
-    flags.DEFINE_string("input_file", None,
+    define_path("input_file", None,
                         "Input raw text file (or comma-separated list of files and globs): one "
                         "sentence a line, a blank line between documents.",
                         flag_values=flag_values)
-    flags.DEFINE_string("output_file", None,
+    define_path("output_file", None,
                         "Output TF example file (or comma-separated list of files: shards).",
                         flag_values=flag_values)
     define_tokenizer_flags(flag_values)
@@ -289,11 +313,11 @@ def define_prepare_corpus_flags(flag_values=FLAGS):
     """The flags of scripts/prepare_corpus.py (`PrepareCorpusOptions`)."""
     import os
 
-    flags.DEFINE_string("input_file", None,
+    define_path("input_file", None,
                         "Raw text to prepare: files and globs, comma separated. Plain text (a "
                         "blank line between documents), JSON lines, or a MediaWiki XML export "
                         "(.xml or .xml.bz2).", flag_values=flag_values)
-    flags.DEFINE_string("output_dir", None,
+    define_path("output_dir", None,
                         "Where to write the shards (corpus-NNNNN-of-NNNNN.txt: one sentence a "
                         "line, a blank line between documents).", flag_values=flag_values)
     flags.DEFINE_enum("format", "auto", ["auto", "text", "jsonl", "wiki_xml"],
@@ -315,10 +339,10 @@ def define_prepare_corpus_flags(flag_values=FLAGS):
 
 def define_build_vocab_flags(flag_values=FLAGS):
     """The flags of scripts/build_vocab.py (`BuildVocabOptions`)."""
-    flags.DEFINE_string("input_file", None,
+    define_path("input_file", None,
                         "Text to learn the vocab from (files and globs, comma separated), e.g. "
                         "the shards prepare_corpus.py writes.", flag_values=flag_values)
-    flags.DEFINE_string("output_file", None, "The vocab.txt to write.", flag_values=flag_values)
+    define_path("output_file", None, "The vocab.txt to write.", flag_values=flag_values)
     flags.DEFINE_integer("vocab_size", 30522,
                          "Tokens in the vocab, special and unused ones included.",
                          flag_values=flag_values)
@@ -335,14 +359,14 @@ def define_recipe_flags(flag_values=FLAGS):
     -> vocab -> phase 1 (short sequences) -> phase 2 (long, from phase 1) -> held-out eval."""
     import os
 
-    flags.DEFINE_string("input_file", "data/corpus/train.txt", "Raw training text.",
+    define_path("input_file", "data/corpus/train.txt", "Raw training text.",
                         flag_values=flag_values)
-    flags.DEFINE_string("eval_input_file", "data/corpus/eval.txt", "Raw held-out text.",
+    define_path("eval_input_file", "data/corpus/eval.txt", "Raw held-out text.",
                         flag_values=flag_values)
-    flags.DEFINE_string("output_dir", "pretrain_example",
+    define_path("output_dir", "pretrain_example",
                         "Where every stage writes (corpus/, vocab.txt, bert_config.json, data/, "
                         "phase1/, phase2/).", flag_values=flag_values)
-    flags.DEFINE_string("bert_config_file", "configs/bert_tiny.json",
+    define_path("bert_config_file", "configs/bert_tiny.json",
                         "Model config; its vocab_size is set to the learned vocab's.",
                         flag_values=flag_values)
     flags.DEFINE_integer("vocab_size", 4000, "Size of the learned vocab.",
@@ -458,8 +482,9 @@ def define_classifier_flags(flag_values=FLAGS):
     def string(name, help_text):
         flags.DEFINE_string(name, None, help_text, flag_values=flag_values)
 
-    string("data_dir", "The input data dir: the task's .tsv files (or train/dev/test.csv for "
-           "the csv task, .tsv for the tsv task).")
+    define_path("data_dir", None, "The input data dir: the task's .tsv files (or "
+                "train/dev/test.csv for the csv task, .tsv for the tsv task).",
+                flag_values=flag_values)
     string("task_name", "The task: cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, "
            "wnli, xnli, or csv / tsv for your own files.")
     string("text_a_column", "csv/tsv task: column of the first text (header name or 0-based "
@@ -505,7 +530,7 @@ def define_doc_stride_flag(default, help_text, flag_values=FLAGS):
 
 def define_ner_flags(flag_values=FLAGS):
     """The task flags of run_ner.py (`NerOptions`)."""
-    flags.DEFINE_string("data_dir", None,
+    define_path("data_dir", None,
                         "Directory with the CoNLL files train.txt, dev.txt and test.txt.",
                         flag_values=flag_values)
     define_doc_stride_flag(0, "Long sentences: cut them into windows of max_seq_length "
@@ -521,9 +546,9 @@ def define_labels_flag(help_text, flag_values=FLAGS):
 
 def define_squad_flags(flag_values=FLAGS):
     """The task flags of run_squad.py (`SquadOptions`), with the original's defaults."""
-    flags.DEFINE_string("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.",
+    define_path("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.",
                         flag_values=flag_values)
-    flags.DEFINE_string("predict_file", None,
+    define_path("predict_file", None,
                         "SQuAD json for predictions, e.g. dev-v1.1.json or test-v1.1.json.",
                         flag_values=flag_values)
     define_squad_window_flags(flag_values)
@@ -568,18 +593,21 @@ def define_predict_flags(flag_values=FLAGS):
     def string(name, help_text):
         flags.DEFINE_string(name, None, help_text, flag_values=flag_values)
 
-    string("export_dir", "An export of run_*.py --export_dir (<export_dir>/<timestamp>); it "
+    def path(name, help_text):
+        define_path(name, None, help_text, flag_values=flag_values)
+
+    path("export_dir", "An export of run_*.py --export_dir (<export_dir>/<timestamp>); it "
            "carries the task, vocab and settings.")
-    string("onnx_file", "An ONNX model written by scripts/export_onnx.py.")
+    path("onnx_file", "An ONNX model written by scripts/export_onnx.py.")
     flags.DEFINE_enum("task", None, list(predict.TASKS),
                       "With --init_checkpoint: what the checkpoint predicts (fill_mask: a "
                       "pre-training checkpoint; embed: any).", flag_values=flag_values)
-    string("input_file", "One example a line (default: stdin): see --input_format.")
+    path("input_file", "One example a line (default: stdin): see --input_format.")
     flags.DEFINE_enum("input_format", "text", list(predict.INPUT_FORMATS),
                       "text: the text, 'a ||| b' for a pair (SQuAD: 'question ||| context'); "
                       "jsonl: a JSON object a line with text / text_b / question / context "
                       "(and an optional id, copied to the output).", flag_values=flag_values)
-    string("output_file", "JSON lines, one per input line (default: stdout).")
+    path("output_file", "JSON lines, one per input line (default: stdout).")
     flags.DEFINE_integer("batch_size", 32, "Examples (SQuAD: windows) per model call.",
                          flag_values=flag_values)
     flags.DEFINE_integer("top_k", 5, "fill_mask: tokens listed per [MASK].",
@@ -593,10 +621,10 @@ def define_onnx_export_flags(flag_values=FLAGS):
     """The flags of scripts/export_onnx.py (`OnnxExportOptions`)."""
     from bert_tf import onnx_export
 
-    flags.DEFINE_string("export_dir", None,
+    define_path("export_dir", None,
                         "The export to convert (<export_dir>/<timestamp> of run_*.py).",
                         flag_values=flag_values)
-    flags.DEFINE_string("output_file", None, "Where to write the .onnx model.",
+    define_path("output_file", None, "Where to write the .onnx model.",
                         flag_values=flag_values)
     flags.DEFINE_enum("quantize", "none", list(onnx_export.QUANTIZE_MODES),
                       "int8: onnxruntime dynamic quantization (int8 MatMul weights).",
@@ -611,7 +639,7 @@ def define_onnx_export_flags(flag_values=FLAGS):
 
 def define_multiple_choice_flags(flag_values=FLAGS):
     """The task flags of run_multiple_choice.py (`MultipleChoiceOptions`)."""
-    flags.DEFINE_string("data_dir", None,
+    define_path("data_dir", None,
                         "The input data dir: train.csv, val.csv, test.csv (swag) or "
                         "train.jsonl, dev.jsonl, test.jsonl (jsonl).", flag_values=flag_values)
     flags.DEFINE_enum("task_name", None, ["swag", "jsonl"],
@@ -629,17 +657,17 @@ def define_conversion_flags(flag_values=FLAGS):
                       "+ bert_model.ckpt. tf_to_hf: the reverse, in the BertForPreTraining "
                       "layout (with --task: the task's Hugging Face class).",
                       flag_values=flag_values)
-    flags.DEFINE_string("hf_dir", None, "hf_to_tf: Hugging Face BERT model directory.",
+    define_path("hf_dir", None, "hf_to_tf: Hugging Face BERT model directory.",
                         flag_values=flag_values)
-    flags.DEFINE_string("bert_config_file", None, "tf_to_hf: the checkpoint's bert_config.json.",
+    define_path("bert_config_file", None, "tf_to_hf: the checkpoint's bert_config.json.",
                         flag_values=flag_values)
-    flags.DEFINE_string("init_checkpoint", None,
+    define_path("init_checkpoint", None,
                         "tf_to_hf: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's "
                         "--output_dir (its latest checkpoint).", flag_values=flag_values)
-    flags.DEFINE_string("vocab_file", None,
+    define_path("vocab_file", None,
                         "tf_to_hf: vocab.txt to copy (default: vocab.txt beside "
                         "--bert_config_file).", flag_values=flag_values)
-    flags.DEFINE_string("output_dir", None, "Directory to write the converted model to.",
+    define_path("output_dir", None, "Directory to write the converted model to.",
                         flag_values=flag_values)
     flags.DEFINE_bool("skip_unknown_keys", False,
                       "hf_to_tf: drop keys that are not BERT weights (e.g. a classifier head) "
@@ -649,7 +677,7 @@ def define_conversion_flags(flag_values=FLAGS):
                       "and regression (BertForSequenceClassification), squad "
                       "(BertForQuestionAnswering), ner (BertForTokenClassification), "
                       "multiple_choice (BertForMultipleChoice).", flag_values=flag_values)
-    flags.DEFINE_string("label_list", None,
+    define_path("label_list", None,
                         "tf_to_hf with --task classifier / multi_label / ner: the run's "
                         "label_list.txt for id2label (default: label_list.txt beside the "
                         "checkpoint).", flag_values=flag_values)

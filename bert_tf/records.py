@@ -34,6 +34,7 @@ import struct
 import numpy as np
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
 _HEADER_BYTES = 12  # uint64 length + uint32 masked crc32c of the length.
@@ -97,10 +98,9 @@ def scan_records(path, stop_at=None):
     Returns:
       A `RecordScan`.
     """
-    size = os.path.getsize(path)
+    size = fileio.file_size(path)
     offset = num_records = 0
-    # A large buffer turns the seeks over record data into moves inside the buffer.
-    with open(path, "rb", buffering=1 << 20) as f:
+    with fileio.open_binary(path) as f:
         while offset < size:
             if stop_at is not None and offset >= stop_at:
                 return RecordScan(path, num_records, offset)
@@ -128,11 +128,11 @@ def ends_with_whole_record(path, window=1 << 20):
     """Whether the local file `path` ends exactly after a whole record (see the module
     docstring); None when no record boundary is found in the last `window` bytes but the file
     is longer (a record longer than `window`): then only `scan_records` can tell."""
-    size = os.path.getsize(path)
+    size = fileio.file_size(path)
     if size == 0:
         return True
     start = max(0, size - window)
-    with open(path, "rb") as f:
+    with fileio.open_binary(path) as f:
         f.seek(start)
         tail = f.read()
     span = len(tail) - _HEADER_BYTES - _FOOTER_BYTES + 1  # Offsets a last record can start at.
@@ -241,7 +241,7 @@ def record_is_bad_at(path, offset):
     record's start for a damaged header or a cut record, and the start of its data for damaged
     data. Walks the headers up to there, then checks that record whole."""
     for start in (offset, offset - _HEADER_BYTES):
-        if start < 0 or start >= os.path.getsize(path):
+        if start < 0 or start >= fileio.file_size(path):
             continue
         scan = scan_records(path, stop_at=start)
         if scan.bad_offset is not None:
@@ -250,7 +250,7 @@ def record_is_bad_at(path, offset):
             continue
         if scan.size != start:  # The walk stepped over `start`: no record starts there.
             continue
-        with open(path, "rb") as f:
+        with fileio.open_binary(path) as f:
             f.seek(start)
             length = struct.unpack("<Q", f.read(_HEADER_BYTES)[:8])[0]
             data = f.read(length)

@@ -11,7 +11,7 @@ from absl import flags
 from bert_tf import benchmark, errors, options
 from bert_tf import flags as bert_flags
 
-flags.DEFINE_string("bert_config_file", None, "The config json file of the BERT model.")
+bert_flags.define_path("bert_config_file", None, "The config json file of the BERT model.")
 flags.DEFINE_enum("task", "squad", list(benchmark.TASKS), "Which task's model_fn to run.")
 flags.DEFINE_enum("mode", "train", list(benchmark.MODES),
                   "train: forward + backward + optimizer update; infer: forward only.")
@@ -26,12 +26,12 @@ flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequen
 flags.DEFINE_integer("num_labels", 2, "Classes of the classifier head.")
 flags.DEFINE_integer("peak_matmul_size", 2048,
                      "n of the n x n x n matmul that measures the peak TFLOP/s.")
-flags.DEFINE_string("output_json", None, "Write the result as JSON here.")
-flags.DEFINE_string("output_plot", None,
+bert_flags.define_path("output_json", None, "Write the result as JSON here.")
+bert_flags.define_path("output_plot", None,
                     "Draw step time and throughput across --plot_batch_sizes to this image "
                     "(needs matplotlib).")
 flags.DEFINE_string("plot_batch_sizes", "1,2,4,8", "Batch sizes of the --output_plot sweep.")
-flags.DEFINE_string("trace_file", None,
+bert_flags.define_path("trace_file", None,
                     "Also trace one step: print time per op type and write a Chrome trace here.")
 flags.DEFINE_bool("check_onednn", True,
                   "On CPU, report which oneDNN ISA and matmul kernels this precision uses "

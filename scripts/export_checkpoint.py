@@ -17,7 +17,7 @@ FLAGS = flags.FLAGS
 
 bert_flags.define_checkpoint_flags()
 bert_flags.define_tokenizer_flags()
-flags.DEFINE_string("output_dir", None, "Directory to write bert_model.ckpt and its files to.")
+bert_flags.define_path("output_dir", None, "Directory to write bert_model.ckpt and its files to.")
 flags.DEFINE_bool("keep_heads", True,
                   "Keep the task heads (cls/*, output_*); false: the encoder only.")
 

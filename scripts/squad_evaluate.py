@@ -18,17 +18,18 @@ import json
 from absl import flags
 
 from bert_tf import errors, fileio
+from bert_tf import flags as bert_flags
 from bert_tf.metrics import squad as squad_metrics
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_bool("version_2", False, "Use the SQuAD v2.0 metric (questions may have no answer).")
-flags.DEFINE_string("na_prob_file", None,
-                    "v2.0: JSON {question id: no-answer probability}, e.g. null_odds.json.")
+bert_flags.define_path("na_prob_file", None,
+                       "v2.0: JSON {question id: no-answer probability}, e.g. null_odds.json.")
 flags.DEFINE_float("na_prob_thresh", 1.0,
                    "v2.0: a prediction counts as no answer when its no-answer probability "
                    "exceeds this.")
-flags.DEFINE_string("out_file", None, "Also write the JSON result to this file.")
+bert_flags.define_path("out_file", None, "Also write the JSON result to this file.")
 # The official evaluate-v2.0.py's option names.
 for _official, _ours in (("na-prob-file", "na_prob_file"), ("na-prob-thresh", "na_prob_thresh"),
                          ("out-file", "out_file")):
@@ -42,7 +43,8 @@ def main(argv):
             "squad_evaluate.py DATA_FILE PRED_FILE [--version_2] [--na_prob_file F] "
             "[--na_prob_thresh T].")
     result = squad_metrics.evaluate_files(
-        argv[1], argv[2], version_2=FLAGS.version_2 or bool(FLAGS.na_prob_file),
+        fileio.user_path(argv[1]), fileio.user_path(argv[2]),
+        version_2=FLAGS.version_2 or bool(FLAGS.na_prob_file),
         na_prob_file=FLAGS.na_prob_file,
         na_prob_thresh=FLAGS.na_prob_thresh)
     print(json.dumps(result))

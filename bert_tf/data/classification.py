@@ -35,7 +35,7 @@ import os
 import numpy as np
 from absl import logging
 
-from bert_tf import errors, tokenization
+from bert_tf import errors, fileio, tokenization
 from bert_tf.data import packing
 
 # Bumped when the TFRecord contents change for the same inputs, so old caches are rebuilt.
@@ -114,7 +114,7 @@ def _read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
     where the row ends.
     """
     errors.require_file(path, flag="data_dir", what="data file")
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with fileio.open_text(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
         try:
             for fields in reader:
@@ -186,7 +186,7 @@ class DataProcessor:
         """Reads a tab separated value file (the original's helper): a list of rows."""
         if quotechar is None:
             return [fields for _, fields in _read_rows(input_file)]
-        with open(input_file, encoding="utf-8", newline="") as f:
+        with fileio.open_text(input_file, newline="") as f:
             return list(csv.reader(f, delimiter="\t", quotechar=quotechar))
 
 
@@ -891,14 +891,14 @@ def cached_tfrecord_file(output_file, key, write_fn):
       True if the existing file was reused, False if it was (re)built.
     """
     meta_file = output_file + ".meta.json"
-    if os.path.isfile(output_file) and os.path.isfile(meta_file):
+    if fileio.is_file(output_file) and fileio.is_file(meta_file):
         try:
-            with open(meta_file, encoding="utf-8") as f:
+            with fileio.open_text(meta_file) as f:
                 meta = json.load(f)
         except (OSError, ValueError):
             meta = None
         if (isinstance(meta, dict) and meta.get("key") == key and
-                meta.get("record_file_size") == os.path.getsize(output_file)):
+                meta.get("record_file_size") == fileio.file_size(output_file)):
             from bert_tf import records
 
             bad_offset = records.first_bad_offset(output_file)  # Every CRC: bytes can flip.
@@ -907,12 +907,12 @@ def cached_tfrecord_file(output_file, key, write_fn):
                 return True
             logging.warning("Cached features %s are corrupt at byte %d; rebuilding them.",
                             output_file, bad_offset)
-    if os.path.exists(meta_file):
-        os.remove(meta_file)
-    write_fn()
-    from bert_tf import fileio
+    if fileio.is_file(meta_file):
+        import tensorflow as tf
 
-    meta = {"key": key, "record_file_size": os.path.getsize(output_file)}
+        tf.io.gfile.remove(meta_file)
+    write_fn()
+    meta = {"key": key, "record_file_size": fileio.file_size(output_file)}
     fileio.atomic_write_text(meta_file, json.dumps(meta, indent=1, sort_keys=True))
     return False
 

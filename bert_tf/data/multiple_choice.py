@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 
-from bert_tf import errors
+from bert_tf import errors, fileio
 from bert_tf.data import classification, packing
 
 SPLIT_FILES = {"swag": {"train": "train.csv", "dev": "val.csv", "test": "test.csv"},
@@ -58,7 +58,7 @@ def _check_label(path, line_number, value, num_choices):
 def read_swag(path, split):
     """`MultipleChoiceExample`s of a SWAG CSV file (see the module docstring)."""
     errors.require_file(path, flag="data_dir", what="SWAG file")
-    with open(path, encoding="utf-8-sig", newline="") as f:
+    with fileio.open_text(path, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f))
     if not rows:
         raise errors.BertTfError(f"{path}:1: empty file; SWAG files start with a header row.")
@@ -95,7 +95,7 @@ def read_jsonl(path, split):
     """`MultipleChoiceExample`s of a jsonl file (see the module docstring)."""
     errors.require_file(path, flag="data_dir", what="jsonl file")
     examples, num_choices = [], None
-    with open(path, encoding="utf-8-sig") as f:
+    with fileio.open_text(path, encoding="utf-8-sig") as f:
         for line_number, line in enumerate(f, start=1):
             if not line.strip():
                 continue

@@ -35,7 +35,7 @@ import os
 import numpy as np
 from absl import logging
 
-from bert_tf import errors
+from bert_tf import errors, fileio
 from bert_tf.data import classification, packing
 
 # Where `NerProcessor` looks for each split in data_dir, in order (CoNLL-2003 names too).
@@ -116,7 +116,7 @@ def read_conll(path, set_type="train", require_labels=True):
         labels.clear()
         line_numbers.clear()
 
-    with open(path, encoding="utf-8-sig") as f:
+    with fileio.open_text(path, encoding="utf-8-sig") as f:
         for line_number, line in enumerate(f, start=1):
             fields = line.split()
             if not fields or fields[0] == _DOCSTART:
@@ -138,7 +138,7 @@ def read_conll(path, set_type="train", require_labels=True):
 def _find_file(data_dir, candidates, split):
     for name in candidates:
         path = os.path.join(data_dir, name)
-        if os.path.isfile(path):
+        if fileio.is_file(path):
             return path
     raise errors.BertTfError(
         f"--data_dir: no {split} file in '{data_dir}'; add one named "

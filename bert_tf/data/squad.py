@@ -19,7 +19,7 @@ import json
 
 from absl import logging
 
-from bert_tf import errors, tokenization
+from bert_tf import errors, fileio, tokenization
 from bert_tf.data import packing, tfrecords
 
 # The window helpers live in packing (classifier and NER windows use them too).
@@ -119,7 +119,7 @@ def load_squad_dataset(input_file, flag=None):
     expected = ('expected SQuAD JSON: {"data": [{"paragraphs": [{"context": ..., '
                 '"qas": [{"id": ..., "question": ..., "answers": [...]}]}]}]}')
     try:
-        with open(input_file, encoding="utf-8") as reader:
+        with fileio.open_text(input_file) as reader:
             dataset_json = json.load(reader)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise errors.BertTfError(f"{source} is not valid UTF-8 JSON ({e}); {expected}.") from e

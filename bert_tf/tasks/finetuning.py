@@ -307,7 +307,7 @@ def check_actions(options, actions):
 
 def require_data_dir(data_dir, what):
     """Raises `BertTfError` unless `--data_dir` is a directory; `what` says what it holds."""
-    if not data_dir or not os.path.isdir(data_dir):
+    if not data_dir or not fileio.is_dir(data_dir):
         raise BertTfError(f"--data_dir: '{data_dir}' is not a directory; pass the "
                           f"directory that holds {what}.")
 

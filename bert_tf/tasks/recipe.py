@@ -20,6 +20,7 @@ import time
 
 from absl import logging
 
+from bert_tf import fileio
 from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
 from bert_tf.data import corpus, pretraining_data, vocab
@@ -57,7 +58,7 @@ def _prepare(options, path, output_dir):
 
 def _write_config(options, vocab_size, path):
     require_file(options.bert_config_file, flag="bert_config_file", what="BERT config file")
-    with open(options.bert_config_file) as f:
+    with fileio.open_text(options.bert_config_file) as f:
         config = json.load(f)
     config["vocab_size"] = vocab_size
     config["max_position_embeddings"] = max(config.get("max_position_embeddings", 512),
