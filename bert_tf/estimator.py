@@ -38,6 +38,7 @@ join the first step, then at most `step_timeout_secs` per step; each ends in a `
 
 import collections
 import contextlib
+import contextvars
 import dataclasses
 import datetime
 import inspect
@@ -53,6 +54,20 @@ from absl import logging
 
 from bert_tf import checkpoints, distribute, errors, resume
 from bert_tf.faults import translate_faults
+
+# True while a model_fn builds a graph whose variables are all restored from a checkpoint of
+# the run (evaluate, predict with a checkpoint, export); see `restores_checkpoint`.
+_RESTORES_CHECKPOINT = contextvars.ContextVar("restores_checkpoint", default=False)
+
+
+def restores_checkpoint():
+    """Whether the model_fn being called builds a graph whose variables will all be restored
+    from a checkpoint (evaluate, export, and predict when model_dir has one).
+
+    A model_fn can then skip initializing variables from a pre-trained checkpoint
+    (`--init_checkpoint`): those initial values would be overwritten by the restore.
+    """
+    return _RESTORES_CHECKPOINT.get()
 
 
 class ModeKeys:
@@ -364,7 +379,7 @@ class Estimator:
             self._set_seed()
             global_step = tf.compat.v1.train.get_or_create_global_step()
             features, labels, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.EVAL)
-            spec = self._call_model_fn(features, labels, ModeKeys.EVAL)
+            spec = self._call_model_fn(features, labels, ModeKeys.EVAL, restores=True)
             metric_ops = dict(spec.eval_metric_ops or {})
             if spec.loss is not None and "loss" not in metric_ops:
                 metric_ops["loss"] = tf.compat.v1.metrics.mean(spec.loss)
@@ -408,7 +423,8 @@ class Estimator:
             self._set_seed()
             tf.compat.v1.train.get_or_create_global_step()
             features, _, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.PREDICT)
-            spec = self._call_model_fn(features, None, ModeKeys.PREDICT)
+            spec = self._call_model_fn(features, None, ModeKeys.PREDICT,
+                                       restores=checkpoint_path is not None)
             predictions = spec.predictions
             if isinstance(predictions, dict) and predict_keys is not None:
                 predictions = {key: predictions[key] for key in predict_keys}
@@ -464,17 +480,17 @@ class Estimator:
             receiver_tensors = receiver.receiver_tensors
             if not isinstance(receiver_tensors, dict):
                 receiver_tensors = {"input": receiver_tensors}
-            spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT)
+            spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT,
+                                       restores=True)
             outputs_by_name = dict(spec.export_outputs or {})
             outputs_by_name.setdefault("serving_default", spec.predictions)
             outputs_by_name = {name: outputs if isinstance(outputs, dict) else {"output": outputs}
                                for name, outputs in outputs_by_name.items()}
-            signatures = {
-                name: tf.compat.v1.saved_model.predict_signature_def(receiver_tensors, outputs)
-                for name, outputs in outputs_by_name.items()}
+            signatures = {name: _predict_signature_def(receiver_tensors, outputs)
+                          for name, outputs in outputs_by_name.items()}
             extra_outputs = receiver.alternative_outputs or {}
             for name, inputs in (receiver.receiver_tensors_alternatives or {}).items():
-                signatures[name] = tf.compat.v1.saved_model.predict_signature_def(
+                signatures[name] = _predict_signature_def(
                     inputs, {**outputs_by_name["serving_default"], **extra_outputs.get(name, {})})
             try:
                 with tf.compat.v1.Session(config=self._session_config) as sess:
@@ -494,8 +510,11 @@ class Estimator:
 
     # --------------------------------------------------------------------------------- helpers
 
-    def _call_model_fn(self, features, labels, mode, strategy=None):
+    def _call_model_fn(self, features, labels, mode, strategy=None, restores=False):
         """Builds the model for `mode`, once per replica under `strategy`.
+
+        `restores`: the graph's variables will all be restored from a checkpoint
+        (`restores_checkpoint` says so to the model_fn).
 
         Under a strategy (TRAIN only) it returns the spec of the first replica with `loss`
         replaced by the mean of the replicas' losses (the same on every worker: an all-reduce),
@@ -503,7 +522,11 @@ class Estimator:
         by the number of replicas.
         """
         if strategy is None:
-            return self._call_model_fn_once(features, labels, mode)
+            token = _RESTORES_CHECKPOINT.set(restores)
+            try:
+                return self._call_model_fn_once(features, labels, mode)
+            finally:
+                _RESTORES_CHECKPOINT.reset(token)
         specs = {}
 
         def replica_fn(replica_features, replica_labels):
@@ -623,7 +646,7 @@ class Estimator:
         """The model_fn's Scaffold, or a default one; both save with our Saver."""
         if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
             # Scaffold.finalize takes its saver from this collection when it has none of its own.
-            tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, tf.compat.v1.train.Saver(
+            tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, _Saver(
                 sharded=True, max_to_keep=keep_checkpoint_max, save_relative_paths=True))
         return spec.scaffold or tf.compat.v1.train.Scaffold()
 
@@ -651,6 +674,43 @@ class Estimator:
                                      f"'{self.model_dir}'; train first or point --output_dir at "
                                      "a directory with model.ckpt-* files.")
         return checkpoint_path
+
+
+def _tensor_info(tensor):
+    """The TensorInfo proto of a dense `tensor` in a SignatureDef (what the deprecated
+    `tf.compat.v1.saved_model.build_tensor_info` builds for one)."""
+    if not isinstance(tensor, tf.Tensor):
+        raise TypeError(f"export signatures take dense tensors; got {tensor!r}.")
+    return tf.compat.v1.TensorInfo(name=tensor.name, dtype=tensor.dtype.as_datatype_enum,
+                                   tensor_shape=tensor.shape.as_proto())
+
+
+def _predict_signature_def(inputs, outputs):
+    """`tf.compat.v1.saved_model.predict_signature_def(inputs, outputs)`, without its
+    deprecation warning (it calls the deprecated `build_tensor_info`)."""
+    return tf.compat.v1.saved_model.build_signature_def(
+        inputs={key: _tensor_info(tensor) for key, tensor in inputs.items()},
+        outputs={key: _tensor_info(tensor) for key, tensor in outputs.items()},
+        method_name=tf.compat.v1.saved_model.PREDICT_METHOD_NAME)
+
+
+class _Saver(tf.compat.v1.train.Saver):
+    """The training Saver; it reads the kept checkpoints' times with `tf.io.gfile.stat`."""
+
+    def recover_last_checkpoints(self, checkpoint_paths):
+        """As `tf.compat.v1.train.Saver.recover_last_checkpoints` (which a restoring session
+        calls), without the deprecated `get_checkpoint_mtimes`: each checkpoint's time is the
+        mtime of its .index file (V1: of the file itself); missing ones are skipped."""
+        checkpoints_with_mtimes = []
+        for path in checkpoint_paths:
+            for name in (path + ".index", path):
+                try:
+                    mtime = tf.io.gfile.stat(name).mtime_nsec / 1e9
+                except tf.errors.NotFoundError:
+                    continue
+                checkpoints_with_mtimes.append((path, mtime))
+                break
+        self.set_last_checkpoints_with_time(checkpoints_with_mtimes)
 
 
 # ------------------------------------------------------------------------------------------ hooks

@@ -446,7 +446,7 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=True):
     Args:
       init_checkpoint: checkpoint prefix.
       tvars: variables to consider; default all trainable variables.
-      log: log which variables were and were not initialized.
+      log: log one line saying how many variables were initialized (`restore_summary`).
 
     Returns:
       (initialized, not_initialized): two lists of variable names.
@@ -459,13 +459,40 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log=True):
     for var in tvars:
         (done if var.name in initialized else missing).append(var.name)
     if log:
-        logging.info("Initialized %d of %d variables from %s", len(done), len(tvars),
-                         init_checkpoint)
-        for name in done:
-            logging.info("  INIT_FROM_CKPT %s", name)
-        for name in missing:
-            logging.info("  not in checkpoint (random init) %s", name)
+        encoder_missing = [name for name in missing if name.startswith("bert/")]
+        # Only encoder variables missing from the checkpoint suggest the wrong checkpoint.
+        log_fn = logging.warning if encoder_missing else logging.info
+        log_fn("%s", restore_summary(init_checkpoint, done, missing))
     return done, missing
+
+
+# How many variable names a restore summary lists before "and N more".
+_MAX_NAMES_LOGGED = 10
+
+
+def restore_summary(init_checkpoint, initialized, missing):
+    """One line saying how many variables `init_checkpoint` initialized and which it lacks.
+
+    Variables outside the encoder's `bert/` scope (a fine-tuning head) are expected to be
+    missing from a pre-trained checkpoint and are said to be; at most `_MAX_NAMES_LOGGED`
+    names are listed, then "and N more".
+    """
+    total = len(initialized) + len(missing)
+    line = f"Initialized {len(initialized)} of {total} variables from {init_checkpoint}"
+    if not missing:
+        return line + "."
+
+    def names(variables):
+        shown = ", ".join(re.sub(r":\d+$", "", name) for name in variables[:_MAX_NAMES_LOGGED])
+        more = len(variables) - _MAX_NAMES_LOGGED
+        return shown + (f" and {more} more" if more > 0 else "")
+
+    encoder_missing = [name for name in missing if name.startswith("bert/")]
+    if not encoder_missing:
+        return (f"{line}; the other {len(missing)} (the task head: {names(missing)}) start "
+                "from random values, as expected for a pre-trained checkpoint.")
+    return (f"{line}; not in the checkpoint, so starting from random values: "
+            f"{names(missing)}.")
 
 
 # Dropout draws one 16-bit number per element: half of the Philox work of a float32 draw,

@@ -3,8 +3,8 @@
 Without it a restarted run builds its `tf.data` pipeline afresh and reads the data from the
 first record again, so a run preempted often trains on the first shards far more than on the
 last. With `RunConfig(exact_resume=True)` (`--exact_resume`, on by default) every input
-pipeline saves its iterator's state (position, shuffle and prefetch buffers: `tf.data`'s
-graph-mode `make_saveable_from_iterator`) at each checkpoint step, as
+pipeline saves its iterator's state (position, shuffle and prefetch buffers: the serialized
+`tf.data` iterator) at each checkpoint step, as
 `input_state/model.ckpt-N.input-W-of-P.*` (pipeline W of P, one per worker; a directory of its
 own, so that nothing but the checkpoint is ever named `model.ckpt-N.*`): every other worker at
 the steps the chief's saver writes a checkpoint, the chief just before it writes `model.ckpt-N`,
@@ -97,10 +97,12 @@ class _ResumableInputHook(InitIteratorHook):
                             ", ".join(missing.values()), timeout_secs)
 
     def begin(self):
-        saveable = tf1.data.experimental.make_saveable_from_iterator(self.iterator)
         # Only the iterator: the model's Saver never sees it, so checkpoints stay loadable by
-        # code that builds no input pipeline (eval, export, --init_checkpoint).
-        self._saver = tf1.train.Saver([saveable], sharded=False, name="input_state_saver")
+        # code that builds no input pipeline (eval, export, --init_checkpoint). The iterator
+        # saves itself (its serialized state under "<resource name>_STATE", the key the
+        # deprecated make_saveable_from_iterator wrote, so older input states still restore).
+        self._saver = tf1.train.Saver({self.iterator._iterator_resource.name: self.iterator},
+                                      sharded=False, name="input_state_saver")
 
     def after_create_session(self, session, coord):
         super().after_create_session(session, coord)

@@ -686,12 +686,13 @@ def _padding_features(label_list, max_seq_length, multi_label, example_index=Non
 
 
 def _log_example(ex_index, example, tokens, input_ids, label_id):
+    # At DEBUG (--verbosity=1 shows them): at INFO they buried the run's own lines.
     if ex_index < _NUM_EXAMPLES_TO_LOG:
-        logging.info("*** Example ***")
-        logging.info("guid: %s", example.guid)
-        logging.info("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
-        logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-        logging.info("label: %s (id = %s)", example.label, label_id)
+        logging.debug("*** Example ***")
+        logging.debug("guid: %s", example.guid)
+        logging.debug("tokens: %s", " ".join(tokenization.printable_text(t) for t in tokens))
+        logging.debug("input_ids: %s", " ".join(str(x) for x in input_ids))
+        logging.debug("label: %s (id = %s)", example.label, label_id)
 
 
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer,

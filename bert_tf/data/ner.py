@@ -248,11 +248,11 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     tokens, segment_ids = packing.pack_tokens(word_pieces)
     input_ids, input_mask, segment_ids = packing.encode_and_pad(
         tokens, segment_ids, tokenizer, max_seq_length)
-    if ex_index < 5:
-        logging.info("*** Example ***")
-        logging.info("guid: %s", example.guid)
-        logging.info("tokens: %s", " ".join(tokens))
-        logging.info("label_ids: %s", " ".join(str(x) for x in label_ids))
+    if ex_index < 5:  # At DEBUG (--verbosity=1), as in classification.
+        logging.debug("*** Example ***")
+        logging.debug("guid: %s", example.guid)
+        logging.debug("tokens: %s", " ".join(tokens))
+        logging.debug("label_ids: %s", " ".join(str(x) for x in label_ids))
     return NerInputFeatures(input_ids=input_ids, input_mask=input_mask,
                             segment_ids=segment_ids,
                             label_ids=packing.pad(label_ids, max_seq_length),

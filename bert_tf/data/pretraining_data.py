@@ -522,7 +522,8 @@ def _write_results(results, output_paths, total_mb, start_time, log_fn):
             for record in result.records:
                 writer.write(record)
             if result.example_text and not totals["instances"]:
-                log_fn("*** Example ***\n%s", result.example_text)
+                # At DEBUG (--verbosity=1): log_fn gets only the progress and summary.
+                logging.debug("*** Example ***\n%s", result.example_text)
             totals.update(documents=result.num_documents, sentences=result.num_sentences,
                           bytes=result.num_bytes, instances=len(result.records),
                           tokens=result.num_tokens, masked=result.num_masked,

@@ -380,7 +380,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
 
             if example_index < 20:
                 logging.log_first_n(
-                    logging.INFO, "*** Example *** unique_id: %s example_index: %s "
+                    logging.DEBUG, "*** Example *** unique_id: %s example_index: %s "
                     "doc_span_index: %s tokens: %s start_position: %s end_position: %s", 20,
                     unique_id, example_index, doc_span_index,
                     " ".join(tokenization.printable_text(x) for x in tokens),

@@ -25,7 +25,8 @@ class Encoder:
     compute dtype and the embedding lookup."""
 
     bert_config: modeling.BertConfig
-    init_checkpoint: str | None = None  # Same-named variables are initialized from it.
+    # Same-named variables are initialized from it, unless a checkpoint of the run is restored.
+    init_checkpoint: str | None = None
     compute_dtype: tf.DType = tf.float32  # tf.float32, tf.bfloat16 or tf.float16.
     use_one_hot_embeddings: bool = False  # One-hot embedding lookup (TPUs).
 
@@ -47,7 +48,8 @@ class Encoder:
                                    self.use_one_hot_embeddings, self.compute_dtype)
         with precision.compute_dtype_scope(self.compute_dtype):
             outputs = head_fn(model, is_training)
-        if self.init_checkpoint:
+        # Not when the run's own checkpoint is restored over it (eval, predict, export).
+        if self.init_checkpoint and not estimator_lib.restores_checkpoint():
             modeling.init_from_checkpoint(self.init_checkpoint)
         return outputs
 
