@@ -70,8 +70,63 @@ def _log_through_absl_only():
     tf_logger.propagate = True
 
 
+def _placeholder(flag):
+    """What to write after `--flag=` in a fix: DIR, FILE or VALUE, by the flag's name."""
+    if flag.endswith("_dir"):
+        return "DIR"
+    if flag.endswith(("_file", "_checkpoint", "_path")):
+        return "FILE"
+    return "VALUE"
+
+
+def flag_error_line(error):
+    """The one line `error: --<flag>: <what is wrong>; <fix>` for an absl `flags.Error`
+    (a required flag not given, an unknown flag, a value that does not parse)."""
+    import re
+
+    text = str(error)
+    flag_name = getattr(error, "flagname", None)
+    if flag_name is not None:  # flags.UnrecognizedFlagError
+        suggestions = re.search(r"Did you mean: (.*?) ?\?", text)
+        fix = (f"did you mean --{suggestions.group(1).split(',')[0].strip()}?" if suggestions
+               else "check its spelling (--helpfull lists every flag).")
+        return f"error: --{flag_name}: this script has no such flag; {fix}"
+    required = re.findall(r"Flag --(\w+) must have a value other than None", text)
+    if required:
+        first, others = required[0], required[1:]
+        line = f"error: --{first}: this flag is required; pass --{first}={_placeholder(first)}"
+        if others:
+            line += " (also required: " + ", ".join(f"--{name}" for name in others) + ")"
+        return line + "."
+    lines = text.splitlines() or [type(error).__name__]
+    match = re.match(r"flag --([\w.-]+)=(.*?): (.*)$", lines[0])
+    if match:
+        name, value, reason = match.groups()
+        return (f"error: --{name}: cannot use '{value}' ({reason}); pass a valid value "
+                "(--helpfull describes every flag).")
+    match = re.match(r"Missing value for flag --([\w.-]+)$", lines[0])
+    if match:
+        name = match.group(1)
+        return f"error: --{name}: no value given; pass --{name}={_placeholder(name)}."
+    return f"error: {lines[0]}; see --helpfull for the flags."
+
+
+def _parse_flags(argv):
+    """absl's flag parser for `app.run`, but a bad command line ends in one `error:` line and
+    exit status 2 (absl prints `FATAL Flags parsing error` and exits 1)."""
+    from absl import flags
+
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        sys.stderr.write(flag_error_line(e) + "\n")
+        sys.stderr.flush()
+        sys.exit(2)
+
+
 def run_main(main):
-    """Runs an absl `main(argv)`, turning `BertTfError` into one clean line.
+    """Runs an absl `main(argv)`, turning `BertTfError` and flag errors (a missing required
+    flag, an unknown flag, a value that does not parse) into one clean line.
 
     Exit status 2 means bad input. `--debug` (or BERT_TF_DEBUG=1) re-raises so
     the full traceback is shown.
@@ -98,4 +153,4 @@ def run_main(main):
             sys.stderr.flush()
             os._exit(128 + e.signal_number)
 
-    app.run(wrapped)
+    app.run(wrapped, flags_parser=_parse_flags)
