@@ -31,6 +31,16 @@ _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 _DISK_FULL_WORDS = ("no space left on device", "disk quota exceeded")
 
 
+def reader_of(prefix):
+    """A reader of the checkpoint `prefix` (`get_tensor`, `has_tensor`,
+    `get_variable_to_shape_map`).
+
+    Not `tf.train.load_checkpoint`: that one takes a prefix for a directory when the
+    filesystem says the prefix is one (ram://, whose directories are mere name prefixes).
+    """
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def unreadable_reason(prefix):
     """Why the checkpoint `prefix` cannot be read, or None when every tensor reads back.
 
@@ -39,7 +49,7 @@ def unreadable_reason(prefix):
     flipped bytes).
     """
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        reader = reader_of(prefix)
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
     except (tf.errors.OpError, ValueError, IndexError, RuntimeError, OSError) as e:

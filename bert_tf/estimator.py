@@ -52,7 +52,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, distribute, errors, resume
+from bert_tf import checkpoints, distribute, errors, fileio, resume
 from bert_tf.faults import translate_faults
 
 # True while a model_fn builds a graph whose variables are all restored from a checkpoint of
@@ -504,7 +504,7 @@ class Estimator:
                 if tf.io.gfile.exists(temp_dir):  # A failed export leaves nothing behind.
                     tf.io.gfile.rmtree(temp_dir)
                 raise
-        tf.io.gfile.rename(temp_dir, export_dir)
+        fileio.move_dir(temp_dir, export_dir, last_file="saved_model.pb")
         logging.info("Exported %s to %s", checkpoint_path, export_dir)
         return export_dir
 
@@ -658,12 +658,13 @@ class Estimator:
         checkpoint = self.latest_checkpoint()
         if checkpoint is None:
             return 0
-        if "global_step" not in dict(tf.train.list_variables(checkpoint)):
+        reader = checkpoints.reader_of(checkpoint)
+        if not reader.has_tensor("global_step"):
             raise errors.BertTfError(f"model_dir '{self.model_dir}' holds checkpoint "
                                      f"'{checkpoint}' without a global_step, so training cannot "
                                      "resume from it; use a new output directory and pass this "
                                      "checkpoint as --init_checkpoint.")
-        return int(tf.train.load_variable(checkpoint, "global_step"))
+        return int(reader.get_tensor("global_step"))
 
     def _require_checkpoint(self, checkpoint_path, action):
         if checkpoint_path is None and self.config.is_chief:

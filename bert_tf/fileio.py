@@ -130,6 +130,46 @@ def _remote_write_then_rename(path, text):
         raise
 
 
+def move_dir(source, target, last_file=None):
+    """Renames the directory `source` to `target` (which must not exist).
+
+    Locally that is one atomic rename. A remote filesystem has no such rename (an object
+    store renames object by object; ram:// not at all), so there the files are copied one by
+    one, `last_file` (a name relative to `source`, e.g. "saved_model.pb", the file readers
+    look for) last, and `source` is then deleted: `target` is complete once `last_file` is.
+    """
+    import tensorflow as tf
+
+    if not is_remote(target):
+        tf.io.gfile.rename(source, target)
+        return
+    files = [os.path.join(directory, name) for directory, _, names in tf.io.gfile.walk(source)
+             for name in names]
+    files.sort(key=lambda path: os.path.relpath(path, source) == last_file)
+    for path in files:
+        copy = os.path.join(target, os.path.relpath(path, source))
+        tf.io.gfile.makedirs(os.path.dirname(copy))
+        tf.io.gfile.copy(path, copy, overwrite=True)
+    directories = [directory for directory, _, _ in tf.io.gfile.walk(source)]
+    for path in files + directories[::-1]:  # The deepest directories first: each is empty.
+        tf.io.gfile.remove(path)
+
+
+def append_line(path, line):
+    """Appends `line` and a newline to the text file `path` (created if missing), synced to
+    disk before it returns, so a crash right after keeps it."""
+    if is_remote(path):
+        import tensorflow as tf
+
+        with tf.io.gfile.GFile(path, "a") as f:
+            f.write(line + "\n")
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def format_eval_results(results, header=()):
     """`key = value` lines, keys sorted, as the original run_*.py scripts write them, after
     the `header` lines (each written as `# line`, e.g. settings that shaped the results)."""

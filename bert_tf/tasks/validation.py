@@ -162,10 +162,7 @@ class Validation:
     def _record(self, results):
         """Appends `results` to eval_history.jsonl and writes them to TensorBoard (eval/)."""
         path = os.path.join(self.output_dir, HISTORY_FILE)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(results, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        fileio.append_line(path, json.dumps(results, sort_keys=True))
         estimator_lib.write_scalar_summaries(os.path.join(self.output_dir, "eval"), results,
                                              int(results["global_step"]))
         logging.info("Evaluation at step %d: %s", results["global_step"],
