@@ -229,11 +229,14 @@ def _evaluate_predict_export(task, estimator, features, splits, options, checkpo
     if options.train.do_train:
         runner.export_release(options.run, options.model, checkpoint,
                               options.tokenizer.vocab_file)
+    # Evaluation and export restore every variable from `restored`; prediction keeps
+    # `checkpoint`, as without one it reads --init_checkpoint through the model's initializers.
+    restored = checkpoint or untrained_run_checkpoint(estimator, options)
     results = None
     if options.do_eval:
         logging.info("***** Evaluating %d examples *****", len(splits["eval"]))
         results = task.evaluate(estimator, features("eval"), splits["eval"], options,
-                                checkpoint_path=checkpoint)
+                                checkpoint_path=restored)
         runner.write_results(options.run.output_dir, results, header=task.results_header())
         task.write_eval_files(splits["eval"], options)
     if options.do_predict:
@@ -244,8 +247,21 @@ def _evaluate_predict_export(task, estimator, features, splits, options, checkpo
     if options.export_dir:
         export_saved_model(estimator, options.export_dir,
                            {**task.export_files(), **prediction_assets(task, options)},
-                           checkpoint_path=checkpoint, text_signature=text_signature(task, options))
+                           checkpoint_path=restored, text_signature=text_signature(task, options))
     return results
+
+
+def untrained_run_checkpoint(estimator, options):
+    """What a run without --do_train evaluates and exports: None (the latest checkpoint of
+    --output_dir) when --output_dir has one, else the checkpoint of --init_checkpoint (a
+    prefix, or a directory's latest), so a trained run re-exports from a new --output_dir."""
+    if (options.train.do_train or not options.model.init_checkpoint
+            or estimator.latest_checkpoint()):
+        return None
+    checkpoint = modeling.resolve_checkpoint(options.model.init_checkpoint)
+    logging.info("--output_dir '%s' has no checkpoint: using --init_checkpoint %s.",
+                 options.run.output_dir, checkpoint)
+    return checkpoint
 
 
 def prepare_run(task, options):
