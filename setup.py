@@ -11,6 +11,11 @@ setuptools.setup(
     version="0.1.0",
     description="Graph-mode (tf.compat.v1) BERT toolkit for current TensorFlow 2.x",
     packages=setuptools.find_packages(include=["bert_tf", "bert_tf.*"]),
+    # Declared explicitly so that `pip install -e .` writes a plain .pth file that puts this
+    # directory on sys.path: the import hook it writes otherwise runs after Python's own path
+    # search, which then takes a directory named bert_tf in the working directory (e.g. this
+    # clone's, seen from its parent) for the package.
+    package_dir={"": "."},
     python_requires=">=3.10",
     install_requires=["numpy", "absl-py"],
     extras_require={
