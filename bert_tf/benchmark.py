@@ -31,7 +31,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import distribute, precision
+from bert_tf import distribute, fileio, precision
 from bert_tf import estimator as estimator_lib
 from bert_tf.errors import BertTfError
 
@@ -613,13 +613,8 @@ def format_table(results):
 
 def write_json(result, path):
     """Writes `result` as indented JSON to `path` (whole or not at all)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    temporary = path + ".tmp"
-    with open(temporary, "w") as f:
-        json.dump(result, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(temporary, path)
+    fileio.make_parent_dir(path)
+    fileio.atomic_write_text(path, json.dumps(result, indent=2, sort_keys=True) + "\n")
 
 
 def check_plotting_available():

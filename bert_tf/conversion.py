@@ -62,7 +62,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, modeling, optimization
+from bert_tf import errors, fileio, modeling, optimization
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -533,6 +533,7 @@ def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False, task=None):
     Raises:
       BertTfError: on missing files, non-BERT configs or weights.
     """
+    fileio.require_local(output_dir, "output_dir", "convert_checkpoint.py writes")
     hf_config, hf_tensors = read_hf_dir(hf_dir)
     config = hf_config_to_bert_config(hf_config, source=os.path.join(hf_dir, HF_CONFIG_NAME))
     head_tensors = {}
@@ -581,6 +582,7 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
     Raises:
       BertTfError: on missing files or a checkpoint that does not fit the config.
     """
+    fileio.require_local(output_dir, "output_dir", "convert_checkpoint.py writes")
     config = modeling.BertConfig.from_json_file(bert_config_file)
     if task is None:
         names = [weight.google for weight in weight_names(config)]
@@ -734,6 +736,7 @@ def export_release_checkpoint(init_checkpoint, bert_config_file, output_dir, voc
     Returns:
       The names of the variables written.
     """
+    fileio.require_local(output_dir, "output_dir", "export_checkpoint.py writes")
     errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
     modeling.BertConfig.from_json_file(bert_config_file)  # A bad config stops here.
     if vocab_file:

@@ -76,6 +76,22 @@ def is_dir(path):
     return tf.io.gfile.isdir(path)
 
 
+def make_parent_dir(path):
+    """Creates the directory that the file `path` goes into, local or remote."""
+    import tensorflow as tf
+
+    tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+
+
+def require_local(path, flag, what):
+    """Raises `BertTfError` when `path` is on a remote filesystem, which `what` (e.g.
+    "convert_checkpoint.py writes its files") cannot use; the message says how to do it."""
+    if is_remote(path):
+        raise BertTfError(f"--{flag}: '{path}' is on a remote filesystem, and {what} on the "
+                          "local one only; use a local path, then copy the result (e.g. "
+                          "gsutil cp -r).")
+
+
 def ensure_output_dir(path, flag="output_dir"):
     """Creates directory `path` if needed; a clear error if it is a file or not writable."""
     import tensorflow as tf

@@ -21,7 +21,7 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors
+from bert_tf import errors, fileio
 from bert_tf.errors import BertTfError
 
 QUANTIZE_MODES = ("none", "int8")
@@ -91,6 +91,7 @@ def _check_inputs(export_dir, output_file, quantize, optimize):
                         what="SavedModel (saved_model.pb)")
     if not output_file:
         raise BertTfError("--output_file: required; where to write the .onnx model.")
+    fileio.require_local(output_file, "output_file", "the ONNX converter writes")
     try:
         import onnx  # noqa: F401
         import tf2onnx  # noqa: F401

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, modeling, precision, serving_text, tokenization
+from bert_tf import errors, fileio, modeling, precision, serving_text, tokenization
 from bert_tf import estimator as estimator_lib
 from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
@@ -678,7 +678,7 @@ def read_records(path, input_format, task):
     source = path or "<stdin>"
     if path:
         errors.require_file(path, flag="input_file", what="input file")
-        with open(path, encoding="utf-8-sig") as f:
+        with fileio.open_text(path, encoding="utf-8-sig") as f:
             lines = f.read().splitlines()
     else:
         lines = sys.stdin.read().splitlines()
@@ -761,6 +761,8 @@ def run_predict(options):
     """
     import sys
 
+    if options.output_file:
+        fileio.require_local(options.output_file, "output_file", "predict.py writes its answers")
     task = _model_task(options)
     records = read_records(options.input_file, options.input_format, task) if task else None
     predictor = make_predictor(options)

@@ -13,7 +13,9 @@ import uuid
 
 import pytest
 import tensorflow as tf
-from finetune_helpers import FINETUNE_DATA, options, write_tiny_config
+from envs import child_env
+from finetune_helpers import FINETUNE_DATA, ROOT, assert_clean_error, options, write_tiny_config
+from script_runner import run_python_script
 from test_pretraining import pretrain_options, write_records
 
 from bert_tf import errors
@@ -147,3 +149,17 @@ def test_classifier_on_ram_trains_predicts_exports_and_resumes(tmp_path, ram_dir
     again = finetuning.run_finetuning(*options("classifier", **values))
     assert again == first
     assert _checkpoint_steps(f"{ram_dir}/out")[-1] == 6
+
+
+@pytest.mark.parametrize("script, args", [
+    ("prepare_corpus.py", ["--input_file=data/corpus/eval.txt", "--output_dir=gs://b/corpus"]),
+    ("export_checkpoint.py", ["--init_checkpoint=no/such/checkpoint",
+                              "--bert_config_file=configs/bert_tiny.json",
+                              "--output_dir=gs://b/release"]),
+    ("convert_checkpoint.py", ["--direction=hf_to_tf", "--hf_dir=no/such/dir",
+                               "--output_dir=gs://b/converted"]),
+])
+def test_local_only_outputs_say_so_before_any_work(script, args):
+    result = run_python_script(os.path.join(ROOT, "scripts", script), args, env=child_env(),
+                               cwd=ROOT)
+    assert_clean_error(result, "--output_dir: 'gs://b/", "remote filesystem")

@@ -141,8 +141,8 @@ def clean_wikitext(text):
 def _open(path):
     """Opens `path` for reading bytes, decompressing .bz2 (multi-stream dumps too)."""
     if path.endswith(".bz2"):
-        return bz2.open(path, "rb")
-    return open(path, "rb")
+        return bz2.open(fileio.open_binary(path), "rb")
+    return fileio.open_binary(path)
 
 
 def detect_format(path):
@@ -350,6 +350,7 @@ class _ShardWriter:
 
 
 def _make_dir(path):
+    fileio.require_local(path, "output_dir", "prepare_corpus.py writes its shards")
     if os.path.exists(path) and not os.path.isdir(path):
         raise BertTfError(f"--output_dir: '{path}' is a file, not a directory; pass a directory.")
     try:

@@ -114,23 +114,6 @@ class ChunkResult:
     example_text: str = ""
 
 
-def _open_binary(path):
-    """Opens a local or remote (gs://, hdfs://, ...) file for reading bytes."""
-    if "://" in path:
-        import tensorflow as tf
-
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
-
-
-def _file_size(path):
-    if "://" in path:
-        import tensorflow as tf
-
-        return tf.io.gfile.stat(path).length
-    return os.path.getsize(path)
-
-
 def _next_document_boundary(reader, offset, size):
     """The offset just after the first blank line that starts at or after `offset`."""
     reader.seek(max(offset - 1, 0))
@@ -149,9 +132,9 @@ def plan_chunks(paths, chunk_size_mb):
     chunk_bytes = max(1, int(chunk_size_mb * 1e6))
     chunks = []
     for path in paths:
-        size = _file_size(path)
+        size = fileio.file_size(path)
         start = 0
-        with _open_binary(path) as reader:
+        with fileio.open_binary(path) as reader:
             while start < size:
                 end = size
                 if start + chunk_bytes < size:
@@ -167,7 +150,7 @@ def plan_chunks(paths, chunk_size_mb):
 def _line_number(path, chunk_start, data, offset):
     """1-based line number in `path` of byte `offset` of `data` (read from `chunk_start`)."""
     lines_before = 0
-    with _open_binary(path) as reader:
+    with fileio.open_binary(path) as reader:
         while reader.tell() < chunk_start:  # in blocks: memory stays bounded
             lines_before += reader.read(min(1 << 20, chunk_start - reader.tell())).count(b"\n")
     return lines_before + data.count(b"\n", 0, offset) + 1
@@ -213,7 +196,7 @@ class ChunkProcessor:
     def read_documents(self, chunk):
         """Returns (documents, number of sentences, bytes read); a document is a list of
         sentences, a sentence a non-empty list of token ids."""
-        with _open_binary(chunk.path) as reader:
+        with fileio.open_binary(chunk.path) as reader:
             reader.seek(chunk.start)
             data = reader.read(chunk.end - chunk.start)
         text = _decode_chunk(chunk, data)

@@ -33,7 +33,6 @@ on the training text only for words longer than its 100-character limit (left ou
 
 import collections
 import heapq
-import os
 import time
 
 from absl import logging
@@ -175,8 +174,7 @@ def build_vocab(options, log_fn=logging.info):
         logging.warning("The text supports only %d pieces: the vocab has %d tokens, not the "
                         "%d asked for.", len(pieces), len(specials) + len(pieces),
                         options.vocab_size)
-    directory = os.path.dirname(os.path.abspath(options.output_file))
-    os.makedirs(directory, exist_ok=True)
+    fileio.make_parent_dir(options.output_file)
     fileio.atomic_write_text(options.output_file, "".join(f"{t}\n" for t in specials + pieces))
     seconds = time.time() - start
     summary = {"output_file": options.output_file, "vocab_size": len(specials) + len(pieces),
