@@ -3,7 +3,8 @@
 Every fine-tuning run goes through the same order, owned here once:
 
   checks -> BERT config, init checkpoint, tokenizer -> examples -> strategy -> output dir ->
-  Estimator -> train features -> train -> (non-chief workers stop) -> eval -> predict -> export
+  its lock (chief) -> Estimator -> train features -> train -> (non-chief workers stop) ->
+  eval -> predict -> export -> the lock released
 
 A task (classification, NER, SQuAD, ...) is a `FinetuningTask`: it supplies only what differs:
 its own checks, reading examples, the model_fn, writing features, the input_fn, computing
@@ -183,34 +184,35 @@ def run_finetuning(task, options):
     training = training_args(options, splits["train"])
     strategy = runner.make_strategy(options.run, options.train)
     runner.create_output_dir(options.run)
-    estimator = runner.make_estimator(
-        task.model_fn(bert_config, init_checkpoint, training), options.run, options.train,
-        strategy, eval_batch_size=options.evaluation and options.evaluation.eval_batch_size,
-        predict_batch_size=options.predict_batch_size)
-    chief = runner.is_chief(strategy)
-    for name, text in (task.run_files().items() if chief else ()):
-        fileio.atomic_write_text(os.path.join(options.run.output_dir, name), text)
-    cache_dir = feature_cache_dir(chief, options.run.output_dir)
+    with runner.lock_output_dir(options.run, strategy):
+        estimator = runner.make_estimator(
+            task.model_fn(bert_config, init_checkpoint, training), options.run, options.train,
+            strategy, eval_batch_size=options.evaluation and options.evaluation.eval_batch_size,
+            predict_batch_size=options.predict_batch_size)
+        chief = runner.is_chief(strategy)
+        for name, text in (task.run_files().items() if chief else ()):
+            fileio.atomic_write_text(os.path.join(options.run.output_dir, name), text)
+        cache_dir = feature_cache_dir(chief, options.run.output_dir)
 
-    def features(split, is_training=False):
-        path = os.path.join(cache_dir, task.feature_files[split])
-        task.write_features(splits[split], path, tokenizer, options, is_training)
-        return task.input_fn(path, is_training, options)
+        def features(split, is_training=False):
+            path = os.path.join(cache_dir, task.feature_files[split])
+            task.write_features(splits[split], path, tokenizer, options, is_training)
+            return task.input_fn(path, is_training, options)
 
-    checkpoint = None
-    if options.train.do_train:
-        logging.info("***** Training: %d examples, batch %d, %d steps *****",
-                     len(splits["train"]), options.train.train_batch_size,
-                     training["num_train_steps"])
-        checkpoint = runner.train(
-            estimator, features("train", is_training=True), training["num_train_steps"],
-            options.run, _evaluate_during_training(task, estimator, features, splits, options,
-                                                   chief))
-    if not chief:
-        logging.info("Not the chief: done after training; the chief evaluates, predicts and "
-                     "exports.")
-        return None
-    return _evaluate_predict_export(task, estimator, features, splits, options, checkpoint)
+        checkpoint = None
+        if options.train.do_train:
+            logging.info("***** Training: %d examples, batch %d, %d steps *****",
+                         len(splits["train"]), options.train.train_batch_size,
+                         training["num_train_steps"])
+            checkpoint = runner.train(
+                estimator, features("train", is_training=True), training["num_train_steps"],
+                options.run, _evaluate_during_training(task, estimator, features, splits, options,
+                                                       chief))
+        if not chief:
+            logging.info("Not the chief: done after training; the chief evaluates, predicts and "
+                         "exports.")
+            return None
+        return _evaluate_predict_export(task, estimator, features, splits, options, checkpoint)
 
 
 def _evaluate_during_training(task, estimator, features, splits, options, chief):

@@ -366,7 +366,8 @@ def masked_lm_majority_baseline(train_files, eval_files):
 
 def run_pretraining(options):
     """Runs pre-training and/or evaluation as `scripts/run_pretraining.py` configures it;
-    every check runs before any graph is built or anything is written (`tasks.runner`).
+    every check runs before any graph is built or anything is written (`tasks.runner`), and
+    the chief holds the lock of --output_dir from its creation to the end of the run.
 
     Args:
       options: `bert_tf.options.PretrainOptions`.
@@ -379,51 +380,53 @@ def run_pretraining(options):
     train, run = options.train, options.run
     strategy = runner.make_strategy(run, train)
     runner.create_output_dir(run)
-    model_fn = model_fn_builder(
-        bert_config=bert_config, init_checkpoint=init_checkpoint,
-        learning_rate=train.learning_rate, num_train_steps=train.num_train_steps,
-        num_warmup_steps=options.num_warmup_steps, optimizer=train.optimizer,
-        num_accumulation_steps=train.num_accumulation_steps,
-        compute_dtype=options.model.compute_dtype, trainable=runner.trainable_selection(train),
-        next_sentence_objective=options.next_sentence_objective)
-    estimator = runner.make_estimator(model_fn, run, train, strategy,
-                                      eval_batch_size=options.evaluation.eval_batch_size)
-    input_fn = functools.partial(
-        input_fn_builder, max_seq_length=options.model.max_seq_length,
-        max_predictions_per_seq=options.max_predictions_per_seq, record_limits=record_limits,
-        skip_corrupt_records=run.skip_corrupt_records, vocab_size=bert_config.vocab_size,
-        random_seed=run.random_seed)
-    eval_flag = "eval_input_file" if options.eval_input_file else "input_file"
-    chief = runner.is_chief(strategy)
+    with runner.lock_output_dir(run, strategy):
+        model_fn = model_fn_builder(
+            bert_config=bert_config, init_checkpoint=init_checkpoint,
+            learning_rate=train.learning_rate, num_train_steps=train.num_train_steps,
+            num_warmup_steps=options.num_warmup_steps, optimizer=train.optimizer,
+            num_accumulation_steps=train.num_accumulation_steps,
+            compute_dtype=options.model.compute_dtype, trainable=runner.trainable_selection(train),
+            next_sentence_objective=options.next_sentence_objective)
+        estimator = runner.make_estimator(model_fn, run, train, strategy,
+                                          eval_batch_size=options.evaluation.eval_batch_size)
+        input_fn = functools.partial(
+            input_fn_builder, max_seq_length=options.model.max_seq_length,
+            max_predictions_per_seq=options.max_predictions_per_seq, record_limits=record_limits,
+            skip_corrupt_records=run.skip_corrupt_records, vocab_size=bert_config.vocab_size,
+            random_seed=run.random_seed)
+        eval_flag = "eval_input_file" if options.eval_input_file else "input_file"
+        chief = runner.is_chief(strategy)
 
-    def evaluate(checkpoint_path=None):
-        return runner.evaluate(estimator, input_fn(eval_files, is_training=False, flag=eval_flag,
-                                                   dynamic=eval_dynamic),
-                               steps=options.max_eval_steps, checkpoint_path=checkpoint_path)
+        def evaluate(checkpoint_path=None):
+            eval_input_fn = input_fn(eval_files, is_training=False, flag=eval_flag,
+                                     dynamic=eval_dynamic)
+            return runner.evaluate(estimator, eval_input_fn, steps=options.max_eval_steps,
+                                   checkpoint_path=checkpoint_path)
 
-    checkpoint = None
-    if train.do_train:
-        checkpoint = runner.train(
-            estimator, input_fn(input_files, is_training=True, shuffle=run.shuffle_train_input,
-                                flag="input_file", dynamic=dynamic),
-            train.num_train_steps, run,
-            evaluate if chief and run.validation.eval_every_n_steps else None)
-    if chief and train.do_train:
-        runner.export_release(run, options.model, checkpoint)
-    if not options.evaluation.do_eval:
-        return None
-    if not chief:
-        logging.info("Not the chief: skipping --do_eval (the chief evaluates).")
-        return None
-    results = evaluate(checkpoint)
-    runner.write_results(run.output_dir, results)
-    if options.report_majority_baseline:
-        token_id, accuracy = masked_lm_majority_baseline(input_files, eval_files)
-        logging.info("  majority baseline: always predicting token id %d gives "
-                     "masked_lm_accuracy = %.4f (model: %.4f)", token_id, accuracy,
-                     results["masked_lm_accuracy"])
-        results["majority_baseline_accuracy"] = accuracy
-    return results
+        checkpoint = None
+        if train.do_train:
+            checkpoint = runner.train(
+                estimator, input_fn(input_files, is_training=True, shuffle=run.shuffle_train_input,
+                                    flag="input_file", dynamic=dynamic),
+                train.num_train_steps, run,
+                evaluate if chief and run.validation.eval_every_n_steps else None)
+        if chief and train.do_train:
+            runner.export_release(run, options.model, checkpoint)
+        if not options.evaluation.do_eval:
+            return None
+        if not chief:
+            logging.info("Not the chief: skipping --do_eval (the chief evaluates).")
+            return None
+        results = evaluate(checkpoint)
+        runner.write_results(run.output_dir, results)
+        if options.report_majority_baseline:
+            token_id, accuracy = masked_lm_majority_baseline(input_files, eval_files)
+            logging.info("  majority baseline: always predicting token id %d gives "
+                         "masked_lm_accuracy = %.4f (model: %.4f)", token_id, accuracy,
+                         results["masked_lm_accuracy"])
+            results["majority_baseline_accuracy"] = accuracy
+        return results
 
 
 def prepare_run(options):

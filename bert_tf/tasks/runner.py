@@ -8,12 +8,15 @@ same steps, each done here once:
      (`resolve_init_checkpoint`) and build the tokenizer (`make_tokenizer`): all before any
      graph is built or anything is written, so bad input stops the run with one line and an
      untouched `--output_dir`;
-  2. create `--output_dir` (`create_output_dir`), the strategy and the Estimator
-     (`make_estimator`);
+  2. create the strategy, `--output_dir` (`create_output_dir`), hold the directory's lock for
+     the rest of the run on the chief (`lock_output_dir`, so a second run on it stops before
+     writing anything), and create the Estimator (`make_estimator`);
   3. read TFRecords through one input pipeline (`record_input_fn`);
   4. train; only the chief (`is_chief`) evaluates and writes results (`evaluate`,
      `write_results`).
 """
+
+import contextlib
 
 import tensorflow as tf
 from absl import logging
@@ -26,6 +29,7 @@ from bert_tf import (
     fileio,
     modeling,
     optimization,
+    run_lock,
     tokenization,
 )
 from bert_tf import estimator as estimator_lib
@@ -147,6 +151,14 @@ def trainable_selection(train):
 def create_output_dir(run):
     """Creates `--output_dir` (the first thing a run writes, after every check)."""
     return fileio.ensure_output_dir(run.output_dir)
+
+
+def lock_output_dir(run, strategy):
+    """A context manager holding the lock of `--output_dir` (`bert_tf.run_lock`) on the chief,
+    entered right after `create_output_dir`: a second run on the directory stops there with
+    `BertTfError` (a killed run's lock is taken over). The other workers of a multi-worker run
+    write to the chief's directory by design, so they take no lock."""
+    return run_lock.hold(run.output_dir) if is_chief(strategy) else contextlib.nullcontext()
 
 
 def make_strategy(run, train):
