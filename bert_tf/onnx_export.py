@@ -111,6 +111,9 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
     Returns:
       The ONNX ModelProto written.
     """
+    from bert_tf import predict
+
+    export_dir = predict.newest_export(export_dir)
     _check_inputs(export_dir, output_file, quantize, optimize)
     import onnx
     import tf2onnx

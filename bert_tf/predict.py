@@ -306,7 +306,9 @@ class Predictor:
 
     @classmethod
     def from_saved_model(cls, path, batch_size=32):
-        """Loads a `run_*.py --export_dir` export (`<export_dir>/<timestamp>`)."""
+        """Loads a `run_*.py --export_dir` export: `<export_dir>/<timestamp>`, or
+        `<export_dir>` itself for its newest export."""
+        path = newest_export(path)
         if not tf.io.gfile.isdir(path):
             raise BertTfError(f"SavedModel '{path}' is not a directory; pass "
                               "<export_dir>/<timestamp>.")
@@ -712,6 +714,21 @@ def _answer_records(predictor, records, options):
             for record, output in zip(records, outputs, strict=True)]
 
 
+def newest_export(path):
+    """The export `path` names: `path` itself when it holds a saved_model.pb, else its
+    newest `<timestamp>/` export (the `--export_dir` a run was given), else `path`."""
+    if not path or tf.io.gfile.exists(os.path.join(path, "saved_model.pb")) or \
+            not tf.io.gfile.isdir(path):
+        return path
+    stamps = [name.strip("/") for name in tf.io.gfile.listdir(path)]
+    stamps = sorted((int(name) for name in stamps if name.isdigit() and tf.io.gfile.exists(
+        os.path.join(path, name, "saved_model.pb"))), reverse=True)
+    if not stamps:
+        return path
+    logging.info("Using the newest export in %s: %d/", path, stamps[0])
+    return os.path.join(path, str(stamps[0]))
+
+
 def _model_task(options):
     """The task of the model `options` name (read without loading it), checking that
     exactly one of --export_dir / --onnx_file / --init_checkpoint is given."""
@@ -724,7 +741,8 @@ def _model_task(options):
         raise BertTfError("pass exactly one of --export_dir, --onnx_file and "
                           f"--init_checkpoint (got {named}).")
     if options.export_dir:
-        path = os.path.join(options.export_dir, "assets.extra", finetuning.PREDICT_CONFIG_FILE)
+        path = os.path.join(newest_export(options.export_dir), "assets.extra",
+                            finetuning.PREDICT_CONFIG_FILE)
         if tf.io.gfile.exists(path):
             with tf.io.gfile.GFile(path) as f:
                 return PredictConfig.from_dict(json.loads(f.read()), path).task
