@@ -494,7 +494,7 @@ class Estimator:
                     inputs, {**outputs_by_name["serving_default"], **extra_outputs.get(name, {})})
             try:
                 with tf.compat.v1.Session(config=self._session_config) as sess:
-                    tf.compat.v1.train.Saver(sharded=True).restore(sess, checkpoint_path)
+                    _restore_for_export(sess, checkpoint_path)
                     builder = tf.compat.v1.saved_model.Builder(temp_dir)
                     builder.add_meta_graph_and_variables(
                         sess, [tf.saved_model.SERVING], signature_def_map=signatures,
@@ -1046,6 +1046,24 @@ class _ProgressHook(tf.compat.v1.train.StepCounterHook):
         metrics = " ".join(f"{name}={value:.4g}"
                            for name, value in sorted(self._last_metrics.items()))
         logging.info("%s", f"{line} {metrics}" if metrics else line)
+
+
+def _restore_for_export(sess, checkpoint_path):
+    """Restores every variable of the graph from `checkpoint_path`; one in the released layout
+    (no global_step, e.g. --export_release_dir or an --init_checkpoint) exports at step 0."""
+    saved = dict(tf.train.list_variables(checkpoint_path))
+    variables = tf.compat.v1.global_variables()
+    global_step = tf.compat.v1.train.get_global_step()
+    missing = [v.op.name for v in variables if v.op.name not in saved and v is not global_step]
+    if missing:
+        raise errors.BertTfError(
+            f"Cannot export: checkpoint '{checkpoint_path}' has no {', '.join(missing[:5])}"
+            f"{' ...' if len(missing) > 5 else ''} ({len(missing)} variables of the model); "
+            "export a checkpoint trained for this task.")
+    if global_step.op.name not in saved:
+        sess.run(global_step.initializer)
+        variables = [v for v in variables if v is not global_step]
+    tf.compat.v1.train.Saver(variables, sharded=True).restore(sess, checkpoint_path)
 
 
 def progress_line(step, max_steps, loss, steps_per_sec, examples_per_sec=None):

@@ -206,7 +206,8 @@ def trained_classifier(workspace):
     return workspace
 
 
-@pytest.mark.parametrize("init_checkpoint", ["out", f"out/model.ckpt-{STEPS}"])
+@pytest.mark.parametrize("init_checkpoint", ["out", f"out/model.ckpt-{STEPS}",
+                                             "release/bert_model.ckpt"])
 def test_init_checkpoint_relative_trains_and_re_exports(trained_classifier, init_checkpoint):
     workspace, script = trained_classifier, "run_classifier.py"
     trained = _variables(str(workspace / "out" / f"model.ckpt-{STEPS}"))
@@ -222,22 +223,26 @@ def test_init_checkpoint_relative_trains_and_re_exports(trained_classifier, init
             np.testing.assert_array_equal(tuned[name], value, err_msg=name)
 
     # The README's re-export: no training, a new output dir; the export (and the evaluation,
-    # with a prefix) are those of the trained checkpoint.
-    evaluate = "ckpt" in init_checkpoint
+    # with a training prefix) are those of the trained checkpoint. The released layout has no
+    # label_list.txt and no global_step (exported at step 0).
+    evaluate, release = init_checkpoint.startswith("out/"), init_checkpoint.startswith("release")
     rerun = [arg for arg in ARGS[script] if arg not in ("--do_train", "--do_predict")]
     _run(workspace, script, *rerun, "--output_dir=again", f"--init_checkpoint={init_checkpoint}",
-         "--export_dir=again/export", f"--do_eval={evaluate}")
+         "--export_dir=again/export", f"--do_eval={evaluate}",
+         *(["--labels=food,sports"] if release else []))
     (export,) = os.listdir(workspace / "again" / "export")
     exported = _variables(str(workspace / "again" / "export" / export / "variables" /
                               "variables"))
     assert exported.keys() == {name for name in trained if not name.endswith(("/adam_m",
                                                                                "/adam_v"))}
     for name, value in exported.items():
-        np.testing.assert_array_equal(value, trained[name], err_msg=name)
+        expected = 0 if release and name == "global_step" else trained[name]
+        np.testing.assert_array_equal(value, expected, err_msg=name)
     assert not _checkpoint_steps(workspace / "again")
     if evaluate:
         assert (read_key_values(workspace / "again" / "eval_results.txt") ==
                 read_key_values(workspace / "out" / "eval_results.txt"))
+    if evaluate or release:
         return
     # An output dir with a checkpoint of its own exports that one, whatever --init_checkpoint.
     _run(workspace, script, *rerun, "--output_dir=tuned", f"--init_checkpoint={init_checkpoint}",
