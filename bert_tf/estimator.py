@@ -387,9 +387,8 @@ class Estimator:
             final_ops = {key: value for key, (value, _) in metric_ops.items()}
             final_ops["global_step"] = global_step
             final_hook = tf.compat.v1.train.FinalOpsHook(final_ops)
-            session_creator = tf.compat.v1.train.ChiefSessionCreator(
-                scaffold=self._scaffold(spec), checkpoint_filename_with_path=checkpoint_path,
-                config=self._session_config)
+            session_creator = _restoring_session_creator(
+                self._scaffold(spec), checkpoint_path, self._session_config, "evaluate")
             all_hooks = [*input_hooks, *(hooks or []), *(spec.evaluation_hooks or []), final_hook]
             num_batches = 0
             with tf.compat.v1.train.MonitoredSession(session_creator, hooks=all_hooks) as sess:
@@ -428,9 +427,8 @@ class Estimator:
             predictions = spec.predictions
             if isinstance(predictions, dict) and predict_keys is not None:
                 predictions = {key: predictions[key] for key in predict_keys}
-            session_creator = tf.compat.v1.train.ChiefSessionCreator(
-                scaffold=self._scaffold(spec), checkpoint_filename_with_path=checkpoint_path,
-                config=self._session_config)
+            session_creator = _restoring_session_creator(
+                self._scaffold(spec), checkpoint_path, self._session_config, "predict")
             sess = tf.compat.v1.train.MonitoredSession(
                 session_creator, hooks=[*input_hooks, *(hooks or []),
                                         *(spec.prediction_hooks or [])])
@@ -492,9 +490,10 @@ class Estimator:
             for name, inputs in (receiver.receiver_tensors_alternatives or {}).items():
                 signatures[name] = _predict_signature_def(
                     inputs, {**outputs_by_name["serving_default"], **extra_outputs.get(name, {})})
+            restore = _checkpoint_restorer(checkpoint_path, "export")
             try:
                 with tf.compat.v1.Session(config=self._session_config) as sess:
-                    _restore_for_export(sess, checkpoint_path)
+                    restore(sess)
                     builder = tf.compat.v1.saved_model.Builder(temp_dir)
                     builder.add_meta_graph_and_variables(
                         sess, [tf.saved_model.SERVING], signature_def_map=signatures,
@@ -1048,22 +1047,51 @@ class _ProgressHook(tf.compat.v1.train.StepCounterHook):
         logging.info("%s", f"{line} {metrics}" if metrics else line)
 
 
-def _restore_for_export(sess, checkpoint_path):
-    """Restores every variable of the graph from `checkpoint_path`; one in the released layout
-    (no global_step, e.g. --export_release_dir or an --init_checkpoint) exports at step 0."""
-    saved = dict(tf.train.list_variables(checkpoint_path))
+def _checkpoint_restorer(checkpoint_path, action):
+    """A function of a session that restores every variable of the default graph from
+    `checkpoint_path`; one in the released layout (no global_step, e.g. --export_release_dir or
+    an --init_checkpoint) restores at step 0. Built before the graph is finalized.
+
+    Raises:
+      BertTfError: naming the checkpoint when it lacks a variable of the model (`action`,
+        e.g. "export", says what could not be done).
+    """
+    reader = checkpoints.reader_of(checkpoint_path)
     variables = tf.compat.v1.global_variables()
     global_step = tf.compat.v1.train.get_global_step()
-    missing = [v.op.name for v in variables if v.op.name not in saved and v is not global_step]
+    missing = [v.op.name for v in variables
+               if not reader.has_tensor(v.op.name) and v is not global_step]
     if missing:
         raise errors.BertTfError(
-            f"Cannot export: checkpoint '{checkpoint_path}' has no {', '.join(missing[:5])}"
+            f"Cannot {action}: checkpoint '{checkpoint_path}' has no {', '.join(missing[:5])}"
             f"{' ...' if len(missing) > 5 else ''} ({len(missing)} variables of the model); "
-            "export a checkpoint trained for this task.")
-    if global_step.op.name not in saved:
-        sess.run(global_step.initializer)
-        variables = [v for v in variables if v is not global_step]
-    tf.compat.v1.train.Saver(variables, sharded=True).restore(sess, checkpoint_path)
+            f"{action} a checkpoint trained for this task.")
+    step_saved = reader.has_tensor(global_step.op.name)
+    saver = tf.compat.v1.train.Saver(
+        variables if step_saved else [v for v in variables if v is not global_step],
+        sharded=True)
+
+    def restore(sess):
+        if not step_saved:
+            sess.run(global_step.initializer)
+        saver.restore(sess, checkpoint_path)
+
+    return restore
+
+
+def _restoring_session_creator(scaffold, checkpoint_path, session_config, action):
+    """A ChiefSessionCreator whose session holds `checkpoint_path`'s weights, also when the
+    checkpoint is in the released layout (no global_step; see `_restore_checkpoint`)."""
+    if checkpoint_path is None or checkpoints.reader_of(checkpoint_path).has_tensor(
+            "global_step"):
+        return tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=scaffold, checkpoint_filename_with_path=checkpoint_path,
+            config=session_config)
+    # Initialized, then restored by name: the init op runs before init_fn.
+    restore = _checkpoint_restorer(checkpoint_path, action)
+    scaffold = tf.compat.v1.train.Scaffold(init_fn=lambda _, sess: restore(sess),
+                                           copy_from_scaffold=scaffold)
+    return tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, config=session_config)
 
 
 def progress_line(step, max_steps, loss, steps_per_sec, examples_per_sec=None):
