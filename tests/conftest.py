@@ -141,12 +141,12 @@ def _fine_tuned_once(tmp_path_factory, name, minilm_converted, kind, **values):
 # (test_real_weights_finetune) and of what serves them (test_onnx).
 @pytest.fixture(scope="session")
 def minilm_topics_classifier(tmp_path_factory, minilm_converted):
-    """12 steps on tests/data/finetune/topics (sports vs food), evaluated on its dev set."""
-    from finetune_helpers import FINETUNE_DATA
+    """12 steps on data/topics (sports vs food), evaluated on its dev set."""
+    from finetune_helpers import TOPICS
 
     return _fine_tuned_once(
         tmp_path_factory, "minilm_classifier", minilm_converted, "classifier",
-        task_name="tsv", text_a_column="sentence", data_dir=os.path.join(FINETUNE_DATA, "topics"),
+        task_name="tsv", text_a_column="sentence", data_dir=TOPICS,
         do_eval=True, max_seq_length=20, train_batch_size=8, num_train_steps=12,
         learning_rate=1e-4, eval_batch_size=40)
 

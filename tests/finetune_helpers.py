@@ -16,6 +16,8 @@ from bert_tf.tasks import classification, finetuning, multiple_choice, ner, squa
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
 FINETUNE_DATA = os.path.join(DATA, "finetune")
+# The README's walk-through data: sports vs food sentences (data/README.md).
+TOPICS = os.path.join(ROOT, "data", "topics")
 
 # A 2-layer, 32-wide BERT over the real 30522-token uncased vocab (MiniLM's vocab.txt).
 TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from finetune_helpers import DATA, FINETUNE_DATA, only_export, options, write_tiny_config
+from finetune_helpers import DATA, TOPICS, only_export, options, write_tiny_config
 
 from bert_tf import estimator as estimator_lib
 from bert_tf import modeling
@@ -28,7 +28,7 @@ def _train_and_export(kind, directory, vocab_file):
     if kind == "classifier":
         finetuning.run_finetuning(*options(
             "classifier", task_name="tsv", text_a_column="sentence",
-            data_dir=os.path.join(FINETUNE_DATA, "topics"), **common))
+            data_dir=TOPICS, **common))
         model_fn = classification.model_fn_builder(bert_config, num_labels=2)
     elif kind == "squad":
         finetuning.run_finetuning(*options(

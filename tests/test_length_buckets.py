@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import FINETUNE_DATA, TINY_CONFIG, minilm_files, options
+from finetune_helpers import TINY_CONFIG, TOPICS, minilm_files, options
 
 from bert_tf import estimator as estimator_lib
 from bert_tf import flags as bert_flags
@@ -349,7 +349,7 @@ def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted
     monkeypatch.setattr(runner, "trim_to_bucket", spy)
     results = finetuning.run_finetuning(*options(
         "classifier", task_name="tsv", text_a_column="sentence",
-        data_dir=os.path.join(FINETUNE_DATA, "topics"),
+        data_dir=TOPICS,
         **minilm_files(minilm_converted),
         output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, max_seq_length=64,
         train_batch_size=8, num_train_steps=12, learning_rate=1e-4, eval_batch_size=40,
@@ -371,7 +371,7 @@ _MIRRORED_RUN = textwrap.dedent("""
     from absl import logging
     logging.use_absl_handler()
     logging.set_verbosity(logging.INFO)
-    from finetune_helpers import options, write_tiny_config
+    from finetune_helpers import options, write_tiny_config, TOPICS
     from bert_tf.tasks import finetuning, runner
 
     shapes, trim_to_bucket = [], runner.trim_to_bucket
@@ -398,7 +398,7 @@ _MIRRORED_RUN = textwrap.dedent("""
 def test_mirrored_replicas_train_on_bucketed_batches(tmp_path, minilm_dir):
     code = _MIRRORED_RUN.format(
         tests=os.path.dirname(os.path.abspath(__file__)),
-        data=os.path.join(FINETUNE_DATA, "topics"),
+        data=TOPICS,
         vocab=os.path.join(minilm_dir, "vocab.txt"), out=str(tmp_path))
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                env=child_env(), timeout=300)

@@ -11,6 +11,7 @@ import tensorflow as tf
 from finetune_helpers import (
     DATA,
     FINETUNE_DATA,
+    TOPICS,
     assert_ok,
     fine_tune_minilm,
     load_json,
@@ -98,7 +99,7 @@ def test_int8_classifier_accuracy_within_one_point(classifier, fp32_onnx, tmp_pa
     int8 = str(tmp_path / "int8.onnx")  # Through the script, from the export.
     assert_ok(run_script("export_onnx.py", f"--export_dir={classifier[1]}",
                          f"--output_file={int8}", "--quantize=int8"))
-    with open(os.path.join(FINETUNE_DATA, "topics", "dev.tsv"), encoding="utf-8") as f:
+    with open(os.path.join(TOPICS, "dev.tsv"), encoding="utf-8") as f:
         rows = [line.rstrip("\n").split("\t") for line in f][1:]
     texts, gold = [text for text, _ in rows], [label for _, label in rows]
     accuracy = {}

@@ -12,6 +12,7 @@ import tensorflow as tf
 from finetune_helpers import (
     DATA,
     FINETUNE_DATA,
+    TOPICS,
     assert_clean_error,
     assert_ok,
     load_json,
@@ -56,7 +57,7 @@ def vocab_file(minilm_dir):
 def classifier(tmp_path_factory, vocab_file):
     return _train("classifier", tmp_path_factory.mktemp("classifier"), vocab_file,
                   task_name="tsv", text_a_column="sentence",
-                  data_dir=os.path.join(FINETUNE_DATA, "topics"))
+                  data_dir=TOPICS)
 
 
 def _predictors(trained, vocab_file, task, **settings):
@@ -68,7 +69,7 @@ def _predictors(trained, vocab_file, task, **settings):
 
 
 def _topic_sentences():
-    with open(os.path.join(FINETUNE_DATA, "topics", "test.tsv"), encoding="utf-8") as f:
+    with open(os.path.join(TOPICS, "test.tsv"), encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f][1:]
 
 
@@ -96,7 +97,7 @@ def test_classifier_matches_run_classifier_in_input_order(classifier, vocab_file
     dict(multi_label=True, text_a_column="text", label_column="labels",
          data_dir=os.path.join(FINETUNE_DATA, "multi_label")),
     dict(doc_stride=4, window_aggregation="max", max_seq_length=12, text_a_column="sentence",
-         data_dir=os.path.join(FINETUNE_DATA, "topics")),
+         data_dir=TOPICS),
 ], ids=["multi_label", "windows"])
 def test_multi_label_and_windowed_classifiers_match_run_classifier(values, tmp_path,
                                                                   vocab_file):

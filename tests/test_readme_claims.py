@@ -24,7 +24,7 @@ import tensorflow as tf
 from envs import child_env
 from finetune_helpers import (
     DATA,
-    FINETUNE_DATA,
+    TOPICS,
     assert_clean_error,
     assert_ok,
     only_export,
@@ -39,7 +39,6 @@ from test_pretraining import TINY
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
-TOPICS = os.path.join(FINETUNE_DATA, "topics")
 NER_DATA = os.path.join(DATA, "ner")
 
 SEQ, PREDS = 16, 4  # Pre-training records: max_seq_length, max_predictions_per_seq.

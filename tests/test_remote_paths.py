@@ -14,7 +14,7 @@ import uuid
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import FINETUNE_DATA, ROOT, assert_clean_error, options, write_tiny_config
+from finetune_helpers import ROOT, TOPICS, assert_clean_error, options, write_tiny_config
 from script_runner import run_python_script
 from test_pretraining import pretrain_options, write_records
 
@@ -117,8 +117,8 @@ def test_pretraining_on_ram_sets_an_unreadable_checkpoint_aside(tmp_path, ram_di
 
 def test_classifier_on_ram_trains_predicts_exports_and_resumes(tmp_path, ram_dir, minilm_dir):
     for name in ("train.tsv", "dev.tsv"):
-        tf.io.gfile.copy(os.path.join(FINETUNE_DATA, "topics", name), f"{ram_dir}/data/{name}")
-    tf.io.gfile.copy(os.path.join(FINETUNE_DATA, "topics", "test.tsv"),
+        tf.io.gfile.copy(os.path.join(TOPICS, name), f"{ram_dir}/data/{name}")
+    tf.io.gfile.copy(os.path.join(TOPICS, "test.tsv"),
                      f"{ram_dir}/data/test.tsv")
     tf.io.gfile.copy(os.path.join(minilm_dir, "vocab.txt"), f"{ram_dir}/vocab.txt")
     tf.io.gfile.copy(write_tiny_config(tmp_path), f"{ram_dir}/bert_config.json")

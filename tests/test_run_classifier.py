@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from finetune_helpers import (
     DATA,
-    FINETUNE_DATA,
+    TOPICS,
     assert_clean_error,
     assert_ok,
     only_export,
@@ -22,8 +22,6 @@ from finetune_helpers import (
 from bert_tf.data import classification as classification_data
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import classification, finetuning, runner
-
-TOPICS = os.path.join(FINETUNE_DATA, "topics")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from envs import child_env
 from finetune_helpers import (
-    FINETUNE_DATA,
+    TOPICS,
     assert_clean_error,
     assert_ok,
     run_script,
@@ -157,7 +157,7 @@ def test_a_second_run_on_a_locked_output_dir_stops_and_writes_nothing(tmp_path, 
         before = _files(out)
         result = run_script(
             "run_classifier.py", "--task_name=tsv", "--text_a_column=sentence",
-            f"--data_dir={os.path.join(FINETUNE_DATA, 'topics')}",
+            f"--data_dir={TOPICS}",
             f"--vocab_file={os.path.join(minilm_dir, 'vocab.txt')}",
             f"--bert_config_file={write_tiny_config(tmp_path)}", f"--output_dir={out}",
             "--do_train", "--max_seq_length=16", "--num_train_steps=1")

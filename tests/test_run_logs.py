@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import tensorflow as tf
-from finetune_helpers import FINETUNE_DATA, TINY_CONFIG, assert_ok, run_script, write_tiny_config
+from finetune_helpers import TINY_CONFIG, TOPICS, assert_ok, run_script, write_tiny_config
 
 from bert_tf import modeling
 
@@ -30,7 +30,7 @@ def run_log(tmp_path_factory, minilm_dir):
     root = tmp_path_factory.mktemp("run_logs")
     data_dir = root / "data"
     data_dir.mkdir()
-    topics = os.path.join(FINETUNE_DATA, "topics")
+    topics = TOPICS
     shutil.copy(os.path.join(topics, "train.tsv"), data_dir / "train.tsv")
     shutil.copy(os.path.join(topics, "dev.tsv"), data_dir / "dev.tsv")
     shutil.copy(os.path.join(topics, "dev.tsv"), data_dir / "test.tsv")

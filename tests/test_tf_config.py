@@ -19,7 +19,7 @@ import time
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import DATA, FINETUNE_DATA, write_tiny_config
+from finetune_helpers import DATA, TOPICS, write_tiny_config
 from script_runner import run_python_script
 from test_estimator import X, Y, make_estimator, make_input_fn
 from test_pretraining import TINY, write_records
@@ -191,7 +191,7 @@ def _finetuning_args(script, tmp_path, output_dir, vocab_file):
               "--num_train_steps=5", "--learning_rate=1e-3"]
     if script == "run_classifier.py":
         data_dir = tmp_path / "topics"
-        shutil.copytree(os.path.join(FINETUNE_DATA, "topics"), data_dir)
+        shutil.copytree(TOPICS, data_dir)
         return [*common, "--task_name=tsv", "--text_a_column=sentence",
                 f"--data_dir={data_dir}", "--max_seq_length=24"]
     if script == "run_squad.py":

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 from envs import child_env
 from finetune_helpers import (
-    FINETUNE_DATA,
     ROOT,
+    TOPICS,
     assert_ok,
     options,
     read_key_values,
@@ -29,7 +29,6 @@ from bert_tf import modeling
 from bert_tf.tasks import finetuning, pretraining
 
 tf1 = tf.compat.v1
-TOPICS = os.path.join(FINETUNE_DATA, "topics")
 
 
 def _topics(tmp_path, vocab_file, **values):
