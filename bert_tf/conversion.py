@@ -5,7 +5,7 @@ PyTorch names such as `bert.encoder.layer.0.attention.self.query.weight`, with
 `Linear.weight` stored [out, in]. Google directory: `bert_config.json` +
 `bert_model.ckpt.{index,data-*}` (+ `vocab.txt`), TF names such as
 `bert/encoder/layer_0/attention/self/query/kernel`, kernels stored [in, out]
-(SPEC section 5).
+(docs/compatibility.md §2).
 
 Contract of the two directions:
 - `convert_hf_to_tf` accepts keys with or without the `bert.` prefix, LayerNorm

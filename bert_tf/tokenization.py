@@ -32,7 +32,8 @@ import unicodedata
 from bert_tf import errors
 
 # The original pipeline's [UNK] and word-length limit. Note: the last Google release of
-# tokenization.py defaults max_input_chars_per_word to 200; bert_tf's SPEC fixes it at 100
+# tokenization.py defaults max_input_chars_per_word to 200; bert_tf's contract
+# (docs/compatibility.md §1) fixes it at 100
 # (the value of the Hugging Face implementations). Words of 101-200 characters are the only
 # text where the two defaults differ.
 DEFAULT_UNK_TOKEN = "[UNK]"

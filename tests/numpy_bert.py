@@ -1,7 +1,7 @@
 """A float64 numpy BERT forward pass, written from the paper's equations.
 
 An independent reference for `bert_tf.modeling`: it shares no code with the
-library, only the Google checkpoint variable names (SPEC §5), and runs in
+library, only the Google checkpoint variable names (docs/compatibility.md §2), and runs in
 float64 so differences measure the TensorFlow implementation's error.
 
 The encoder variants follow their published definitions: relative positions

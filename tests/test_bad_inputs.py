@@ -1,4 +1,4 @@
-"""Every bad input is one clear line (SPEC section 8): a table of bad command lines.
+"""Every bad input is one clear line (docs/compatibility.md §5): a table of bad command lines.
 
 Each row runs a script (as `python scripts/<name>` does: tests/script_runner.py) with one thing
 wrong and checks what a user sees:

@@ -204,7 +204,7 @@ def test_csv_regression(tmp_path):
         processor.get_train_examples(str(tmp_path))
 
 
-# ---- Bad inputs (SPEC section 8).
+# ---- Bad inputs (docs/compatibility.md §5).
 
 
 def test_unknown_task_names_the_valid_ones():

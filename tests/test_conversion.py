@@ -75,7 +75,7 @@ def test_minilm_checkpoint_has_google_names_and_layout(minilm_dir, minilm_conver
     reader = tf.train.load_checkpoint(prefix)
     shapes = reader.get_variable_to_shape_map()
 
-    # SPEC section 5, for 6 layers and no pre-training heads (MiniLM ships none).
+    # docs/compatibility.md §2, for 6 layers and no pre-training heads (MiniLM ships none).
     expected = {f"bert/embeddings/{t}_embeddings" for t in ("word", "position", "token_type")}
     expected |= {"bert/embeddings/LayerNorm/gamma", "bert/embeddings/LayerNorm/beta",
                  "bert/pooler/dense/kernel", "bert/pooler/dense/bias"}

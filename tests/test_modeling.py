@@ -1,4 +1,5 @@
-"""Tests for bert_tf.modeling against a float64 numpy reference and the SPEC contract."""
+"""Tests for bert_tf.modeling against a float64 numpy reference and the compatibility
+contract (docs/compatibility.md)."""
 
 import json
 import math

@@ -30,7 +30,7 @@ def _int_feature(values):
 
 
 def write_records(path, num, seq=16, preds=4, seed=0):
-    """Writes `num` pre-training examples with the SPEC §6 keys, built by hand."""
+    """Writes `num` pre-training examples with the docs/compatibility.md §3 keys, built by hand."""
     rng = np.random.RandomState(seed)
     with tf.io.TFRecordWriter(path) as writer:
         for _ in range(num):

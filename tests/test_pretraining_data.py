@@ -39,7 +39,8 @@ def _run(input_file, output_file, vocab_file, num_workers=1, chunk_size_mb=1.0, 
 
 
 def _read(paths, max_seq_length=128, max_predictions_per_seq=20):
-    """All records of `paths` (in file order), parsed with exactly the SPEC section 6 spec."""
+    """All records of `paths` (in file order), parsed with exactly the keys of
+    docs/compatibility.md §3."""
     import tensorflow as tf
 
     spec = tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)

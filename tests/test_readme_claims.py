@@ -151,8 +151,8 @@ def _read_records(path):
 
 
 def _example(rng, masked_ids, weights):
-    """A pre-training record (SPEC §6 keys) whose masked-LM slots hold `masked_ids` where
-    `weights` is 1; the other slots are padding (position 0, id 0, weight 0) as
+    """A pre-training record (docs/compatibility.md §3 keys) whose masked-LM slots hold
+    `masked_ids` where `weights` is 1; the other slots are padding (position 0, id 0, weight 0) as
     create_pretraining_data.py writes them."""
     real = int(sum(weights))
     length = rng.randint(real + 3, SEQ + 1)

@@ -244,7 +244,8 @@ def test_cased_comparison_keeps_case_and_accents(corpus_lines, cased_vocab_file)
 
 
 def test_literal_special_tokens_are_split_like_the_original(uncased_vocab_file):
-    # The one difference SPEC §4 names: BertWordPieceTokenizer keeps a literal "[CLS]" whole.
+    # The one difference docs/compatibility.md §1 names: BertWordPieceTokenizer keeps a
+    # literal "[CLS]" whole.
     text = "Is [CLS] a token? [SEP]"
     ours = tokenization.FullTokenizer(uncased_vocab_file).tokenize(text)
     packaged = BertWordPieceTokenizer(uncased_vocab_file, lowercase=True, strip_accents=None,

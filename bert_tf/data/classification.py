@@ -4,10 +4,10 @@ The API is the original `run_classifier.py`'s: a `DataProcessor` per task turns 
 files into `InputExample`s, `convert_single_example` turns one into `InputFeatures`
 ([CLS] a [SEP] b [SEP], padded to `max_seq_length`) and
 `file_based_convert_examples_to_features` writes them as TFRecords with the keys of the
-original (SPEC section 6): `input_ids`, `input_mask`, `segment_ids` int64 [max_seq_length],
-`label_ids` [1], `is_real_example` int64 [1]. `label_ids` is int64 for classification and
-**float** for regression tasks (STS-B, or a csv/tsv task with `regression=True`), so a
-regression model reads it with `tf.io.FixedLenFeature([1], tf.float32)`.
+original (docs/compatibility.md §3): `input_ids`, `input_mask`, `segment_ids` int64
+[max_seq_length], `label_ids` [1], `is_real_example` int64 [1]. `label_ids` is int64 for
+classification and **float** for regression tasks (STS-B, or a csv/tsv task with
+`regression=True`), so a regression model reads it with `tf.io.FixedLenFeature([1], tf.float32)`.
 
 Processors, by `--task_name` (case-insensitive, "_" read as "-"), see `PROCESSORS`:
   cola, sst-2 (sst2), mrpc, sts-b (stsb), qqp, mnli (matched dev/test), mnli-mm (mismatched
@@ -780,7 +780,7 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
 
 
 def feature_to_tf_example(feature):
-    """One `InputFeatures` as a `tf.train.Example` with the SPEC section 6 keys."""
+    """One `InputFeatures` as a `tf.train.Example` with the docs/compatibility.md §3 keys."""
     import tensorflow as tf
 
     from bert_tf.data import tfrecords

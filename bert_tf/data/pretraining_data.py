@@ -18,7 +18,8 @@ The algorithm is the one of Google's `create_pretraining_data.py`:
   together or not at all. A chosen token becomes [MASK] 80% of the time, stays unchanged 10%
   and becomes a random vocab token 10%.
 * `dupe_factor` passes over every document, each with different random choices; the instances
-  are shuffled and written round-robin to the output files (tf.train.Example, SPEC section 6).
+  are shuffled and written round-robin to the output files (tf.train.Example,
+  docs/compatibility.md §3).
 
 Two choices beyond the original (`--next_sentence_objective`, `--masking`):
 

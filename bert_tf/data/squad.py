@@ -9,7 +9,8 @@ The semantics are those of the original Google BERT `run_squad.py`:
   document into windows of `max_seq_length` tokens (`[CLS] question [SEP] doc-window [SEP]`)
   that start `doc_stride` tokens apart. A doc token seen in several windows is scored in the
   one where it has the most context on both sides (`token_is_max_context`).
-- `FeatureWriter` writes features as `tf.train.Example`s with the original keys (SPEC §6).
+- `FeatureWriter` writes features as `tf.train.Example`s with the original keys
+  (docs/compatibility.md §3).
 
 Mapping predicted spans back to the original text is in `bert_tf.tasks.squad_postprocess`.
 """
@@ -408,7 +409,8 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
 
 
 class FeatureWriter(tfrecords.AtomicRecordWriter):
-    """Writes `InputFeatures` to a TFRecord file of `tf.train.Example`s (SPEC §6 keys).
+    """Writes `InputFeatures` to a TFRecord file of `tf.train.Example`s (the keys of
+    docs/compatibility.md §3).
 
     Keys: `unique_ids` [1], `input_ids`, `input_mask`, `segment_ids` [max_seq_length], and for
     training `start_positions` [1], `end_positions` [1], `is_impossible` [1]. Whole or nothing

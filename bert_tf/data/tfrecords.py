@@ -1,4 +1,4 @@
-"""TFRecord feature helpers and the pre-training record schema (SPEC section 6).
+"""TFRecord feature helpers and the pre-training record schema (docs/compatibility.md §3).
 
 One place for the keys, dtypes and lengths of pre-training records, used by the writer
 (`bert_tf.data.pretraining_data`) and the reader (`bert_tf.tasks.pretraining`):

@@ -187,8 +187,8 @@ def eval_spec(loss, per_example_loss, outputs, label_ids, is_real_example, no_ac
 
 
 def feature_spec(seq_length, is_regression=False, num_label_ids=1, windowed=False):
-    """The classification TFRecord keys (SPEC section 6); label_ids is float for regression,
-    [num_label_ids] multi-hot for multi-label; `windowed` adds example_index [1]."""
+    """The classification TFRecord keys (docs/compatibility.md §3); label_ids is float for
+    regression, [num_label_ids] multi-hot for multi-label; `windowed` adds example_index [1]."""
     spec = {
         "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),

@@ -12,7 +12,8 @@ from bert_tf import modeling, optimization, precision
 
 def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,
                        compute_dtype=tf.float32):
-    """A `BertModel` over the SPEC §6 features input_ids, input_mask, segment_ids ([B, S] each)."""
+    """A `BertModel` over the features input_ids, input_mask, segment_ids ([B, S] each; the
+    keys of docs/compatibility.md §3)."""
     return modeling.BertModel(
         config=bert_config, is_training=is_training, input_ids=features["input_ids"],
         input_mask=features["input_mask"], token_type_ids=features["segment_ids"],

@@ -158,7 +158,7 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_
     return model_fn
 
 
-# The eval result names of the sentence head: SPEC's for nsp, ALBERT's for sop.
+# The eval result names of the sentence head: the original's for nsp, ALBERT's for sop.
 SENTENCE_METRICS = {"nsp": "next_sentence", "sop": "sentence_order"}
 
 

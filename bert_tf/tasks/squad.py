@@ -79,7 +79,8 @@ def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_
 
 
 def feature_spec(seq_length, is_training):
-    """The SQuAD TFRecord keys (SPEC section 6), all int64; positions only for training."""
+    """The SQuAD TFRecord keys (docs/compatibility.md §3), all int64; positions only for
+    training."""
     spec = {"unique_ids": tf.io.FixedLenFeature([1], tf.int64)}
     for key in runner.SEQUENCE_FEATURES:
         spec[key] = tf.io.FixedLenFeature([seq_length], tf.int64)

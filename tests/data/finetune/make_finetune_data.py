@@ -1,6 +1,7 @@
 """Writes the fine-tuning test data in this directory (run it from the repository root).
 
-data/topics/{train,dev,test}.tsv (the README's walk-through data, at the repository root): short sentences about sports or food (tab separated, header
+data/topics/{train,dev,test}.tsv (the README's walk-through data, at the repository root):
+short sentences about sports or food (tab separated, header
 `sentence<TAB>label`; test.tsv has no label column). Each sentence is a neutral template
 ("we spent the whole afternoon on {x}.") around a topical phrase. The train and dev sets
 share NO topical phrase and NO template, so the only way to label a dev sentence is to know
