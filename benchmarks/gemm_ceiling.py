@@ -13,7 +13,7 @@ Kernels:
             AMX CPUs, TF's own (converting to float32) elsewhere; the JSON records which ran.
   ort_fp32  onnxruntime MatMul, float32 (MLAS).
   ort_int8  the same model after `scripts/export_onnx.py --quantize=int8`'s quantization
-            (`bert_tf.onnx_export.quantize_file`: int8 weights, activations quantized per
+            (`bert_tf.serving.onnx_export.quantize_file`: int8 weights, activations quantized per
             call), which onnxruntime runs as DynamicQuantizeMatMul.
   torch_fp32, torch_bf16  (with --torch_python, a Python with torch) PyTorch's
             `torch.nn.functional.linear`, what `nn.Linear` runs, on float32 or bfloat16
@@ -102,7 +102,7 @@ class OnnxMatmul:
         import onnxruntime
         from onnx import TensorProto, helper, numpy_helper
 
-        from bert_tf import onnx_export
+        from bert_tf.serving import onnx_export
 
         m, k, n = shape
         rng = np.random.default_rng(1)
@@ -208,7 +208,7 @@ class TorchWorker:
         import json
         import subprocess
 
-        from bert_tf import benchmark
+        from bert_tf.tools import benchmark
 
         try:
             self._process = subprocess.Popen([python, "-c", _TORCH_WORKER],
@@ -250,8 +250,9 @@ def measure(args, log=print):
 
     import tensorflow as tf
 
-    from bert_tf import benchmark, modeling
-    from bert_tf import estimator as estimator_lib
+    from bert_tf import modeling
+    from bert_tf.tools import benchmark
+    from bert_tf.training import estimator as estimator_lib
 
     tf.compat.v1.disable_eager_execution()
     config = modeling.BertConfig.from_json_file(args.bert_config_file)
@@ -329,7 +330,7 @@ def format_table(result):
 def main(argv=None):
     args = parse_args(argv)
     import bert_tf  # noqa: F401  (oneDNN on before TensorFlow loads, as the scripts do)
-    from bert_tf import benchmark
+    from bert_tf.tools import benchmark
 
     result = measure(args)
     print(format_table(result))

@@ -136,7 +136,7 @@ def _fused_operators(paths):
 def _machine(hf_versions):
     import onnxruntime
 
-    from bert_tf import benchmark
+    from bert_tf.tools import benchmark
 
     return {**benchmark.machine_info(), "onnxruntime": onnxruntime.__version__,
             **(hf_versions or {})}
@@ -146,8 +146,8 @@ def _build_models(work_dir):
     """(export path, output dir, onnx fp32, onnx int8): a 1-step model, exported."""
     from finetune_helpers import FINETUNE_DATA, only_export, options
 
-    from bert_tf import onnx_export
-    from bert_tf.tasks import finetuning
+    from bert_tf.runs import finetuning
+    from bert_tf.serving import onnx_export
 
     work_dir = os.path.join(work_dir, FLAGS.task)
     out, export = os.path.join(work_dir, "out"), os.path.join(work_dir, "export")
@@ -195,7 +195,7 @@ def _hf_runner(questions, contexts):
 
 
 def main(_):
-    from bert_tf.predict import Predictor
+    from bert_tf.serving.predictor import Predictor
 
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     export, out, onnx_fp32, onnx_int8 = _build_models(FLAGS.work_dir)

@@ -24,9 +24,9 @@ sys.path.insert(0, ROOT)
 
 import tensorflow as tf  # noqa: E402
 
-from bert_tf import estimator as estimator_lib  # noqa: E402
 from bert_tf import modeling  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.training import estimator as estimator_lib  # noqa: E402
 
 tf1 = tf.compat.v1
 

@@ -1,6 +1,6 @@
 """Where a training step's time goes: the step timed with parts of it switched off.
 
-Builds the benchmark's training step (`bert_tf.benchmark.build_step`: the task's real
+Builds the benchmark's training step (`bert_tf.tools.benchmark.build_step`: the task's real
 model_fn on random features) once per variant, each in its own session of one process, then
 times one step of each variant in turn, `--rounds` times, reversing the order every round.
 Pairing step i of a variant with step i of the first variant cancels the slow drift of a
@@ -62,7 +62,8 @@ def build(args, variant):
 
     import tensorflow as tf
 
-    from bert_tf import benchmark, modeling, optimization
+    from bert_tf import modeling, optimization
+    from bert_tf.tools import benchmark
 
     config = copy.deepcopy(modeling.BertConfig.from_json_file(args.bert_config_file))
     if variant == "no_dropout":
@@ -97,8 +98,8 @@ def main():
     args = parse_args()
     import tensorflow as tf
 
-    from bert_tf import benchmark
-    from bert_tf import estimator as estimator_lib
+    from bert_tf.tools import benchmark
+    from bert_tf.training import estimator as estimator_lib
 
     tf.compat.v1.disable_eager_execution()
     sessions = {}

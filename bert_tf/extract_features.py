@@ -29,9 +29,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import errors, modeling, tokenization
-from bert_tf import estimator as estimator_lib
 from bert_tf.data import packing
 from bert_tf.errors import BertTfError
+from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 

@@ -1,6 +1,6 @@
 """Typed options: what each entry point needs, built once from the parsed flags.
 
-The flag groups in `bert_tf.flags` are the single place where a flag and its default are
+The flag groups in `bert_tf.cli.flags` are the single place where a flag and its default are
 defined. A script parses its flags and turns them into one of the frozen dataclasses below with
 `from_flags(FLAGS)`; the library only ever sees these objects. Each field is named after the
 flag it comes from, so `from_flags` reads every field by name, and a nested group (a field whose
@@ -16,7 +16,7 @@ type is another options class) is read from the same flags.
     PretrainOptions     a pre-training run (run_pretraining)
     PredictOptions      scripts/predict.py (OnnxExportOptions: scripts/export_onnx.py)
 
-Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.flags.parse`).
+Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.cli.flags.parse`).
 """
 
 import dataclasses
@@ -61,7 +61,7 @@ class _FromFlags:
 
 @dataclasses.dataclass(frozen=True)
 class DistributionOptions(_FromFlags):
-    """How training is replicated (see `bert_tf.distribute` and README "Scaling out")."""
+    """How training is replicated (see `bert_tf.training.distribute` and README "Scaling out")."""
 
     distribution_strategy: str  # "none", "mirrored", "multi_worker" or "tpu".
     num_gpus: int | None  # GPUs per host; None: all.
@@ -170,7 +170,7 @@ class EvalOptions(_FromFlags):
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneOptions(_FromFlags):
-    """A fine-tuning run (`bert_tf.tasks.finetuning.run_finetuning`)."""
+    """A fine-tuning run (`bert_tf.runs.finetuning.run_finetuning`)."""
 
     do_predict: bool
     predict_batch_size: int
@@ -193,7 +193,7 @@ class FinetuneOptions(_FromFlags):
 
 @dataclasses.dataclass(frozen=True)
 class PretrainOptions(_FromFlags):
-    """A pre-training run (`bert_tf.tasks.pretraining.run_pretraining`)."""
+    """A pre-training run (`bert_tf.runs.pretraining.run_pretraining`)."""
 
     input_file: str  # Comma-separated files and globs.
     eval_input_file: str | None  # Default: input_file.
@@ -262,7 +262,7 @@ class SquadOptions(_FromFlags):
 
 @dataclasses.dataclass(frozen=True)
 class PredictOptions(_FromFlags):
-    """scripts/predict.py: which model answers, on what input (see `bert_tf.predict`)."""
+    """scripts/predict.py: which model answers, on what input (see `bert_tf.serving.predictor`)."""
 
     export_dir: str | None
     onnx_file: str | None
@@ -286,7 +286,7 @@ class PredictOptions(_FromFlags):
 
 @dataclasses.dataclass(frozen=True)
 class OnnxExportOptions(_FromFlags):
-    """scripts/export_onnx.py (see `bert_tf.onnx_export`)."""
+    """scripts/export_onnx.py (see `bert_tf.serving.onnx_export`)."""
 
     export_dir: str
     output_file: str
@@ -297,7 +297,7 @@ class OnnxExportOptions(_FromFlags):
 
 @dataclasses.dataclass(frozen=True)
 class BenchmarkOptions(_FromFlags):
-    """The flags of scripts/benchmark.py (`bert_tf.benchmark.run`)."""
+    """The flags of scripts/benchmark.py (`bert_tf.tools.benchmark.run`)."""
 
     bert_config_file: str
     task: str
@@ -358,7 +358,7 @@ class BuildVocabOptions(_FromFlags):
 
 @dataclasses.dataclass(frozen=True)
 class RecipeOptions(_FromFlags):
-    """The flags of pretrain_recipe.py (`bert_tf.tasks.recipe.run_recipe`)."""
+    """The flags of pretrain_recipe.py (`bert_tf.runs.recipe.run_recipe`)."""
 
     input_file: str
     eval_input_file: str

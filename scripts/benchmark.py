@@ -8,8 +8,9 @@ Example (BERT-base SQuAD fine-tuning, seq 384, batch 4, bf16):
 
 from absl import flags
 
-from bert_tf import benchmark, errors, options
-from bert_tf import flags as bert_flags
+from bert_tf import errors, options
+from bert_tf.cli import flags as bert_flags
+from bert_tf.tools import benchmark
 
 bert_flags.define_path("bert_config_file", None, "The config json file of the BERT model.")
 flags.DEFINE_enum("task", "squad", list(benchmark.TASKS), "Which task's model_fn to run.")

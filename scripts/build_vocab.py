@@ -9,7 +9,7 @@ Example:
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf import flags as bert_flags
+from bert_tf.cli import flags as bert_flags
 from bert_tf.data import vocab
 
 bert_flags.define_build_vocab_flags()

@@ -8,13 +8,14 @@
   python scripts/convert_checkpoint.py --direction=tf_to_hf --task=classifier \
       --bert_config_file=bert_config.json --init_checkpoint=RUN_OUTPUT_DIR --output_dir=OUT
 
-See `bert_tf/conversion.py` for the name mapping and what each direction writes.
+See `bert_tf/tools/conversion.py` for the name mapping and what each direction writes.
 """
 
 from absl import flags
 
-from bert_tf import conversion, errors
-from bert_tf import flags as bert_flags
+from bert_tf import errors
+from bert_tf.cli import flags as bert_flags
+from bert_tf.tools import conversion
 
 FLAGS = flags.FLAGS
 bert_flags.define_conversion_flags()

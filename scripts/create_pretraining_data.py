@@ -10,7 +10,7 @@ Example:
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf import flags as bert_flags
+from bert_tf.cli import flags as bert_flags
 from bert_tf.data import pretraining_data
 
 bert_flags.define_pretraining_data_flags()

@@ -10,8 +10,9 @@ task heads (cls/*, output_*) for an encoder-only release.
 
 from absl import flags
 
-from bert_tf import conversion, errors
-from bert_tf import flags as bert_flags
+from bert_tf import errors
+from bert_tf.cli import flags as bert_flags
+from bert_tf.tools import conversion
 
 FLAGS = flags.FLAGS
 

@@ -9,13 +9,15 @@ operators (Attention, SkipLayerNormalization, BiasGelu).
 
 Needs the `[onnx]` extra (tf2onnx, onnx, onnxruntime). The model takes input_ids, input_mask,
 segment_ids int32 [batch, seq] and carries the export's task, vocab and labels in its metadata:
-`bert_tf.predict.Predictor.from_onnx(path)` or `scripts/predict.py --onnx_file=...` answers text.
+`Predictor.from_onnx(path)` (bert_tf.serving.predictor) or `scripts/predict.py --onnx_file=...`
+answers text.
 """
 
 from absl import flags
 
-from bert_tf import errors, onnx_export, options
-from bert_tf import flags as bert_flags
+from bert_tf import errors, options
+from bert_tf.cli import flags as bert_flags
+from bert_tf.serving import onnx_export
 
 bert_flags.define_onnx_export_flags()
 

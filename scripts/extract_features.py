@@ -10,7 +10,7 @@ from absl import flags
 
 from bert_tf import errors
 from bert_tf import extract_features as extraction
-from bert_tf import flags as bert_flags
+from bert_tf.cli import flags as bert_flags
 
 FLAGS = flags.FLAGS
 

@@ -14,8 +14,9 @@ serving".
 
 from absl import flags
 
-from bert_tf import errors, options, predict
-from bert_tf import flags as bert_flags
+from bert_tf import errors, options
+from bert_tf.cli import flags as bert_flags
+from bert_tf.serving import predictor as predict
 
 bert_flags.define_predict_flags()
 

@@ -9,7 +9,7 @@ Example (the shipped corpus, bert_tiny, a few minutes on 2 cores):
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf import flags as bert_flags
+from bert_tf.cli import flags as bert_flags
 
 bert_flags.define_recipe_flags()
 
@@ -17,7 +17,7 @@ bert_flags.define_recipe_flags()
 def main(_):
     # Imported here: the data stages' worker processes re-import this module and should not
     # load TensorFlow.
-    from bert_tf.tasks import recipe
+    from bert_tf.runs import recipe
 
     recipe.run_recipe(options.RecipeOptions.from_flags(flags.FLAGS))
 

@@ -18,8 +18,9 @@ csv/tsv task:
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf import flags as bert_flags
-from bert_tf.tasks import classification, finetuning
+from bert_tf.cli import flags as bert_flags
+from bert_tf.runs import finetuning
+from bert_tf.tasks import classification
 
 bert_flags.define_classifier_flags()
 bert_flags.define_finetuning_flags(max_seq_length=128)

@@ -13,8 +13,9 @@ multiple_choice.py` for the head and the export.
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf import flags as bert_flags
-from bert_tf.tasks import finetuning, multiple_choice
+from bert_tf.cli import flags as bert_flags
+from bert_tf.runs import finetuning
+from bert_tf.tasks import multiple_choice
 
 bert_flags.define_multiple_choice_flags()
 bert_flags.define_finetuning_flags(max_seq_length=128)

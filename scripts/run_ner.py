@@ -17,8 +17,9 @@ eval_predictions.txt and test_predictions.txt ("token gold predicted" a line).
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf import flags as bert_flags
-from bert_tf.tasks import finetuning, ner
+from bert_tf.cli import flags as bert_flags
+from bert_tf.runs import finetuning
+from bert_tf.tasks import ner
 
 bert_flags.define_ner_flags()
 bert_flags.define_finetuning_flags(max_seq_length=128)

@@ -3,14 +3,14 @@
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf import flags as bert_flags
-from bert_tf.tasks import pretraining
+from bert_tf.cli import flags as bert_flags
+from bert_tf.runs.pretraining import run_pretraining
 
 bert_flags.define_pretraining_flags()
 
 
 def main(_):
-    pretraining.run_pretraining(options.PretrainOptions.from_flags(flags.FLAGS))
+    run_pretraining(options.PretrainOptions.from_flags(flags.FLAGS))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ and, when the predict file carries answers, eval_results.json (the official metr
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf import flags as bert_flags
-from bert_tf.tasks import finetuning, squad
+from bert_tf.cli import flags as bert_flags
+from bert_tf.runs import finetuning
+from bert_tf.tasks import squad
 
 bert_flags.define_squad_flags()
 bert_flags.define_finetuning_flags(max_seq_length=384, has_eval=False,

@@ -18,7 +18,7 @@ import json
 from absl import flags
 
 from bert_tf import errors, fileio
-from bert_tf import flags as bert_flags
+from bert_tf.cli import flags as bert_flags
 from bert_tf.metrics import squad as squad_metrics
 
 FLAGS = flags.FLAGS

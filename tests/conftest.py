@@ -117,7 +117,7 @@ def minilm_converted(minilm_dir, tmp_path_factory):
     bert_config.json, bert_model.ckpt.* and vocab.txt."""
 
     def convert(directory):
-        from bert_tf import conversion
+        from bert_tf.tools import conversion
 
         conversion.convert_hf_to_tf(minilm_dir, directory)
         return directory

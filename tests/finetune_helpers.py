@@ -9,9 +9,10 @@ import pytest
 from envs import child_env
 from script_runner import run_python_script
 
-from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
-from bert_tf.tasks import classification, finetuning, multiple_choice, ner, squad
+from bert_tf.cli import flags as bert_flags
+from bert_tf.runs import finetuning
+from bert_tf.tasks import classification, multiple_choice, ner, squad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -25,7 +26,7 @@ TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_at
                    hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
                    initializer_range=0.02)
 
-# Small sizes for tests; every other option keeps its flag default (bert_tf.flags).
+# Small sizes for tests; every other option keeps its flag default (bert_tf.cli.flags).
 _TEST_VALUES = dict(max_seq_length=32, train_batch_size=8, eval_batch_size=8,
                     predict_batch_size=8, learning_rate=1e-3, num_train_epochs=1.0,
                     keep_checkpoint_max=2, save_summary_steps=0, random_seed=1)

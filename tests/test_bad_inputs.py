@@ -20,9 +20,9 @@ from finetune_helpers import TINY_CONFIG as FINETUNE_CONFIG
 from script_runner import run_python_script
 from test_pretraining import TINY, write_records
 
-from bert_tf import estimator as estimator_lib
 from bert_tf import modeling
 from bert_tf.tasks import pretraining
+from bert_tf.training import estimator as estimator_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OLD_RESULTS = "global_step = 7\nloss = 1.25\n"

@@ -1,4 +1,4 @@
-"""scripts/benchmark.py and bert_tf.benchmark: runs, JSON keys, FLOP counting, XLA plumbing.
+"""scripts/benchmark.py and bert_tf.tools.benchmark: runs, JSON keys, FLOP counting, XLA plumbing.
 
 Speed is not tested (the machine is shared); what the numbers are made of is.
 """
@@ -15,11 +15,12 @@ import tensorflow as tf
 from envs import child_env
 from script_runner import run_python_script
 
-from bert_tf import benchmark, modeling
-from bert_tf import estimator as estimator_lib
-from bert_tf import flags as bert_flags
+from bert_tf import modeling
 from bert_tf import options as bert_options
+from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.tools import benchmark
+from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 

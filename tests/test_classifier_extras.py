@@ -11,13 +11,13 @@ import pytest
 import tensorflow as tf
 from finetune_helpers import FINETUNE_DATA, options, write_tiny_config
 
-from bert_tf import heads
 from bert_tf.data import classification as classification_data
 from bert_tf.data import multiple_choice as mc_data
 from bert_tf.data import packing
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as metrics
-from bert_tf.tasks import classification, finetuning
+from bert_tf.runs import finetuning
+from bert_tf.tasks import classification, heads
 
 
 @pytest.fixture(scope="module")

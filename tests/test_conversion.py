@@ -11,9 +11,10 @@ import tensorflow as tf
 from envs import child_env
 from script_runner import run_python_script
 
-from bert_tf import conversion, modeling
+from bert_tf import modeling
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import pretraining
+from bert_tf.tools import conversion
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, "scripts", "convert_checkpoint.py")

@@ -25,9 +25,12 @@ import safetensors.numpy
 import tensorflow as tf
 from finetune_helpers import assert_ok, load_json, options, run_script
 
-from bert_tf import conversion, modeling, predict
+from bert_tf import modeling
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import classification, finetuning, multiple_choice, ner, squad
+from bert_tf.runs import finetuning
+from bert_tf.serving import predictor as predict
+from bert_tf.tasks import classification, multiple_choice, ner, squad
+from bert_tf.tools import conversion
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 PRETRAINING_TINY = os.path.join(FIXTURES, "pretraining_tiny")
@@ -257,7 +260,7 @@ def _only(path, source):
 def test_hugging_face_fine_tuned_model_predicts_through_the_scripts(tmp_path, encoder, task):
     """The Hugging Face conversion of a fine-tuned model, converted back by
     convert_checkpoint.py --task and predicting through its run_*.py --do_predict, gives the
-    original checkpoint's predictions (bert_tf.predict on it, in process)."""
+    original checkpoint's predictions (bert_tf.serving.predictor on it, in process)."""
     tf_dir = _fine_tuned_dir(tmp_path / "tf", task, encoder)
     hf_dir, converted, out = tmp_path / "hf", tmp_path / "converted", tmp_path / "out"
     _tf_to_hf(tf_dir, hf_dir, task)

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
 from bert_tf import tokenization
+from bert_tf.cli import flags as bert_flags
 from bert_tf.data import corpus, vocab
 from bert_tf.errors import BertTfError
 

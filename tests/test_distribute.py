@@ -1,4 +1,4 @@
-"""Distributed training: tf.distribute strategies through bert_tf.estimator and run_pretraining.
+"""Distributed training: tf.distribute strategies through the Estimator and run_pretraining.
 
 The slow tests compare weights after a few optimizer updates of a tiny BERT (dropout off, the
 same global batch, inputs in file order, the same --init_checkpoint) with a single-process run:
@@ -33,12 +33,15 @@ from script_runner import start_python_script
 from test_faults import max_difference, weights_at
 from test_pretraining import TINY, write_records
 
-from bert_tf import benchmark, distribute, modeling
-from bert_tf import estimator as estimator_lib
-from bert_tf import flags as bert_flags
+from bert_tf import modeling
 from bert_tf import options as bert_options
+from bert_tf.cli import flags as bert_flags
+from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import pretraining
+from bert_tf.tools import benchmark
+from bert_tf.training import distribute
+from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,10 +64,10 @@ def _context(count, index):
 
 def test_shards_by_file_when_every_worker_gets_one_else_by_record():
     files = ["a", "b", "c", "d", "e"]
-    assert distribute.shard_input_files(files) == (files, 1, 0)
-    assert distribute.shard_input_files(files, _context(2, 0)) == (["a", "c", "e"], 1, 0)
-    assert distribute.shard_input_files(files, _context(2, 1)) == (["b", "d"], 1, 0)
-    assert distribute.shard_input_files(files[:2], _context(3, 2)) == (files[:2], 3, 2)
+    assert input_pipeline.shard_input_files(files) == (files, 1, 0)
+    assert input_pipeline.shard_input_files(files, _context(2, 0)) == (["a", "c", "e"], 1, 0)
+    assert input_pipeline.shard_input_files(files, _context(2, 1)) == (["b", "d"], 1, 0)
+    assert input_pipeline.shard_input_files(files[:2], _context(3, 2)) == (files[:2], 3, 2)
 
 
 def _records(dataset, count):
@@ -81,15 +84,15 @@ def test_record_shards_partition_the_single_pipeline_stream(tmp_path):
         with tf.io.TFRecordWriter(path) as writer:
             for j in range(5):
                 writer.write(f"{i}-{j}".encode())
-    single = _records(lambda: distribute.record_dataset(files, True, shuffle=False), 30)
-    shards = [_records(lambda i=i: distribute.record_dataset(files, True, _context(3, i),
-                                                             shuffle=False), 10)
+    single = _records(lambda: input_pipeline.record_dataset(files, True, shuffle=False), 30)
+    shards = [_records(lambda i=i: input_pipeline.record_dataset(files, True, _context(3, i),
+                                                                 shuffle=False), 10)
               for i in range(3)]
     assert single[:10] == [f"{i}-{j}".encode() for i in range(2) for j in range(5)]
     for i in range(3):
         assert shards[i] == single[i::3]
     # Shuffled, each worker still reads only its own records.
-    shuffled = [set(_records(lambda i=i: distribute.record_dataset(files, True, _context(3, i)),
+    shuffled = [set(_records(lambda i=i: input_pipeline.record_dataset(files, True, _context(3, i)),
                              10)) for i in range(3)]
     for i in range(3):
         assert shuffled[i] <= set(single[i::3])
@@ -213,7 +216,7 @@ _TWO_DEVICE_RUNS = _on_two_cpu_devices(SCRIPT, """
     for strategy, output_dir in (("none", {one!r}), ("mirrored", {two!r})):
         flags.FLAGS.distribution_strategy = strategy
         flags.FLAGS.output_dir = output_dir
-        pretraining.run_pretraining(options.PretrainOptions.from_flags(flags.FLAGS))
+        run_pretraining(options.PretrainOptions.from_flags(flags.FLAGS))
     # Before exit: AutoGraph deletes the sources it generated only then.
     import glob, tempfile
     print("generated sources:", glob.glob(tempfile.gettempdir() + "/__autograph_generated_*"),
@@ -497,7 +500,7 @@ def test_d_two_workers_fine_tune_squad_like_one_process(tmp_path, minilm_dir):
 
 BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
 
-# Runs scripts/benchmark.py's flags through bert_tf.benchmark.run with 2 logical CPU devices,
+# Runs scripts/benchmark.py's flags through bert_tf.tools.benchmark.run with 2 logical CPU devices,
 # then prints the FLOPs of the MatMuls that the mirrored step's graph runs.
 _BENCHMARK_ON_TWO_DEVICES = _on_two_cpu_devices(BENCHMARK, """
     from bert_tf import benchmark, distribute, modeling, options

@@ -74,7 +74,7 @@ def _flags_of(script):
 def defined_flags():
     import tensorflow  # noqa: F401  (imported once, before the forks)
 
-    import bert_tf.flags  # noqa: F401
+    import bert_tf.cli.flags  # noqa: F401
 
     scripts = sorted(glob.glob(os.path.join(ROOT, "scripts", "*.py")) +
                      glob.glob(os.path.join(ROOT, "benchmarks", "*.py")))

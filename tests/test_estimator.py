@@ -1,4 +1,4 @@
-"""Tests for bert_tf.estimator with a tiny linear-regression model_fn (no BERT needed).
+"""Tests for bert_tf.training.estimator with a tiny linear-regression model_fn (no BERT needed).
 
 Plain gradient descent on y = w*x + b with the same full batch every step has a closed form to
 check against: `_numpy_gradient_descent` replays it in numpy.
@@ -16,7 +16,7 @@ import tensorflow as tf
 from envs import ROOT, child_env
 
 from bert_tf import errors
-from bert_tf import estimator as est
+from bert_tf.training import estimator as est
 
 X = np.array([[-1.0], [-0.5], [0.0], [0.5], [1.0], [1.5], [2.0], [3.0]], np.float32)
 Y = 2.0 * X + 1.0

@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 from finetune_helpers import DATA, TOPICS, only_export, options, write_tiny_config
 
-from bert_tf import estimator as estimator_lib
 from bert_tf import modeling
-from bert_tf.tasks import classification, finetuning, ner, squad
+from bert_tf.runs import finetuning
+from bert_tf.tasks import classification, ner, squad
+from bert_tf.training import estimator as estimator_lib
 
 MAX_SEQ_LENGTH = 24
 

@@ -23,10 +23,10 @@ from envs import child_env
 from script_runner import run_python_script, start_python_script
 from test_pretraining import TINY, pretrain_options, write_records
 
-from bert_tf import estimator as estimator_lib
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import pretraining
+from bert_tf.runs.pretraining import run_pretraining
+from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,12 +107,12 @@ def test_diverging_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
     values = dict(do_eval=False, learning_rate=1e-3, num_train_steps=2, num_warmup_steps=0,
                   save_checkpoints_steps=2, iterations_per_loop=1, log_every_n_steps=1,
                   save_summary_steps=0)
-    pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+    run_pretraining(pretrain_options(tmp_path, **values))
     # Far too large a learning rate: weights overflow to Inf, then the loss is NaN.
     values.update(learning_rate=1e38, num_train_steps=50)
     with pytest.raises(BertTfError, match=r"Training diverged: .* at step \d+.*lower "
                                           r"--learning_rate") as error:
-        pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+        run_pretraining(pretrain_options(tmp_path, **values))
     assert "\n" not in str(error.value)
     assert assert_checkpoint_state_is_whole(str(tmp_path / "out")) == 2
 

@@ -27,10 +27,11 @@ from script_runner import run_python_script
 from test_fault_tolerance import assert_checkpoint_state_is_whole
 from test_pretraining import TINY, pretrain_options, write_records
 
-from bert_tf import checkpoints, records
-from bert_tf.data import classification
+from bert_tf.data import classification, records
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import model_fn_parts, pretraining
+from bert_tf.runs.pretraining import run_pretraining
+from bert_tf.tasks import model_fn_parts
+from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -116,7 +117,7 @@ def test_damaged_record_met_while_training_names_the_file_then_skip_trains_on(da
     values = dict(input_file=data["flipped"], do_eval=False, num_train_steps=6,
                   save_checkpoints_steps=3, log_every_n_steps=3, save_summary_steps=0)
     with pytest.raises(BertTfError) as error:
-        pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+        run_pretraining(pretrain_options(tmp_path, **values))
     message = str(error.value)
     assert "\n" not in message
     for fragment in ("--input_file", data["flipped"], f"byte {data['offsets'][20] + 12}",
@@ -124,7 +125,7 @@ def test_damaged_record_met_while_training_names_the_file_then_skip_trains_on(da
         assert fragment in message
     assert_checkpoint_state_is_whole(str(tmp_path / "out"))
     values.update(do_eval=True, max_eval_steps=2, skip_corrupt_records=True)
-    results = pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+    results = run_pretraining(pretrain_options(tmp_path, **values))
     assert results["global_step"] == 6
 
 
@@ -152,7 +153,7 @@ def _train(tmp_path, steps, **values):
     values = dict(input_file=str(tmp_path / "train.tfrecord"), do_eval=False,
                   num_train_steps=steps, save_checkpoints_steps=3, log_every_n_steps=3,
                   save_summary_steps=0, keep_checkpoint_max=5, **values)
-    return pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+    return run_pretraining(pretrain_options(tmp_path, **values))
 
 
 def _cut(path, fraction=3):
@@ -191,7 +192,7 @@ def test_truncated_init_checkpoint_is_named(data, tmp_path):
     _cut(prefix + ".data-00000-of-00001")
     with pytest.raises(BertTfError, match=r"--init_checkpoint: checkpoint '.*model.ckpt-1' "
                                           r"cannot be read .*re-copy it"):
-        pretraining.run_pretraining(pretrain_options(
+        run_pretraining(pretrain_options(
             tmp_path, output_dir=str(tmp_path / "other"), init_checkpoint=prefix))
     assert not os.path.exists(tmp_path / "other")
 
@@ -385,8 +386,8 @@ def max_difference(a, b):
 def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_path,
                                                                       monkeypatch):
     straight = tmp_path / "straight"
-    pretraining.run_pretraining(pretrain_options(tmp_path, **_resume_values(tmp_path,
-                                                                            straight)))
+    run_pretraining(pretrain_options(tmp_path, **_resume_values(tmp_path,
+                                                                straight)))
     killed = tmp_path / "killed"
     values = _resume_values(tmp_path, killed)
     args = [f"--{k}={v}" for k, v in values.items()]
@@ -412,7 +413,7 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
         assert proc.returncode == -signal.SIGKILL
         steps_at_kill.append(assert_checkpoint_state_is_whole(str(killed)))
     assert 0 < steps_at_kill[1] < steps_at_kill[2] < _TOTAL_STEPS, steps_at_kill
-    pretraining.run_pretraining(pretrain_options(tmp_path, **values))  # The same command.
+    run_pretraining(pretrain_options(tmp_path, **values))  # The same command.
     reference = weights_at(str(straight))
     # A resume that changed even one batch differs by > 1e-2 (below).
     assert max_difference(weights_at(str(killed)), reference) <= 1e-6
@@ -430,10 +431,10 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
                                              tf1.train.StopAtStepHook(last_step=12)])
 
     monkeypatch.setattr(model_fn_parts.Training, "spec", stopping_train_spec)
-    pretraining.run_pretraining(old)
+    run_pretraining(old)
     assert assert_checkpoint_state_is_whole(str(restarted)) == 12
     monkeypatch.setattr(model_fn_parts.Training, "spec", original)
-    pretraining.run_pretraining(old)
+    run_pretraining(old)
     assert max_difference(weights_at(str(restarted)), reference) > 1e-2
 
 
@@ -441,7 +442,7 @@ def test_a_resume_by_another_number_of_workers_restarts_the_input_with_a_warning
         data, tmp_path, caplog):
     out = tmp_path / "out"
     values = {**_resume_values(tmp_path, out), "num_train_steps": 4}
-    pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+    run_pretraining(pretrain_options(tmp_path, **values))
     states = out / "input_state"
     assert sorted(os.listdir(states)) == [
         f"model.ckpt-{step}.input-0-of-1.{ext}" for step in (0, 4)
@@ -450,7 +451,7 @@ def test_a_resume_by_another_number_of_workers_restarts_the_input_with_a_warning
         os.rename(states / name, states / name.replace("-of-1.", "-of-2."))
     caplog.set_level("WARNING")
     values.update(num_train_steps=6)
-    pretraining.run_pretraining(pretrain_options(tmp_path, **values))
+    run_pretraining(pretrain_options(tmp_path, **values))
     assert _step(out) == 6
     warnings = [r.getMessage() for r in caplog.records if "--exact_resume" in r.getMessage()]
     assert len(warnings) == 1 and "model.ckpt-4 has no saved input position" in warnings[0]

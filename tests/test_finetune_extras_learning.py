@@ -27,7 +27,7 @@ import os
 import pytest
 from finetune_helpers import FINETUNE_DATA, minilm_files, options, write_tiny_config
 
-from bert_tf.tasks import finetuning
+from bert_tf.runs import finetuning
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""--bucket_by_length: fine-tuning batches drawn from length buckets (`runner.record_input_fn`).
+"""--bucket_by_length: fine-tuning batches from length buckets (`input_pipeline.record_input_fn`).
 
 Input level: records of known ids and lengths (mostly short, as GLUE sentences against a 64
 limit) go through the training input_fn; every batch must have the requested size, be cut to
@@ -22,18 +22,21 @@ import tensorflow as tf
 from envs import child_env
 from finetune_helpers import TINY_CONFIG, TOPICS, minilm_files, options
 
-from bert_tf import estimator as estimator_lib
-from bert_tf import flags as bert_flags
-from bert_tf import modeling, records
+from bert_tf import modeling
 from bert_tf import options as bert_options
-from bert_tf.tasks import classification, finetuning, multiple_choice, ner, runner
+from bert_tf.cli import flags as bert_flags
+from bert_tf.data import input_pipeline, records
+from bert_tf.runs import finetuning
+from bert_tf.tasks import classification, multiple_choice, ner
+from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import runner
 
 tf1 = tf.compat.v1
 SEQ = 64
 BATCH = 4
-BOUNDARIES = runner.length_bucket_boundaries(SEQ)
+BOUNDARIES = input_pipeline.length_bucket_boundaries(SEQ)
 # One sorting window of batches; as many records make it exactly one epoch.
-NUM_RECORDS = runner.BUCKET_WINDOW_BATCHES * BATCH
+NUM_RECORDS = input_pipeline.BUCKET_WINDOW_BATCHES * BATCH
 
 
 def _lengths(num, seed):
@@ -85,9 +88,9 @@ def data(tmp_path_factory):
 def _batches(path, count, bucketed=True, shuffle=False, batch_size=BATCH, num_choices=1,
              input_context=None, **kwargs):
     """The first `count` training batches as numpy dicts."""
-    input_fn = runner.record_input_fn(
+    input_fn = input_pipeline.record_input_fn(
         [path], classification.feature_spec(SEQ * num_choices, windowed=True),
-        is_training=True, shuffle=shuffle, trim_keys=runner.SEQUENCE_FEATURES,
+        is_training=True, shuffle=shuffle, trim_keys=input_pipeline.SEQUENCE_FEATURES,
         bucket_boundaries=BOUNDARIES if bucketed else None,
         sequences_per_example=num_choices, **kwargs)
     dataset = input_fn({"batch_size": batch_size}, input_context)
@@ -114,14 +117,14 @@ def _check_batch(batch, lengths, batch_size=BATCH, num_choices=1):
 
 
 def test_boundaries_are_a_bounded_set_of_multiples_of_eight():
-    assert runner.length_bucket_boundaries(128) == tuple(range(8, 129, 8))
-    assert runner.length_bucket_boundaries(384) == tuple(range(24, 385, 24))
-    assert runner.length_bucket_boundaries(512) == tuple(range(32, 513, 32))
-    assert runner.length_bucket_boundaries(100) == (*range(8, 97, 8), 100)
-    assert runner.length_bucket_boundaries(20) == (8, 16, 20)
+    assert input_pipeline.length_bucket_boundaries(128) == tuple(range(8, 129, 8))
+    assert input_pipeline.length_bucket_boundaries(384) == tuple(range(24, 385, 24))
+    assert input_pipeline.length_bucket_boundaries(512) == tuple(range(32, 513, 32))
+    assert input_pipeline.length_bucket_boundaries(100) == (*range(8, 97, 8), 100)
+    assert input_pipeline.length_bucket_boundaries(20) == (8, 16, 20)
     assert BOUNDARIES == (8, 16, 24, 32, 40, 48, 56, 64)
     for max_seq_length in range(1, 1025):
-        boundaries = runner.length_bucket_boundaries(max_seq_length)
+        boundaries = input_pipeline.length_bucket_boundaries(max_seq_length)
         assert len(boundaries) <= 16 and boundaries[-1] == max_seq_length
         assert all(b % 8 == 0 for b in boundaries[:-1]), boundaries
         assert list(boundaries) == sorted(set(boundaries))
@@ -222,16 +225,16 @@ def test_map_batch_sees_the_cut_batches_and_counts_them(data):
 
 
 def test_the_bucketed_input_position_saves_and_restores(data, tmp_path):
-    """What --exact_resume saves (bert_tf.resume): the iterator state, shuffle buffers and
+    """What --exact_resume saves (bert_tf.training.resume): the iterator state, shuffle buffers and
     the half-used sorting window included, restored into a fresh pipeline."""
     prefix = str(tmp_path / "input_state")
 
     def run(restore, skip, take):
         with tf.Graph().as_default():
             tf1.set_random_seed(5)
-            input_fn = runner.record_input_fn(
+            input_fn = input_pipeline.record_input_fn(
                 [data.path], classification.feature_spec(SEQ, windowed=True), is_training=True,
-                trim_keys=runner.SEQUENCE_FEATURES, bucket_boundaries=BOUNDARIES)
+                trim_keys=input_pipeline.SEQUENCE_FEATURES, bucket_boundaries=BOUNDARIES)
             iterator = tf1.data.make_initializable_iterator(input_fn({"batch_size": BATCH}))
             saver = tf1.train.Saver(
                 [tf1.data.experimental.make_saveable_from_iterator(iterator)])
@@ -278,15 +281,15 @@ def test_a_batch_cut_to_its_bucket_has_the_loss_of_the_full_length_batch(task):
     elif task == "classifier":
         model_fn = classification.model_fn_builder(config, num_labels=3)
         full["label_ids"] = np.array([[0], [2], [1], [2]], np.int32)
-        keys = runner.SEQUENCE_FEATURES
+        keys = input_pipeline.SEQUENCE_FEATURES
     else:
         model_fn = multiple_choice.model_fn_builder(config, num_choices)
         full["label_ids"] = np.array([[0], [1], [1], [0]], np.int32)
-        keys = runner.SEQUENCE_FEATURES
+        keys = input_pipeline.SEQUENCE_FEATURES
     full = {key: value.astype(np.int32) for key, value in full.items()}
-    cut = {key: value.numpy() for key, value in runner.trim_to_bucket(
+    cut = {key: value.numpy() for key, value in input_pipeline.trim_to_bucket(
         {key: tf.constant(value) for key, value in full.items()}, BOUNDARIES, keys,
-        num_choices).items()}
+           num_choices).items()}
     assert cut["input_ids"].shape == (BATCH, num_choices * 16)  # Longest 13 -> bucket 16.
     assert cut["input_mask"].sum() == full["input_mask"].sum()
 
@@ -319,13 +322,13 @@ def test_buckets_are_off_when_asked_and_on_a_tpu():
         return types.SimpleNamespace(**{"use_tpu": False, "distribution_strategy": "none",
                                         **values})
 
-    assert runner.training_length_buckets(True, SEQ, distribution()) == BOUNDARIES
-    assert runner.training_length_buckets(True, SEQ, distribution(
+    assert input_pipeline.training_length_buckets(True, SEQ, distribution()) == BOUNDARIES
+    assert input_pipeline.training_length_buckets(True, SEQ, distribution(
         distribution_strategy="mirrored")) == BOUNDARIES
-    assert runner.training_length_buckets(False, SEQ, distribution()) is None
-    assert runner.training_length_buckets(None, SEQ, distribution()) is None
-    assert runner.training_length_buckets(True, SEQ, distribution(use_tpu=True)) is None
-    assert runner.training_length_buckets(True, SEQ, distribution(
+    assert input_pipeline.training_length_buckets(False, SEQ, distribution()) is None
+    assert input_pipeline.training_length_buckets(None, SEQ, distribution()) is None
+    assert input_pipeline.training_length_buckets(True, SEQ, distribution(use_tpu=True)) is None
+    assert input_pipeline.training_length_buckets(True, SEQ, distribution(
         distribution_strategy="tpu")) is None
 
 
@@ -335,7 +338,7 @@ def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted
     max_seq_length 64 with the buckets on: the topic sentences (< 16 word pieces) train in
     batches of 16 positions."""
     widths = []
-    original = runner.trim_to_bucket
+    original = input_pipeline.trim_to_bucket
 
     def spy(features, *args, **kwargs):
         """trim_to_bucket, noting the width of every batch the input pipeline makes."""
@@ -355,7 +358,7 @@ def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted
         train_batch_size=8, num_train_steps=12, learning_rate=1e-4, eval_batch_size=40,
         keep_checkpoint_max=1))
     assert results["global_step"] == 12
-    assert widths and set(widths) <= set(runner.length_bucket_boundaries(64)) - {64}
+    assert widths and set(widths) <= set(input_pipeline.length_bucket_boundaries(64)) - {64}
     assert results["eval_accuracy"] >= 0.85
 
 
@@ -374,7 +377,7 @@ _MIRRORED_RUN = textwrap.dedent("""
     from finetune_helpers import options, write_tiny_config, TOPICS
     from bert_tf.tasks import finetuning, runner
 
-    shapes, trim_to_bucket = [], runner.trim_to_bucket
+    shapes, trim_to_bucket = [], input_pipeline.trim_to_bucket
 
     def spy(features, *args, **kwargs):
         cut = trim_to_bucket(features, *args, **kwargs)
@@ -383,7 +386,7 @@ _MIRRORED_RUN = textwrap.dedent("""
         ids.set_shape(cut["input_ids"].shape)
         return {{**cut, "input_ids": ids}}
 
-    runner.trim_to_bucket = spy
+    input_pipeline.trim_to_bucket = spy
     results = finetuning.run_finetuning(*options(
         "classifier", task_name="tsv", text_a_column="sentence", data_dir={data!r},
         vocab_file={vocab!r}, bert_config_file=write_tiny_config({out!r}),
@@ -408,5 +411,5 @@ def test_mirrored_replicas_train_on_bucketed_batches(tmp_path, minilm_dir):
     # Each replica gets 4 of the global batch of 8, cut to a bucket below max_seq_length.
     assert len(result["shapes"]) >= 12
     for batch, width in result["shapes"]:
-        assert batch == 4 and width in runner.length_bucket_boundaries(64) and width < 64
+        assert batch == 4 and width in input_pipeline.length_bucket_boundaries(64) and width < 64
     assert "--bucket_by_length: on" in completed.stderr

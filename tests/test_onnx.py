@@ -18,8 +18,9 @@ from finetune_helpers import (
     run_script,
 )
 
-from bert_tf import onnx_export, predict
 from bert_tf.metrics import squad as squad_metrics
+from bert_tf.serving import onnx_export
+from bert_tf.serving import predictor as predict
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("tf2onnx", reason="the [onnx] extra is not installed")

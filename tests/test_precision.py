@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import estimator as estimator_lib
 from bert_tf import modeling
 from bert_tf.tasks import squad
+from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 

@@ -1,4 +1,4 @@
-"""bert_tf.predict.Predictor and scripts/predict.py against run_*.py --do_predict of the same
+"""The Predictor and scripts/predict.py against run_*.py --do_predict of the same
 tiny checkpoints: from the export and from the checkpoint, in input order with mixed lengths;
 the text-in export signatures against the id signature; bad input."""
 
@@ -22,12 +22,15 @@ from finetune_helpers import (
     write_tiny_config,
 )
 
-from bert_tf import predict, serving_text, tokenization
+from bert_tf import tokenization
 from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import finetuning
+from bert_tf.runs import finetuning
+from bert_tf.serving import export
+from bert_tf.serving import predictor as predict
+from bert_tf.serving import text_signature as serving_text
 
 SEQ = 24
 SQUAD_FILE = os.path.join(FINETUNE_DATA, "squad_small.json")
@@ -183,7 +186,7 @@ def _id_signature(loaded, features):
     """serving_default on FullTokenizer features, each padded to the batch's longest."""
     width = max(int(sum(f.input_mask)) for f in features)
     inputs = {name: tf.constant([getattr(f, name)[:width] for f in features], tf.int32)
-              for name in finetuning.SERVING_INPUT_NAMES}
+              for name in export.SERVING_INPUT_NAMES}
     return {key: value.numpy() for key, value in loaded.signatures["serving_default"](
         **inputs).items()}
 
@@ -245,7 +248,7 @@ def _assert_same(served, loaded, features, *keys):
 def test_in_graph_tokenizer_agrees_with_full_tokenizer(vocab_file, do_lower_case):
     with open(os.path.join(DATA, "multilingual.txt"), encoding="utf-8") as f:
         lines = f.read().splitlines()
-    # Beyond the corpus: what tf-text alone gets wrong (see bert_tf.serving_text).
+    # Beyond the corpus: what tf-text alone gets wrong (see bert_tf.serving.text_signature).
     lines += ["Straße ﬁne İstanbul ＡＢＣ ½ Ǆ", "a\u00adb c\u200bd e\ufeff", "x\x00y \ufffdz",
               "a" * 101 + " b", "x " + "é" * 101 + ",y", "é" * 60, "l'argument «\u00a0vars »"]
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)

@@ -11,10 +11,11 @@ import tensorflow as tf
 from envs import child_env
 from script_runner import run_python_script, start_python_script
 
-from bert_tf import flags as bert_flags
 from bert_tf import modeling
 from bert_tf import options as bert_options
+from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.runs.pretraining import run_pretraining
 from bert_tf.tasks import pretraining
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,8 +79,8 @@ def pretrain_options(tmp_path, **overrides):
 def test_overfits_a_handful_of_instances_and_writes_eval_results(tmp_path):
     write_records(str(tmp_path / "train.tfrecord"), num=8)
     # One step: the loss at the start; then the same run resumes from step 1 to 150.
-    first = pretraining.run_pretraining(pretrain_options(tmp_path, num_train_steps=1))
-    last = pretraining.run_pretraining(pretrain_options(tmp_path, num_train_steps=150))
+    first = run_pretraining(pretrain_options(tmp_path, num_train_steps=1))
+    last = run_pretraining(pretrain_options(tmp_path, num_train_steps=150))
     assert last["global_step"] == 150
     assert last["masked_lm_loss"] < 0.5 * first["masked_lm_loss"], (first, last)
     assert last["masked_lm_accuracy"] > 0.9
@@ -94,8 +95,8 @@ def test_training_steps_fetch_one_set_of_tensors(tmp_path, session_run_fetches):
     """Pre-training's summaries are scalars, so its steps all run one executor (a second one
     costs another grappler pass over the training graph and a warm-up step)."""
     write_records(str(tmp_path / "train.tfrecord"), num=8)
-    pretraining.run_pretraining(pretrain_options(tmp_path, num_train_steps=6, do_eval=False,
-                                                 save_summary_steps=2, log_every_n_steps=2))
+    run_pretraining(pretrain_options(tmp_path, num_train_steps=6, do_eval=False,
+                                     save_summary_steps=2, log_every_n_steps=2))
     steps = [names for names in session_run_fetches
              if any(name.startswith("AdamWeightDecayOptimizer") for name in names)]
     assert len(steps) == 6
@@ -140,16 +141,16 @@ def test_masked_lm_loss_matches_numpy():
 def test_records_of_another_length_are_a_clear_error(tmp_path):
     write_records(str(tmp_path / "train.tfrecord"), num=2, seq=16, preds=4)
     with pytest.raises(BertTfError, match=r"input_ids of length 16 but --max_seq_length=32"):
-        pretraining.run_pretraining(pretrain_options(tmp_path, max_seq_length=32))
+        run_pretraining(pretrain_options(tmp_path, max_seq_length=32))
     with pytest.raises(BertTfError, match=r"masked_lm_positions of length 4 but "
                                           r"--max_predictions_per_seq=5"):
-        pretraining.run_pretraining(pretrain_options(tmp_path, max_predictions_per_seq=5))
+        run_pretraining(pretrain_options(tmp_path, max_predictions_per_seq=5))
     with pytest.raises(BertTfError,
                        match=r"--input_file: pattern '.*nothing\*' matches no file"):
-        pretraining.run_pretraining(pretrain_options(tmp_path,
-                                                     input_file=str(tmp_path / "nothing*")))
+        run_pretraining(pretrain_options(tmp_path,
+                                         input_file=str(tmp_path / "nothing*")))
     with pytest.raises(BertTfError, match=r"not divisible by --num_accumulation_steps=3"):
-        pretraining.run_pretraining(pretrain_options(tmp_path, num_accumulation_steps=3))
+        run_pretraining(pretrain_options(tmp_path, num_accumulation_steps=3))
 
 
 def _script(args, timeout):

@@ -654,9 +654,9 @@ def test_num_train_epochs_and_warmup_proportion_set_the_step_counts(tmp_path, vo
 def _gradient_norm(config_path, checkpoint, records_path, batch):
     """The global L2 norm of the gradient of the pre-training loss at `checkpoint`'s weights on
     the first `batch` records of `records_path`, by autodiff and numpy."""
-    from bert_tf import estimator as estimator_lib
     from bert_tf import modeling
     from bert_tf.tasks import pretraining
+    from bert_tf.training import estimator as estimator_lib
 
     serialized = list(tf.data.TFRecordDataset(records_path).take(batch).as_numpy_iterator())
     spec = {"input_ids": SEQ, "input_mask": SEQ, "segment_ids": SEQ,

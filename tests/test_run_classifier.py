@@ -20,8 +20,10 @@ from finetune_helpers import (
 )
 
 from bert_tf.data import classification as classification_data
+from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import classification, finetuning, runner
+from bert_tf.runs import finetuning
+from bert_tf.tasks import classification
 
 
 @pytest.fixture(scope="module")
@@ -164,16 +166,16 @@ def test_eval_and_predict_batches_are_trimmed_to_their_longest_example(tmp_path,
                                                                 tokenizer, path)
     lengths = [len(tokenizer.tokenize(text)) + 2 for text in texts]
 
-    eval_batches = list(runner.record_input_fn(
+    eval_batches = list(input_pipeline.record_input_fn(
         [path], classification.feature_spec(20), is_training=False,
-        trim_keys=runner.SEQUENCE_FEATURES)({"batch_size": 2}))
+        trim_keys=input_pipeline.SEQUENCE_FEATURES)({"batch_size": 2}))
     assert [batch["input_ids"].shape[1] for batch in eval_batches] == [
         max(lengths[0:2]), max(lengths[2:4]), lengths[4]]
     assert eval_batches[-1]["input_ids"].shape[0] == 1  # The last, partial batch is kept.
     assert eval_batches[0]["input_ids"].dtype == tf.int32
-    train_batch = next(iter(runner.record_input_fn(
+    train_batch = next(iter(input_pipeline.record_input_fn(
         [path], classification.feature_spec(20), is_training=True,
-        trim_keys=runner.SEQUENCE_FEATURES)({"batch_size": 4})))
+        trim_keys=input_pipeline.SEQUENCE_FEATURES)({"batch_size": 4})))
     assert train_batch["input_ids"].shape == (4, 20)
 
 

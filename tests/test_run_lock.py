@@ -1,6 +1,6 @@
 """The lock a run holds on its --output_dir: a second run on the directory stops with one line
 before writing anything, a killed run's lock is taken over, and the lock goes when the run
-ends (bert_tf.run_lock)."""
+ends (bert_tf.training.run_lock)."""
 
 import json
 import os
@@ -23,7 +23,8 @@ from finetune_helpers import (
 from script_runner import start_python_script
 from test_pretraining import TINY, write_records
 
-from bert_tf import errors, run_lock
+from bert_tf import errors
+from bert_tf.training import run_lock
 
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hold_run_lock.py")
 

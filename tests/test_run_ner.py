@@ -19,7 +19,7 @@ from finetune_helpers import (
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
-from bert_tf.tasks import finetuning
+from bert_tf.runs import finetuning
 
 NER_DATA = os.path.join(DATA, "ner")
 

@@ -20,7 +20,7 @@ from finetune_helpers import (
 )
 
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import finetuning
+from bert_tf.runs import finetuning
 
 WINDOWS_V2 = os.path.join(DATA, "squad", "windows_v2.json")
 SMALL_V1 = os.path.join(FINETUNE_DATA, "squad_small.json")

@@ -1,4 +1,4 @@
-"""The shared run set-up (bert_tf/tasks/runner.py): pre-training and every fine-tuning task stop
+"""The shared run set-up (bert_tf/training/runner.py): pre-training and every fine-tuning task stop
 on the same bad input with the same one-line error, before any graph is built and before
 anything is written to --output_dir."""
 
@@ -12,8 +12,8 @@ from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf import options as bert_options
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import finetuning
-from bert_tf.tasks import pretraining as pretraining_task
+from bert_tf.runs import finetuning
+from bert_tf.runs.pretraining import run_pretraining
 
 tf1 = tf.compat.v1
 
@@ -56,7 +56,7 @@ def _run(kind, values, files, output_dir):
         run_options = pretrain_options(d, input_file=str(d / "train.tfrecord"),
                                        max_predictions_per_seq=4, **common)
         assert isinstance(run_options, bert_options.PretrainOptions)
-        call = lambda: pretraining_task.run_pretraining(run_options)  # noqa: E731
+        call = lambda: run_pretraining(run_options)  # noqa: E731
     else:
         data = {"classifier": dict(task_name="mrpc", data_dir=os.path.join(DATA, "glue", "MRPC")),
                 "ner": dict(data_dir=os.path.join(DATA, "ner")),

@@ -7,10 +7,11 @@ import tensorflow as tf
 from test_pretraining import TINY, pretrain_options
 from test_pretraining_data import _numbered_corpus, _read, _run, _unmasked_ids
 
-from bert_tf import estimator as estimator_lib
 from bert_tf import modeling, tokenization
 from bert_tf.errors import BertTfError
+from bert_tf.runs.pretraining import run_pretraining
 from bert_tf.tasks import pretraining
+from bert_tf.training import estimator as estimator_lib
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +124,9 @@ def test_run_pretraining_on_dynamic_none_records_and_objective_mismatch(tmp_path
          dupe_factor=1, masking="dynamic", next_sentence_objective="none")
     (tmp_path / "bert_config.json").write_text(json.dumps({**TINY, "vocab_size": 30522}))
     with pytest.raises(BertTfError, match="written with --next_sentence_objective=none"):
-        pretraining.run_pretraining(pretrain_options(tmp_path, input_file=records))
+        run_pretraining(pretrain_options(tmp_path, input_file=records))
     assert not (tmp_path / "out").exists()
-    results = pretraining.run_pretraining(pretrain_options(
+    results = run_pretraining(pretrain_options(
         tmp_path, input_file=records, next_sentence_objective="none", num_train_steps=4,
         save_checkpoints_steps=4, max_eval_steps=2, report_majority_baseline=True))
     assert sorted(results) == ["global_step", "loss", "majority_baseline_accuracy",

@@ -24,11 +24,11 @@ from script_runner import run_python_script
 from test_estimator import X, Y, make_estimator, make_input_fn
 from test_pretraining import TINY, write_records
 
-from bert_tf import distribute
-from bert_tf import estimator as estimator_lib
-from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
+from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
+from bert_tf.training import distribute
+from bert_tf.training import estimator as estimator_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IGNORED = "TF_CONFIG is set but ignored"

@@ -26,7 +26,8 @@ from test_distribute import _flags, _kill_all, _start_workers, _wait, data  # no
 from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf import modeling
-from bert_tf.tasks import finetuning, pretraining
+from bert_tf.runs import finetuning
+from bert_tf.runs.pretraining import run_pretraining
 
 tf1 = tf.compat.v1
 
@@ -177,7 +178,7 @@ def test_release_checkpoint_has_the_model_only_and_loads(tmp_path, vocab_file):
 def test_pretraining_logs_masked_lm_and_next_sentence_metrics_per_step(tmp_path, caplog):
     write_records(str(tmp_path / "train.tfrecord"), num=16)
     caplog.set_level("INFO")
-    pretraining.run_pretraining(pretrain_options(
+    run_pretraining(pretrain_options(
         tmp_path, num_train_steps=6, log_every_n_steps=2, do_eval=False))
     out = str(tmp_path / "out")
     # Written with the progress line's speed summary, every --log_every_n_steps steps.

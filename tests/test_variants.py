@@ -22,8 +22,9 @@ import tensorflow as tf
 from envs import child_env
 from script_runner import run_python_script
 
-from bert_tf import conversion, extract_features, modeling
+from bert_tf import extract_features, modeling
 from bert_tf.errors import BertTfError
+from bert_tf.tools import conversion
 
 tf1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

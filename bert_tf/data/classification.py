@@ -900,7 +900,7 @@ def cached_tfrecord_file(output_file, key, write_fn):
             meta = None
         if (isinstance(meta, dict) and meta.get("key") == key and
                 meta.get("record_file_size") == fileio.file_size(output_file)):
-            from bert_tf import records
+            from bert_tf.data import records
 
             bad_offset = records.first_bad_offset(output_file)  # Every CRC: bytes can flip.
             if bad_offset is None:

@@ -18,12 +18,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, heads
+from bert_tf import fileio
 from bert_tf.data import classification as classification_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as classification_metrics
-from bert_tf.tasks import finetuning, model_fn_parts, runner
+from bert_tf.tasks import base, heads, model_fn_parts
+from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import runner
 
 tf1 = tf.compat.v1
 
@@ -101,7 +102,7 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
         see `optimization.create_optimizer`.
       compute_dtype: tf.float32, tf.bfloat16 or tf.float16.
       use_one_hot_embeddings: one-hot embedding lookup (TPUs).
-      eval_collector: a `finetuning.ExampleCollector` that receives each eval record's
+      eval_collector: a `base.ExampleCollector` that receives each eval record's
         "logits", "label_ids", "is_real_example" (and "example_index").
       trainable: an `optimization.TrainableSelection` (frozen layers), or None.
       multi_label, class_weights: see `classifier_loss`.
@@ -167,7 +168,7 @@ def eval_spec(loss, per_example_loss, outputs, label_ids, is_real_example, no_ac
         "loss_weights", eval_loss is weighted by them as the training loss is).
       label_ids: [B] gold labels; is_real_example: [B] or [B, 1], 0 for padding examples.
       no_accuracy: no eval_accuracy (regression, multi-label).
-      eval_collector: a `finetuning.ExampleCollector` receiving `collected` (dict name ->
+      eval_collector: a `base.ExampleCollector` receiving `collected` (dict name ->
         [B, ...]) and "is_real_example" of each record.
       collected: see `eval_collector` (default: {"predictions", "label_ids"}).
     """
@@ -289,7 +290,7 @@ def parse_class_weights(value, label_list, train_examples):
     return weights
 
 
-class ClassificationTask(finetuning.FinetuningTask):
+class ClassificationTask(base.FinetuningTask):
     """GLUE, XNLI and csv/tsv sentence (pair) classification, multi-label and regression.
 
     Writes to --output_dir: train.tf_record / eval.tf_record / predict.tf_record (cached
@@ -299,7 +300,7 @@ class ClassificationTask(finetuning.FinetuningTask):
     exact_match, f1_<label>; with --class_weights a `# class_weights` header and recall_<label>)
     and test_results.tsv (one probability per label a line); with --export_dir a SavedModel
     (see `finetuning`). Without --do_train, a label_list.txt beside the checkpoint it runs
-    (`finetuning.checkpoint_label_list`) names the head's outputs: the csv/tsv task takes its
+    (`base.checkpoint_label_list`) names the head's outputs: the csv/tsv task takes its
     labels from it (unless --labels), and any other label list must equal it.
     """
 
@@ -314,7 +315,7 @@ class ClassificationTask(finetuning.FinetuningTask):
         self.processor = None
         self.head_labels = None
         self.class_weights = None
-        self.collector = finetuning.ExampleCollector()
+        self.collector = base.ExampleCollector()
 
     @property
     def is_regression(self):
@@ -332,7 +333,7 @@ class ClassificationTask(finetuning.FinetuningTask):
         t = self.task_options
         # Without training, the head's labels in its output order (a converted Hugging Face
         # model's need not be sorted as a train file's).
-        self.head_labels = finetuning.checkpoint_label_list(options)
+        self.head_labels = base.checkpoint_label_list(options)
         labels = t.labels
         if labels is None and self.task_name in ("csv", "tsv"):
             labels = self.head_labels
@@ -341,7 +342,7 @@ class ClassificationTask(finetuning.FinetuningTask):
             label_column=t.label_column, labels=labels, header=t.has_header,
             regression=t.regression, language=t.language, multi_label=t.multi_label or None,
             label_separator=t.label_separator if t.multi_label else None)
-        finetuning.require_data_dir(t.data_dir, f"the {self.task_name} files")
+        base.require_data_dir(t.data_dir, f"the {self.task_name} files")
         classification_data.check_doc_stride(t.doc_stride, options.model.max_seq_length)
         if t.class_weights and (self.is_regression or self.multi_label):
             raise BertTfError("--class_weights: only for single-label classification, not "
@@ -352,7 +353,7 @@ class ClassificationTask(finetuning.FinetuningTask):
                               "between 0 and 1 (exclusive).")
 
     def read_examples(self, options):
-        splits = finetuning.read_splits(self.processor, self.task_options.data_dir, options)
+        splits = base.read_splits(self.processor, self.task_options.data_dir, options)
         self.label_list = None if self.is_regression else self.processor.get_labels()
         if self.label_list and self.head_labels and self.label_list != self.head_labels:
             raise BertTfError(

@@ -6,8 +6,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from bert_tf import estimator as estimator_lib
 from bert_tf import modeling, optimization, precision
+from bert_tf.training import estimator as estimator_lib
 
 
 def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,

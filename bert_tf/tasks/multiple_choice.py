@@ -4,7 +4,7 @@ Each choice is its own sequence `[CLS] context [SEP] ending [SEP]`; the encoder 
 B * num_choices sequences, the pooled [CLS] output of each goes through a one-output projection
 (variables `cls/multiple_choice/output_weights` [1, H] and `cls/multiple_choice/output_bias`
 [1]; Hugging Face's `BertForMultipleChoice` names them `classifier.weight` / `classifier.bias`,
-see `bert_tf.conversion`), and the num_choices scores of a question are its logits. The
+see `bert_tf.tools.conversion`), and the num_choices scores of a question are its logits. The
 loss is the softmax cross-entropy over the choices; the metric is accuracy.
 
 Export: the signatures take input_ids, input_mask, segment_ids [batch, num_choices * seq]
@@ -17,11 +17,13 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, heads
+from bert_tf import fileio
+from bert_tf.data import input_pipeline
 from bert_tf.data import multiple_choice as mc_data
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import classification, finetuning, model_fn_parts, runner
+from bert_tf.tasks import base, classification, heads, model_fn_parts
+from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import runner
 
 tf1 = tf.compat.v1
 
@@ -41,7 +43,7 @@ def choice_logits(pooled_output, num_choices, is_training, initializer_range=0.0
 def flatten_choices(features, num_choices):
     """The [B, num_choices * S] sequence features as [B * num_choices, S]."""
     out = dict(features)
-    for key in runner.SEQUENCE_FEATURES:
+    for key in input_pipeline.SEQUENCE_FEATURES:
         value = features[key]
         seq = tf.shape(value)[1] // num_choices
         out[key] = tf.reshape(value, [-1, seq])
@@ -83,7 +85,7 @@ def model_fn_builder(bert_config, num_choices, init_checkpoint=None, learning_ra
     return model_fn
 
 
-class MultipleChoiceTask(finetuning.FinetuningTask):
+class MultipleChoiceTask(base.FinetuningTask):
     """SWAG-style multiple choice.
 
     Writes to --output_dir: cached features (*.tf_record), checkpoints, eval_results.txt
@@ -105,10 +107,10 @@ class MultipleChoiceTask(finetuning.FinetuningTask):
         del options
         self.processor = mc_data.MultipleChoiceProcessor(self.task_options.task_name)
         files = ", ".join(mc_data.SPLIT_FILES[self.task_options.task_name].values())
-        finetuning.require_data_dir(self.task_options.data_dir, files)
+        base.require_data_dir(self.task_options.data_dir, files)
 
     def read_examples(self, options):
-        splits = finetuning.read_splits(self.processor, self.task_options.data_dir, options)
+        splits = base.read_splits(self.processor, self.task_options.data_dir, options)
         self.num_choices = mc_data.num_choices_of(*splits)
         logging.info("Multiple choice (%s): %d choices per question",
                      self.task_options.task_name, self.num_choices)
@@ -127,7 +129,7 @@ class MultipleChoiceTask(finetuning.FinetuningTask):
         del is_training
         width = self.num_choices * seq_length
         spec = {key: tf.io.FixedLenFeature([width], tf.int64)
-                for key in runner.SEQUENCE_FEATURES}
+                for key in input_pipeline.SEQUENCE_FEATURES}
         spec["label_ids"] = tf.io.FixedLenFeature([1], tf.int64)
         spec["is_real_example"] = tf.io.FixedLenFeature([1], tf.int64)
         return spec

@@ -17,13 +17,13 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import estimator as estimator_lib
-from bert_tf import heads
 from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
-from bert_tf.tasks import finetuning, model_fn_parts, runner
+from bert_tf.tasks import base, heads, model_fn_parts
+from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import runner
 
 tf1 = tf.compat.v1
 
@@ -148,13 +148,13 @@ def word_tags(outputs, examples, label_list, windowed=False):
         for output, example in zip(outputs, examples, strict=True)]
 
 
-class NerTask(finetuning.FinetuningTask):
+class NerTask(base.FinetuningTask):
     """CoNLL-style named-entity recognition.
 
     Reads CoNLL files from --data_dir (train.txt, dev.txt, test.txt; see `bert_tf.data.ner`
     for other accepted names); the tag list is "O" then the train file's other tags (without
     --do_train: the label_list.txt beside the checkpoint it runs, when it has one; see
-    `finetuning.checkpoint_label_list`). Writes to
+    `base.checkpoint_label_list`). Writes to
     --output_dir: cached features (*.tf_record), checkpoints, label_list.txt (tag of each id),
     eval_results.txt (eval_loss, eval_accuracy, global_step, loss and conlleval's precision,
     recall, f1, accuracy, overall and per entity type), eval_predictions.txt and
@@ -172,7 +172,7 @@ class NerTask(finetuning.FinetuningTask):
         self.doc_stride = task_options.doc_stride
         if self.windowed:
             self.sequence_keys = SEQUENCE_KEYS + ("word_index",)
-        self.collector = finetuning.ExampleCollector()
+        self.collector = base.ExampleCollector()
 
     @property
     def windowed(self):
@@ -180,16 +180,16 @@ class NerTask(finetuning.FinetuningTask):
 
     def check(self, options):
         classification_data.check_doc_stride(self.doc_stride, options.model.max_seq_length)
-        finetuning.require_data_dir(self.data_dir, "train.txt, dev.txt and test.txt")
+        base.require_data_dir(self.data_dir, "train.txt, dev.txt and test.txt")
 
     def read_examples(self, options):
         # Without training, the head's own tag order (a converted Hugging Face model's need
         # not be the train file's), and no train file needed.
         processor = ner_data.NerProcessor(data_dir=self.data_dir,
-                                          labels=finetuning.checkpoint_label_list(options))
+                                          labels=base.checkpoint_label_list(options))
         self.label_list = processor.get_labels()
         logging.info("NER tags: %s", self.label_list)
-        return finetuning.read_splits(processor, self.data_dir, options)
+        return base.read_splits(processor, self.data_dir, options)
 
     def model_fn(self, bert_config, init_checkpoint, training):
         return model_fn_builder(bert_config, len(self.label_list),

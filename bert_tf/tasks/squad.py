@@ -11,12 +11,14 @@ import random
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import estimator as estimator_lib
-from bert_tf import fileio, heads
+from bert_tf import fileio
+from bert_tf.data import input_pipeline
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import squad as squad_metrics
-from bert_tf.tasks import finetuning, model_fn_parts, runner, squad_postprocess
+from bert_tf.tasks import base, heads, model_fn_parts, squad_postprocess
+from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import runner
 
 tf1 = tf.compat.v1
 
@@ -82,7 +84,7 @@ def feature_spec(seq_length, is_training):
     """The SQuAD TFRecord keys (docs/compatibility.md §3), all int64; positions only for
     training."""
     spec = {"unique_ids": tf.io.FixedLenFeature([1], tf.int64)}
-    for key in runner.SEQUENCE_FEATURES:
+    for key in input_pipeline.SEQUENCE_FEATURES:
         spec[key] = tf.io.FixedLenFeature([seq_length], tf.int64)
     if is_training:
         for key in ("start_positions", "end_positions", "is_impossible"):
@@ -100,7 +102,7 @@ def predict_raw_results(estimator, input_fn, checkpoint_path=None):
             for prediction in estimator.predict(input_fn, checkpoint_path=checkpoint_path)]
 
 
-class SquadTask(finetuning.FinetuningTask):
+class SquadTask(base.FinetuningTask):
     """SQuAD v1.1 / v2.0 span prediction.
 
     Writes to --output_dir: train.tf_record / eval.tf_record (windowed features),

@@ -23,7 +23,7 @@ the step the state file already points at (the stock hook does so right after ev
 A non-finite loss stops training with a `BertTfError` naming the step, and weights that are not
 finite are never written to a checkpoint (see `_StopOnNonFiniteLossHook`).
 
-Distribution: with `RunConfig(train_distribute=strategy)` (see `bert_tf.distribute`) `train`
+Distribution: with `RunConfig(train_distribute=strategy)` (see `training.distribute`) `train`
 builds the model once per replica through `strategy.extended.call_for_each_replica`, feeds each
 replica its own batch of `train_batch_size / num_replicas` examples (the input_fn is called once
 per worker with that batch size and, if it takes one, an `input_context` to shard by), logs and
@@ -52,8 +52,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import checkpoints, distribute, errors, fileio, resume
-from bert_tf.faults import translate_faults
+from bert_tf import errors, fileio
+from bert_tf.training import checkpoints, distribute, resume
+from bert_tf.training.faults import translate_faults
 
 # True while a model_fn builds a graph whose variables are all restored from a checkpoint of
 # the run (evaluate, predict with a checkpoint, export); see `restores_checkpoint`.
@@ -118,7 +119,7 @@ class RunConfig:
     save_summary_steps: int = 100  # None or 0: no graph summaries.
     tf_random_seed: int = None  # Graph-level seed; set it for repeatable runs.
     session_config: tf.compat.v1.ConfigProto = None  # Default: allow_soft_placement.
-    train_distribute: object = None  # A tf.distribute strategy for train() (bert_tf.distribute).
+    train_distribute: object = None  # A tf.distribute strategy for train() (training.distribute).
     # Multi-worker only: seconds a training step may wait for the other workers before train()
     # stops with an error (a worker died or hangs). None: distribute.DEFAULT_STEP_TIMEOUT_SECS;
     # 0: wait forever.
@@ -130,7 +131,7 @@ class RunConfig:
     # SIGTERM / SIGINT during train(): seconds to finish the step and write its checkpoint.
     preemption_grace_secs: float = 30.0
     # Save the input pipeline's position with every checkpoint and restore it on resume
-    # (bert_tf.resume; one input pipeline, i.e. no train_distribute).
+    # (bert_tf.training.resume; one input pipeline, i.e. no train_distribute).
     exact_resume: bool = False
 
     @property
@@ -563,7 +564,7 @@ class Estimator:
             kwargs["config"] = self.config
         spec = self.model_fn(features, labels, **kwargs)
         if not isinstance(spec, EstimatorSpec):
-            raise TypeError(f"model_fn must return a bert_tf.estimator.EstimatorSpec, got "
+            raise TypeError(f"model_fn must return a bert_tf.training.estimator.EstimatorSpec, got "
                             f"{type(spec).__name__}.")
         return spec
 
@@ -576,7 +577,7 @@ class Estimator:
     def _get_features_and_labels(self, input_fn, mode, strategy=None, saveable_input=False):
         """Calls input_fn; returns (features, labels or None, hooks that start its iterator).
 
-        With `saveable_input` the iterator's state can be saved (`bert_tf.resume`): always
+        With `saveable_input` the iterator's state can be saved (`bert_tf.training.resume`): always
         without a strategy, and under one that trains one replica per worker.
 
         Under a strategy the input_fn is called once per worker with params["batch_size"] set

@@ -6,7 +6,7 @@ the line a user can act on:
 
   DataLossError                  a corrupt TFRecord: the file, the byte offset and the fix
                                  (`records.data_loss_message`; the input_fn's `input_files`
-                                 and `flag` attributes, set by `runner.record_input_fn`, say
+                                 and `flag` attributes, set by `input_pipeline.record_input_fn`, say
                                  which files it read);
   ResourceExhaustedError (OOM),  out of memory: the batch per replica and what shrinks it
   MemoryError                    (`--num_accumulation_steps`, a smaller batch,
@@ -23,8 +23,9 @@ import inspect
 
 import tensorflow as tf
 
-from bert_tf import checkpoints, records
+from bert_tf.data import records
 from bert_tf.errors import BertTfError, short_tf_error
+from bert_tf.training import checkpoints
 
 # What each mode's batch is called on the command line.
 _BATCH_FLAGS = {"train": "train_batch_size", "eval": "eval_batch_size",

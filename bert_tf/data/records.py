@@ -178,7 +178,7 @@ def check_record_files(input_files, flag="input_file", skip_corrupt_records=Fals
 
     Returns:
       {path: number of whole records} for the files to read only partly (empty when every
-      file is whole); pass it to `runner.record_input_fn` as `record_limits`.
+      file is whole); pass it to `input_pipeline.record_input_fn` as `record_limits`.
 
     Raises:
       BertTfError: naming the first broken file, unless `skip_corrupt_records`.

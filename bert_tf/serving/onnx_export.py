@@ -7,9 +7,9 @@
 `input_ids`, `input_mask`, `segment_ids` int32 [batch, seq] with both axes dynamic, outputs
 named as the signature's (`probabilities`, `start_logits` / `end_logits`, `tag_ids`). The
 export's assets.extra/ files (task, vocab, labels, settings) go into the model's metadata under
-"bert_tf/<file name>", so `bert_tf.predict.Predictor.from_onnx(path)` needs nothing else.
+"bert_tf/<file name>", so `bert_tf.serving.predictor.Predictor.from_onnx(path)` needs nothing else.
 With `optimize=True` (the default) the graph is first rewritten to ONNX Runtime's fused BERT
-operators (Attention, SkipLayerNormalization, BiasGelu; see `bert_tf.onnx_fusion`), so INT8 then
+operators (Attention, SkipLayerNormalization, BiasGelu; see `onnx_fusion`), so INT8 then
 quantizes them as QAttention and DynamicQuantizeMatMul. INT8 is onnxruntime's `quantize_dynamic`:
 int8 weights of the MatMuls (and the attention's packed QKV weights), activations quantized per
 batch at run time.
@@ -43,13 +43,13 @@ def _frozen_signature(export_dir):
     # deprecation notice.
     from tensorflow.python.framework import convert_to_constants
 
-    from bert_tf import predict
+    from bert_tf.serving import predictor as predict
 
     session, signature = predict.load_serving_session(export_dir)
     with session:
         graph_def = session.graph.as_graph_def()
         # serving_default feeds tensors computed from the text signatures' placeholders
-        # (finetuning.export_saved_model): cut there, so nothing above them is kept.
+        # (export.export_saved_model): cut there, so nothing above them is kept.
         fed = {info.name.split(":")[0]: info for info in signature.inputs.values()}
         for node in graph_def.node:
             if node.name in fed:
@@ -74,7 +74,7 @@ def _rename(graph, renames):
 
 def _assets(export_dir):
     """{metadata key: text} of the export's assets.extra/ files."""
-    from bert_tf import predict
+    from bert_tf.serving import predictor as predict
 
     extra = os.path.join(export_dir, "assets.extra")
     files = {}
@@ -111,7 +111,7 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
     Returns:
       The ONNX ModelProto written.
     """
-    from bert_tf import predict
+    from bert_tf.serving import predictor as predict
 
     export_dir = predict.newest_export(export_dir)
     _check_inputs(export_dir, output_file, quantize, optimize)
@@ -147,7 +147,8 @@ def _fuse(model, metadata):
     """`onnx_fusion.fuse` with the sizes from the export's bert_config.json."""
     import json
 
-    from bert_tf import onnx_fusion, predict
+    from bert_tf.serving import onnx_fusion
+    from bert_tf.serving import predictor as predict
 
     config = json.loads(metadata[predict.ONNX_ASSET_PREFIX + "bert_config.json"])
     model, stats = onnx_fusion.fuse(model, config["num_attention_heads"], config["hidden_size"])

@@ -21,9 +21,9 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import estimator as estimator_lib
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
+from bert_tf.training import estimator as estimator_lib
 
 HISTORY_FILE = "eval_history.jsonl"
 BEST_DIR = "best"

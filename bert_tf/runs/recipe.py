@@ -21,11 +21,11 @@ import time
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf import flags as bert_flags
 from bert_tf import options as bert_options
+from bert_tf.cli import flags as bert_flags
 from bert_tf.data import corpus, pretraining_data, vocab
 from bert_tf.errors import BertTfError, require_file
-from bert_tf.tasks import pretraining
+from bert_tf.runs.pretraining import run_pretraining
 
 # Masked positions per sequence: BERT's 20 at 128, NVIDIA's 80 at 512 (~15 %, rounded up).
 _PREDICTIONS = {128: 20, 512: 80}
@@ -94,7 +94,7 @@ def _pretrain(options, config_file, phase, train_file, eval_file, init_checkpoin
         random_seed=options.random_seed, report_majority_baseline=True,
         next_sentence_objective=options.next_sentence_objective)
     flag_values = bert_flags.parse(bert_flags.define_pretraining_flags, **values)
-    return pretraining.run_pretraining(bert_options.PretrainOptions.from_flags(flag_values))
+    return run_pretraining(bert_options.PretrainOptions.from_flags(flag_values))
 
 
 def run_recipe(options):

@@ -27,29 +27,31 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio, modeling, precision, serving_text, tokenization
-from bert_tf import estimator as estimator_lib
+from bert_tf import errors, fileio, modeling, precision, tokenization
 from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.data import packing
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
+from bert_tf.serving import export
+from bert_tf.serving import text_signature as serving_text
 from bert_tf.tasks import (
+    base,
     classification,
-    finetuning,
     model_fn_parts,
     ner,
     pretraining,
     squad,
     squad_postprocess,
 )
+from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 
 TASKS = ("classifier", "squad", "ner", "fill_mask", "embed")
 POOLINGS = ("cls", "mean")
 MASK_TOKEN = "[MASK]"
-_SEQUENCE_FEATURES = finetuning.SERVING_INPUT_NAMES
+_SEQUENCE_FEATURES = export.SERVING_INPUT_NAMES
 _LOG_EVERY_SECS = 10.0
 # ONNX metadata keys holding the export's assets.extra/ files (scripts/export_onnx.py).
 ONNX_ASSET_PREFIX = "bert_tf/"
@@ -252,8 +254,8 @@ def _task_outputs(config, bert_config, compute_dtype):
 
 def _read_assets(read, source):
     """(PredictConfig, vocab file text) from `read(name) -> text or None`."""
-    files = {name: read(name) for name in (finetuning.PREDICT_CONFIG_FILE,
-                                           finetuning.VOCAB_FILE)}
+    files = {name: read(name) for name in (export.PREDICT_CONFIG_FILE,
+                                           export.VOCAB_FILE)}
     missing = [name for name, text in files.items() if text is None]
     if missing:
         raise BertTfError(
@@ -262,11 +264,11 @@ def _read_assets(read, source):
             "--init_checkpoint=OUTPUT_DIR) or use Predictor.from_checkpoint / "
             "scripts/predict.py --init_checkpoint.")
     try:
-        values = json.loads(files[finetuning.PREDICT_CONFIG_FILE])
+        values = json.loads(files[export.PREDICT_CONFIG_FILE])
     except json.JSONDecodeError as e:
-        raise BertTfError(f"{source}: {finetuning.PREDICT_CONFIG_FILE} is not JSON ({e}).") \
+        raise BertTfError(f"{source}: {export.PREDICT_CONFIG_FILE} is not JSON ({e}).") \
             from None
-    return PredictConfig.from_dict(values, source), files[finetuning.VOCAB_FILE]
+    return PredictConfig.from_dict(values, source), files[export.VOCAB_FILE]
 
 
 def _tokenizer_from_text(vocab_text, do_lower_case):
@@ -366,7 +368,7 @@ class Predictor:
         errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
         errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
         if label_list is None and task in ("classifier", "ner"):
-            label_list = finetuning.labels_next_to(checkpoint)
+            label_list = base.labels_next_to(checkpoint)
         config = PredictConfig(task=task, do_lower_case=do_lower_case,
                                max_seq_length=max_seq_length,
                                label_list=tuple(label_list) if label_list else None,
@@ -742,7 +744,7 @@ def _model_task(options):
                           f"--init_checkpoint (got {named}).")
     if options.export_dir:
         path = os.path.join(newest_export(options.export_dir), "assets.extra",
-                            finetuning.PREDICT_CONFIG_FILE)
+                            export.PREDICT_CONFIG_FILE)
         if tf.io.gfile.exists(path):
             with tf.io.gfile.GFile(path) as f:
                 return PredictConfig.from_dict(json.loads(f.read()), path).task

@@ -24,7 +24,7 @@ every line, cased and uncased; tf-text's BertTokenizer alone agrees on 3,129 (un
 Packing follows `bert_tf.data.packing`: `[CLS] a [SEP] (b [SEP])`, a pair cut by popping from
 the longer side (round robin gives the same lengths), SQuAD's question cut to
 `max_query_length` pieces then the context to what is left (one window: the first
-max_seq_length tokens; `bert_tf.predict.Predictor` windows long contexts). What still differs
+max_seq_length tokens; the `Predictor` of `predictor` windows long contexts). What still differs
 from the id path is listed in README "Predicting and serving".
 """
 

@@ -420,7 +420,7 @@ def define_xla_flags(flag_values=FLAGS):
 
 def _enable_xla_cpu_jit_if_set(use_xla):
     if use_xla:
-        from bert_tf import estimator
+        from bert_tf.training import estimator
 
         estimator.enable_xla_cpu_jit()
     return True
@@ -429,9 +429,9 @@ def _enable_xla_cpu_jit_if_set(use_xla):
 def define_distribution_flags(flag_values=FLAGS):
     """`--distribution_strategy`, `--num_gpus`, `--step_timeout_secs`,
     `--startup_timeout_secs` and the TPU flags
-    (`DistributionOptions`; see `bert_tf.distribute` and the README section "Scaling out").
+    (`DistributionOptions`; see `bert_tf.training.distribute` and the README section "Scaling out").
     `--use_tpu` means `--distribution_strategy=tpu`."""
-    from bert_tf import distribute
+    from bert_tf.training import distribute
 
     meanings = {"none": "one device", "mirrored": "this host's GPUs (or CPU devices) in sync",
                 "multi_worker": "several hosts/processes described by TF_CONFIG",
@@ -580,7 +580,7 @@ def define_squad_window_flags(flag_values=FLAGS):
 def define_predict_flags(flag_values=FLAGS):
     """The flags of scripts/predict.py (`PredictOptions`): the model (an export, an ONNX file
     or a checkpoint), the input and output, and the task settings a checkpoint needs."""
-    from bert_tf import predict
+    from bert_tf.serving import predictor as predict
 
     define_model_flags(128, flag_values)
     define_precision_flags(flag_values)
@@ -619,7 +619,7 @@ def define_predict_flags(flag_values=FLAGS):
 
 def define_onnx_export_flags(flag_values=FLAGS):
     """The flags of scripts/export_onnx.py (`OnnxExportOptions`)."""
-    from bert_tf import onnx_export
+    from bert_tf.serving import onnx_export
 
     define_path("export_dir", None,
                         "The export to convert (<export_dir>/<timestamp> of run_*.py).",
@@ -649,8 +649,8 @@ def define_multiple_choice_flags(flag_values=FLAGS):
 
 
 def define_conversion_flags(flag_values=FLAGS):
-    """The flags of convert_checkpoint.py (see `bert_tf.conversion`)."""
-    from bert_tf import conversion
+    """The flags of convert_checkpoint.py (see `bert_tf.tools.conversion`)."""
+    from bert_tf.tools import conversion
 
     flags.DEFINE_enum("direction", None, ["hf_to_tf", "tf_to_hf"],
                       "hf_to_tf: Hugging Face config.json + model.safetensors -> bert_config.json "

@@ -13,7 +13,7 @@ config (`count_flops`), the matmul peak of this machine measured in the same
 process at the same precision (`measure_peak_matmul_tflops`) and their ratio,
 the model FLOPs utilisation (MFU).
 
-Under a distribution strategy (`--distribution_strategy`, see `bert_tf.distribute`) every
+Under a distribution strategy (`--distribution_strategy`, see `bert_tf.training.distribute`) every
 replica runs the step on `batch_size / replicas` sequences (`batch_size` stays the global
 micro-batch, as `--train_batch_size` in training) and the train step all-reduces the
 gradients as training does; MFU is then against one device's peak times the replicas. With
@@ -31,9 +31,10 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import distribute, fileio, precision
-from bert_tf import estimator as estimator_lib
+from bert_tf import fileio, precision
 from bert_tf.errors import BertTfError
+from bert_tf.training import distribute
+from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 

@@ -45,7 +45,6 @@ import weakref
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import records
 from bert_tf.errors import BertTfError, short_tf_error
 
 tf1 = tf.compat.v1
@@ -580,75 +579,6 @@ def worker_failure_message(timeout_secs, error, model_dir=None, what="training")
 
 
 # ---------------------------------------------------------------------------- input sharding
-
-
-def shard_input_files(input_files, input_context=None):
-    """The part of the input this worker (input pipeline) reads.
-
-    By file when there are at least as many files as workers (worker i reads files i, i+n,
-    ...), else by record (every worker reads all files and keeps records i, i+n, ...). Either
-    way no two workers read the same records.
-
-    Args:
-      input_files: list of file paths, in a fixed order (the same on every worker).
-      input_context: a `tf.distribute.InputContext`, or None for one pipeline.
-
-    Returns:
-      (files, num_record_shards, record_shard_index): this worker's files and, when sharding
-      by record, how many record shards there are and which one is this worker's (1, 0
-      otherwise).
-    """
-    if input_context is None or input_context.num_input_pipelines <= 1:
-        return list(input_files), 1, 0
-    count, index = input_context.num_input_pipelines, input_context.input_pipeline_id
-    if len(input_files) >= count:
-        return list(input_files)[index::count], 1, 0
-    return list(input_files), count, index
-
-
-def record_dataset(input_files, is_training, input_context=None, shuffle=True,
-                   num_cpu_threads=4, shuffle_buffer=1000, record_limits=None,
-                   skip_corrupt_records=False):
-    """A dataset of serialized records: this worker's share of `input_files`.
-
-    Training repeats forever and, with `shuffle`, shuffles records (buffer `shuffle_buffer`);
-    when this worker reads whole files it also shuffles their order and reads several in
-    parallel, interleaved in a fixed order (with --random_seed every run sees the same batches,
-    and a resumed run's restored input goes on as the uninterrupted run's did). Without
-    `shuffle` (or when not training) records come in file order: one pipeline then sees the
-    records of the single-process run in the same order, and n pipelines sharded by record
-    together see each global batch of the single-process run.
-
-    Args:
-      input_files: list of TFRecord paths.
-      is_training: repeat (and maybe shuffle) for training; read once in order otherwise.
-      input_context: `tf.distribute.InputContext` of this pipeline, or None.
-      shuffle: shuffle files and records when training.
-      num_cpu_threads: files read in parallel when shuffling.
-      shuffle_buffer: records in the shuffle buffer.
-      record_limits, skip_corrupt_records: read broken files only up to their last whole
-        record (`records.read_files`).
-
-    Returns:
-      A `tf.data.Dataset` of scalar string tensors.
-    """
-    files, record_shards, record_index = shard_input_files(input_files, input_context)
-    if not is_training:
-        dataset = records.read_files(files, record_limits, skip_corrupt_records)
-        return dataset.shard(record_shards, record_index) if record_shards > 1 else dataset
-    if record_shards > 1 or not shuffle:
-        # Files in their given order and repeated before sharding, so that every worker shards
-        # the same stream and the shards keep partitioning it across epochs.
-        dataset = records.read_files(files, record_limits, skip_corrupt_records).repeat()
-        if record_shards > 1:
-            dataset = dataset.shard(record_shards, record_index)
-        return dataset.shuffle(buffer_size=shuffle_buffer) if shuffle else dataset
-    dataset = records.file_dataset(files, record_limits)
-    dataset = dataset.repeat().shuffle(buffer_size=len(files))
-    dataset = dataset.interleave(records.file_reader(skip_corrupt_records),
-                                 cycle_length=min(num_cpu_threads, len(files)),
-                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return dataset.shuffle(buffer_size=shuffle_buffer)
 
 
 def any_worker_flag(strategy, size=2):

@@ -1,0 +1,289 @@
+"""Reading TFRecords for training and evaluation: each worker's share of the files, shuffling,
+batching, and batches cut to their length bucket or their longest example.
+"""
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data import records
+
+# The [batch, seq] features every BERT input has; eval / predict batches trim them.
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+# Bucketed training reads this many batches at a time and groups them by length bucket
+# (Hugging Face's group_by_length "megabatch" is 50 batches too): long enough that most
+# batches hold examples of one bucket, short enough to keep the order random across the epoch.
+BUCKET_WINDOW_BATCHES = 50
+
+
+def length_bucket_boundaries(max_seq_length):
+    """The sequence lengths a bucketed training batch is cut to, ascending.
+
+    Multiples of a step of max_seq_length / 16 rounded up to a multiple of 8 (at least 8),
+    then max_seq_length itself: 128 -> (8, 16, ..., 120, 128), 384 -> (24, 48, ..., 384).
+    All but the last are multiples of 8 (whole SIMD vectors of int32 / float32 on AVX2, whole
+    tensor-core tiles on GPUs). At most 16 shapes: a bounded set that XLA compiles once each
+    and oneDNN's primitive caches hold. A batch carries less than one step of padding beyond
+    its longest example: on GLUE-like lengths (mean 27 of 128) an 8-token step computes 14 %
+    more positions than padding each batch exactly, a 16-token step 28 % more.
+    """
+    step = max(8, -(-max_seq_length // 128) * 8)
+    return tuple(range(step, max_seq_length, step)) + (max_seq_length,)
+
+
+def training_length_buckets(bucket_by_length, max_seq_length, distribution):
+    """`record_input_fn`'s `bucket_boundaries` for a training run, logging the choice once.
+
+    Args:
+      bucket_by_length: --bucket_by_length (None: the script has no such flag).
+      max_seq_length: the run's --max_seq_length.
+      distribution: `options.DistributionOptions`; a TPU needs static shapes, so there the
+        batches keep max_seq_length.
+
+    Returns:
+      `length_bucket_boundaries(max_seq_length)`, or None (fixed max_seq_length batches).
+    """
+    if not bucket_by_length:
+        return None
+    if distribution.use_tpu or distribution.distribution_strategy == "tpu":
+        logging.info("--bucket_by_length: off on a TPU (it needs static shapes); training "
+                     "batches keep max_seq_length=%d.", max_seq_length)
+        return None
+    boundaries = length_bucket_boundaries(max_seq_length)
+    logging.info("--bucket_by_length: on; each training batch is cut to the smallest of the "
+                 "lengths %s that holds its longest example.", list(boundaries))
+    return boundaries
+
+
+def sequence_lengths(features, sequences_per_example=1):
+    """int32 [B]: each example's real tokens, sum(input_mask); with several sequences per
+    example ([B, k * S] features, e.g. multiple choice) the longest of its k."""
+    mask = features["input_mask"]
+    if sequences_per_example > 1:
+        mask = tf.reshape(mask, [_batch_dim(mask), sequences_per_example, -1])
+    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
+    return tf.reduce_max(lengths, axis=-1) if sequences_per_example > 1 else lengths
+
+
+def cut_sequences(features, length, sequence_keys=SEQUENCE_FEATURES, sequences_per_example=1):
+    """The [B, k * S] features in `sequence_keys` cut to [B, k * length]: each of the k
+    sequences of an example keeps its first `length` positions; other features unchanged."""
+    def cut(value):
+        if sequences_per_example == 1:
+            return value[:, :length]
+        batch = _batch_dim(value)
+        value = tf.reshape(value, [batch, sequences_per_example, -1])[:, :, :length]
+        return tf.reshape(value, [batch, sequences_per_example * length])
+
+    return {key: cut(value) if key in sequence_keys else value
+            for key, value in features.items()}
+
+
+def trim_to_longest(features, sequence_keys=SEQUENCE_FEATURES, sequences_per_example=1):
+    """Cuts the [B, max_seq_length] features in `sequence_keys` to the batch's longest example.
+
+    The attention costs O(S^2) and every other layer O(S), so on short texts a batch of
+    length max(sum(input_mask)) is much cheaper than padding to max_seq_length; outputs for
+    the real tokens are the same (padding is masked out of attention).
+    """
+    length = tf.reduce_max(sequence_lengths(features, sequences_per_example))
+    return cut_sequences(features, length, sequence_keys, sequences_per_example)
+
+
+def trim_to_bucket(features, boundaries, sequence_keys=SEQUENCE_FEATURES,
+                   sequences_per_example=1):
+    """Cuts the [B, max_seq_length] features in `sequence_keys` to the smallest of
+    `boundaries` (ascending, the last max_seq_length) that holds the batch's longest example:
+    one of a fixed set of shapes, unlike `trim_to_longest`."""
+    longest = tf.reduce_max(sequence_lengths(features, sequences_per_example))
+    sizes = tf.constant(boundaries, tf.int32)
+    length = sizes[tf.reduce_sum(tf.cast(sizes < longest, tf.int32))]
+    return cut_sequences(features, length, sequence_keys, sequences_per_example)
+
+
+def _group_into_batches(features, boundaries, batch_size, sequences_per_example):
+    """[W, ...] features (W a multiple of batch_size) grouped by length bucket, as
+    [W / B, B, ...]: ordered by the smallest of `boundaries` that holds each example, in their
+    incoming (shuffled) order within a bucket, so a batch is a random draw from its bucket
+    (sorting by exact length would put copies of one record side by side on small sets)."""
+    lengths = sequence_lengths(features, sequences_per_example)
+    buckets = tf.reduce_sum(tf.cast(tf.constant(boundaries, tf.int32)[None, :] <
+                                    lengths[:, None], tf.int32), axis=1)
+    order = tf.argsort(buckets, stable=True)
+    # Parsed FixedLenFeatures have static shapes: [W / B, B, ...] stays static too.
+    return {key: tf.reshape(tf.gather(value, order), [-1, batch_size, *value.shape[1:]])
+            for key, value in features.items()}
+
+
+def _plain(fn):
+    """`fn` for `Dataset.map` without AutoGraph: the input functions here have no Python
+    control flow on tensors, and converting them costs ~0.1 s each (~1 s per training run)."""
+    return tf.autograph.experimental.do_not_convert(fn)
+
+
+def _batch_dim(value):
+    """The leading dimension of `value`: static when known (it keeps the batch size in the
+    shapes downstream), else a tensor."""
+    return value.shape[0] if value.shape[0] is not None else tf.shape(value)[0]
+
+
+def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_keys=None,
+                    drop_remainder=None, shuffle_buffer=1000, num_cpu_threads=4,
+                    record_limits=None, skip_corrupt_records=False, flag=None,
+                    map_batch=None, bucket_boundaries=None, sequences_per_example=1):
+    """Returns an input_fn(params, input_context=None) over TFRecord files, batch
+    params["batch_size"] (per replica under a distribution strategy).
+
+    Training repeats forever, shuffles (with `shuffle`) and keeps full batches; several input
+    pipelines (workers) each read their own files or records (`record_dataset`).
+    Evaluation / prediction read each record once, in order. Int64 features arrive as int32.
+
+    Length-bucketed training (`bucket_boundaries`): each pipeline reads
+    `BUCKET_WINDOW_BATCHES` batches of records at a time (after the shuffle), orders them by
+    length bucket (`sequence_lengths`; shuffled order within a bucket) into batches, shuffles
+    those batches (with `shuffle`) and cuts each to its bucket (`trim_to_bucket`). Every
+    record of the stream is trained on once per pass, as without buckets, in batches of the
+    same size; only which records share a batch changes. The model_fns' losses ignore
+    padding, so a batch's loss is the same at either length.
+
+    Args:
+      input_files: list of TFRecord files.
+      feature_spec: dict name -> `tf.io.FixedLenFeature`.
+      is_training: see above.
+      shuffle: shuffle the training records (False: file order).
+      trim_keys: the [B, S] features cut to each eval / predict batch's longest example
+        (`trim_to_longest`), or to each bucketed training batch's bucket; None: keep
+        max_seq_length.
+      drop_remainder: drop a last smaller batch (default: when training).
+      shuffle_buffer: records in the shuffle buffer (training).
+      num_cpu_threads: files read in parallel (training).
+      record_limits: {path: records to read} for files read only up to their last whole
+        record (`records.check_record_files` with --skip_corrupt_records).
+      skip_corrupt_records: also end a file at the first record TF cannot read.
+      flag: the flag that named `input_files` (None: cached features), for error messages.
+      map_batch: optional fn(features, batch_index, pipeline_id) applied to each parsed batch
+        (batch_index counts on through the epochs; pipeline_id: 0 without a strategy).
+      bucket_boundaries: training with `trim_keys`: the ascending lengths batches are cut to
+        (`length_bucket_boundaries`, the last max_seq_length); None: fixed length.
+      sequences_per_example: sequences packed one after another in each example's
+        `trim_keys` features ([k * S]: multiple choice); each is cut alike.
+
+    Returns:
+      The input_fn; its `input_files` and `flag` attributes let the Estimator name a corrupt
+      file (`bert_tf.training.faults`).
+    """
+    drop_remainder = is_training if drop_remainder is None else drop_remainder
+    bucketed = bool(is_training and trim_keys and bucket_boundaries)
+
+    def parse(serialized):
+        features = tf.io.parse_example(serialized, feature_spec)
+        features = {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+                    for key, value in features.items()}
+        if trim_keys and not is_training:
+            features = trim_to_longest(features, trim_keys, sequences_per_example)
+        return features
+
+    def input_fn(params, input_context=None):
+        dataset = record_dataset(input_files, is_training, input_context,
+                                            shuffle=shuffle, shuffle_buffer=shuffle_buffer,
+                                            num_cpu_threads=num_cpu_threads,
+                                            record_limits=record_limits,
+                                            skip_corrupt_records=skip_corrupt_records)
+        batch_size = params["batch_size"]
+        if bucketed:
+            # A window of whole batches (the stream repeats forever, so none is short).
+            dataset = dataset.batch(batch_size * BUCKET_WINDOW_BATCHES, drop_remainder=True)
+            dataset = dataset.map(
+                _plain(lambda serialized: _group_into_batches(
+                    parse(serialized), bucket_boundaries, batch_size, sequences_per_example)),
+                num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+            if shuffle:
+                # Else the batches of a window would come shortest first.
+                dataset = dataset.shuffle(BUCKET_WINDOW_BATCHES)
+            dataset = dataset.map(
+                _plain(lambda features: trim_to_bucket(features, bucket_boundaries, trim_keys,
+                                                       sequences_per_example)),
+                num_parallel_calls=tf.data.AUTOTUNE)
+        else:
+            # Batch first so one vectorised parse handles the whole batch.
+            dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+            dataset = dataset.map(_plain(parse), num_parallel_calls=tf.data.AUTOTUNE)
+        if map_batch is not None:
+            pipeline_id = input_context.input_pipeline_id if input_context else 0
+            dataset = dataset.enumerate().map(
+                _plain(lambda index, batch: map_batch(batch, index, pipeline_id)),
+                num_parallel_calls=tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    input_fn.input_files, input_fn.flag = list(input_files), flag
+    return input_fn
+
+
+def shard_input_files(input_files, input_context=None):
+    """The part of the input this worker (input pipeline) reads.
+
+    By file when there are at least as many files as workers (worker i reads files i, i+n,
+    ...), else by record (every worker reads all files and keeps records i, i+n, ...). Either
+    way no two workers read the same records.
+
+    Args:
+      input_files: list of file paths, in a fixed order (the same on every worker).
+      input_context: a `tf.distribute.InputContext`, or None for one pipeline.
+
+    Returns:
+      (files, num_record_shards, record_shard_index): this worker's files and, when sharding
+      by record, how many record shards there are and which one is this worker's (1, 0
+      otherwise).
+    """
+    if input_context is None or input_context.num_input_pipelines <= 1:
+        return list(input_files), 1, 0
+    count, index = input_context.num_input_pipelines, input_context.input_pipeline_id
+    if len(input_files) >= count:
+        return list(input_files)[index::count], 1, 0
+    return list(input_files), count, index
+
+
+def record_dataset(input_files, is_training, input_context=None, shuffle=True,
+                   num_cpu_threads=4, shuffle_buffer=1000, record_limits=None,
+                   skip_corrupt_records=False):
+    """A dataset of serialized records: this worker's share of `input_files`.
+
+    Training repeats forever and, with `shuffle`, shuffles records (buffer `shuffle_buffer`);
+    when this worker reads whole files it also shuffles their order and reads several in
+    parallel, interleaved in a fixed order (with --random_seed every run sees the same batches,
+    and a resumed run's restored input goes on as the uninterrupted run's did). Without
+    `shuffle` (or when not training) records come in file order: one pipeline then sees the
+    records of the single-process run in the same order, and n pipelines sharded by record
+    together see each global batch of the single-process run.
+
+    Args:
+      input_files: list of TFRecord paths.
+      is_training: repeat (and maybe shuffle) for training; read once in order otherwise.
+      input_context: `tf.distribute.InputContext` of this pipeline, or None.
+      shuffle: shuffle files and records when training.
+      num_cpu_threads: files read in parallel when shuffling.
+      shuffle_buffer: records in the shuffle buffer.
+      record_limits, skip_corrupt_records: read broken files only up to their last whole
+        record (`records.read_files`).
+
+    Returns:
+      A `tf.data.Dataset` of scalar string tensors.
+    """
+    files, record_shards, record_index = shard_input_files(input_files, input_context)
+    if not is_training:
+        dataset = records.read_files(files, record_limits, skip_corrupt_records)
+        return dataset.shard(record_shards, record_index) if record_shards > 1 else dataset
+    if record_shards > 1 or not shuffle:
+        # Files in their given order and repeated before sharding, so that every worker shards
+        # the same stream and the shards keep partitioning it across epochs.
+        dataset = records.read_files(files, record_limits, skip_corrupt_records).repeat()
+        if record_shards > 1:
+            dataset = dataset.shard(record_shards, record_index)
+        return dataset.shuffle(buffer_size=shuffle_buffer) if shuffle else dataset
+    dataset = records.file_dataset(files, record_limits)
+    dataset = dataset.repeat().shuffle(buffer_size=len(files))
+    dataset = dataset.interleave(records.file_reader(skip_corrupt_records),
+                                 cycle_length=min(num_cpu_threads, len(files)),
+                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return dataset.shuffle(buffer_size=shuffle_buffer)

@@ -1,0 +1,1 @@
+"""Runs: a task trained, evaluated, predicted and exported (the drivers the scripts call)."""

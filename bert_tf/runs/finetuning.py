@@ -1,0 +1,200 @@
+"""The one fine-tuning driver: `run_finetuning(task, options)`.
+
+Every fine-tuning run goes through the same order, owned here once:
+
+  checks -> BERT config, init checkpoint, tokenizer -> examples -> strategy -> output dir ->
+  its lock (chief) -> Estimator -> train features -> train -> (non-chief workers stop) ->
+  eval -> predict -> export -> the lock released
+
+The task (a `bert_tf.tasks.base.FinetuningTask`) supplies what differs.
+
+Distribution: training runs under `--distribution_strategy`; with `multi_worker` every worker
+runs the same command, trains on its share of the records, and only the chief writes to
+`--output_dir` and then evaluates, predicts and exports (the others cache their training
+features in a private temporary directory and stop after training).
+"""
+
+import atexit
+import os
+import shutil
+import tempfile
+
+from absl import logging
+
+from bert_tf import fileio, modeling
+from bert_tf.errors import BertTfError
+from bert_tf.serving import export
+from bert_tf.training import runner, validation
+
+
+def run_finetuning(task, options):
+    """Fine-tunes, evaluates, predicts and exports `task` as `options` say.
+
+    Args:
+      task: a `FinetuningTask`.
+      options: `bert_tf.options.FinetuneOptions`.
+
+    Returns:
+      The eval results dict when computed (chief only), else None.
+    """
+    bert_config, init_checkpoint, tokenizer = prepare_run(task, options)
+    splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
+    validation.check_options(options.run.validation, task.metric_names(options),
+                             task.can_evaluate(splits), task.eval_flags)
+    training = training_args(options, splits["train"])
+    strategy = runner.make_strategy(options.run, options.train)
+    runner.create_output_dir(options.run)
+    with runner.lock_output_dir(options.run, strategy):
+        estimator = runner.make_estimator(
+            task.model_fn(bert_config, init_checkpoint, training), options.run, options.train,
+            strategy, eval_batch_size=options.evaluation and options.evaluation.eval_batch_size,
+            predict_batch_size=options.predict_batch_size)
+        chief = runner.is_chief(strategy)
+        for name, text in (task.run_files().items() if chief else ()):
+            fileio.atomic_write_text(os.path.join(options.run.output_dir, name), text)
+        cache_dir = feature_cache_dir(chief, options.run.output_dir)
+
+        def features(split, is_training=False):
+            path = os.path.join(cache_dir, task.feature_files[split])
+            task.write_features(splits[split], path, tokenizer, options, is_training)
+            return task.input_fn(path, is_training, options)
+
+        checkpoint = None
+        if options.train.do_train:
+            logging.info("***** Training: %d examples, batch %d, %d steps *****",
+                         len(splits["train"]), options.train.train_batch_size,
+                         training["num_train_steps"])
+            checkpoint = runner.train(
+                estimator, features("train", is_training=True), training["num_train_steps"],
+                options.run, _evaluate_during_training(task, estimator, features, splits, options,
+                                                       chief))
+        if not chief:
+            logging.info("Not the chief: done after training; the chief evaluates, predicts and "
+                         "exports.")
+            return None
+        return _evaluate_predict_export(task, estimator, features, splits, options, checkpoint)
+
+
+def _evaluate_during_training(task, estimator, features, splits, options, chief):
+    """The chief's `evaluate(checkpoint_path) -> metrics` for --eval_every_n_steps (its
+    features are written once, before training), else None."""
+    if not chief or not options.run.validation.eval_every_n_steps:
+        return None
+    input_fn = features(task.eval_split)
+    examples = splits[task.eval_split]
+    return lambda path: task.evaluate(estimator, input_fn, examples, options,
+                                      checkpoint_path=path)
+
+
+def _evaluate_predict_export(task, estimator, features, splits, options, checkpoint):
+    """The chief's work after training, on `checkpoint` (None: the latest)."""
+    if options.train.do_train:
+        runner.export_release(options.run, options.model, checkpoint,
+                              options.tokenizer.vocab_file)
+    # Evaluation and export restore every variable from `restored`; prediction keeps
+    # `checkpoint`, as without one it reads --init_checkpoint through the model's initializers.
+    restored = checkpoint or untrained_run_checkpoint(estimator, options)
+    results = None
+    if options.do_eval:
+        logging.info("***** Evaluating %d examples *****", len(splits["eval"]))
+        results = task.evaluate(estimator, features("eval"), splits["eval"], options,
+                                checkpoint_path=restored)
+        runner.write_results(options.run.output_dir, results, header=task.results_header())
+        task.write_eval_files(splits["eval"], options)
+    if options.do_predict:
+        logging.info("***** Predicting %d examples *****", len(splits["predict"]))
+        predicted = task.predict(estimator, features("predict"), splits["predict"], options,
+                                 checkpoint_path=checkpoint)
+        results = predicted if predicted is not None else results
+    if options.export_dir:
+        export.export_saved_model(
+            estimator, options.export_dir,
+            {**task.export_files(), **export.prediction_assets(task, options)},
+            checkpoint_path=restored, text_signature=export.text_signature(task, options))
+    return results
+
+
+def untrained_run_checkpoint(estimator, options):
+    """What a run without --do_train evaluates and exports: None (the latest checkpoint of
+    --output_dir) when --output_dir has one, else the checkpoint of --init_checkpoint (a
+    prefix, or a directory's latest), so a trained run re-exports from a new --output_dir."""
+    if (options.train.do_train or not options.model.init_checkpoint
+            or estimator.latest_checkpoint()):
+        return None
+    checkpoint = modeling.resolve_checkpoint(options.model.init_checkpoint)
+    logging.info("--output_dir '%s' has no checkpoint: using --init_checkpoint %s.",
+                 options.run.output_dir, checkpoint)
+    return checkpoint
+
+
+def prepare_run(task, options):
+    """Checks every option, then (bert_config, init_checkpoint, tokenizer): all before any
+    graph is built or anything is written."""
+    check_actions(options, task.actions)
+    runner.check_train_options(options.train, options.model.max_seq_length)
+    runner.check_positive(options, "predict_batch_size")
+    if options.evaluation is not None:
+        runner.check_positive(options.evaluation, "eval_batch_size")
+    task.check(options)
+    bert_config = runner.load_bert_config(options.model)
+    init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)
+    tokenizer = runner.make_tokenizer(options.tokenizer, bert_config, options.model)
+    return bert_config, init_checkpoint, tokenizer
+
+
+def check_actions(options, actions):
+    """Raises `BertTfError` unless one of the flags `actions` (e.g. "do_train") or
+    --export_dir is set."""
+    action_values = {"do_train": options.train.do_train, "do_eval": options.do_eval,
+                     "do_predict": options.do_predict}
+    if not any(action_values[action] for action in actions) and not options.export_dir:
+        listed = ", ".join(f"--{action}" for action in actions)
+        raise BertTfError(f"nothing to do: pass at least one of {listed} or --export_dir.")
+
+
+def training_args(options, train_examples):
+    """The optimizer and precision keyword arguments every task's `model_fn_builder` takes.
+
+    Without --do_train the schedule is 1 step and no warmup (the model_fn still builds in
+    eval and predict mode).
+    """
+    num_train_steps, num_warmup_steps = 1, 0
+    if options.train.do_train:
+        num_train_steps, num_warmup_steps = train_steps(len(train_examples), options)
+    train = options.train
+    return dict(learning_rate=train.learning_rate, num_train_steps=num_train_steps,
+                num_warmup_steps=num_warmup_steps, optimizer=train.optimizer,
+                num_accumulation_steps=train.num_accumulation_steps,
+                compute_dtype=options.model.compute_dtype,
+                trainable=runner.trainable_selection(train))
+
+
+def train_steps(num_examples, options):
+    """(num_train_steps, num_warmup_steps) in optimizer updates.
+
+    `--num_train_steps` if given, else num_examples / train_batch_size * num_train_epochs
+    (rounded down, as the original); warmup is `--warmup_proportion` of it.
+    """
+    train = options.train
+    if train.num_train_steps:
+        steps = train.num_train_steps
+    else:
+        steps = int(num_examples / train.train_batch_size * options.num_train_epochs)
+    if steps < 1:
+        raise BertTfError(
+            f"--num_train_epochs={options.num_train_epochs} over {num_examples} training "
+            f"examples at --train_batch_size={train.train_batch_size} makes no optimizer "
+            "update; train for more epochs, use a smaller batch or pass --num_train_steps.")
+    return steps, int(steps * options.warmup_proportion)
+
+
+def feature_cache_dir(chief, output_dir):
+    """Where this process writes its cached TFRecord features: `output_dir` on the chief; a
+    private temporary directory, removed when the process exits, on the other workers."""
+    if chief:
+        return output_dir
+    path = tempfile.mkdtemp(prefix="bert_tf_worker_features_")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    logging.info("Not the chief: caching features in %s (removed at exit), not in "
+                 "--output_dir.", path)
+    return path

@@ -1,0 +1,1 @@
+"""Serving: SavedModel export and its text signatures, the Predictor, ONNX."""

@@ -1,0 +1,228 @@
+"""What every fine-tuning task supplies, and what the tasks share.
+
+A task (classification, NER, SQuAD, multiple choice) is a `FinetuningTask`: it supplies only
+what differs between tasks: its own checks, reading examples, the model_fn, writing features,
+the input_fn, computing metrics and writing predictions, and the files its export carries.
+`bert_tf.runs.finetuning.run_finetuning` runs any of them the same way. See
+docs/architecture.md.
+"""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio, modeling
+from bert_tf.data import input_pipeline
+from bert_tf.errors import BertTfError
+
+tf1 = tf.compat.v1
+
+
+class FinetuningTask:
+    """What a fine-tuning task supplies to `run_finetuning`. Subclasses override the hooks.
+
+    Attributes:
+      actions: the action flags the task's script offers (one must be set, or --export_dir).
+      eval_split, eval_flags: the split `evaluate` runs on during training, and the flags
+        that provide it.
+      feature_files: the cached feature file of each split in the output directory.
+      sequence_keys: the [B, S] features cut to each eval / predict batch's longest example
+        and to each training batch's length bucket (`input_pipeline.record_input_fn`).
+      sequences_per_example: sequences packed one after another in each `sequence_keys`
+        feature ([k * S]; multiple choice: one per choice).
+      length_buckets: whether --bucket_by_length applies: the task's loss ignores padding,
+        so a batch cut to its bucket trains exactly as at max_seq_length.
+      label_list: the task's labels, in id order (None: it has none).
+      cached_features: `bert_tf.data.<task>.cached_file_based_convert_examples_to_features`
+        for the default `write_features`.
+      name: the task's name in an export's `predict_config.json` ("classifier", "squad",
+        "ner"), which `bert_tf.serving.predictor.Predictor` reads.
+      text_inputs: the string inputs of the export's `serving_text` signature.
+    """
+
+    actions = ("do_train", "do_eval", "do_predict")
+    # The split evaluated during training (--eval_every_n_steps) and the flag that gives it.
+    eval_split = "eval"
+    eval_flags = "--do_eval"
+    feature_files = {"train": "train.tf_record", "eval": "eval.tf_record",
+                     "predict": "predict.tf_record"}
+    sequence_keys = input_pipeline.SEQUENCE_FEATURES
+    sequences_per_example = 1
+    length_buckets = True
+    label_list = None
+    cached_features = None
+    name = None
+    text_inputs = ("text",)
+
+    def check(self, options):
+        """Raises BertTfError for bad task flags; runs before any other work."""
+
+    def read_examples(self, options):
+        """(train, dev, test) examples for --do_train / --do_eval / --do_predict (None where
+        not asked for), all read before any work so bad data stops the run early."""
+        raise NotImplementedError
+
+    def model_fn(self, bert_config, init_checkpoint, training):
+        """The model_fn; `training` holds the optimizer keyword arguments (`training_args`)."""
+        raise NotImplementedError
+
+    def write_features(self, examples, path, tokenizer, options, is_training):
+        """Writes `examples` as TFRecord features to `path` (whole or not at all). By default
+        through `cached_features(examples, label_list, max_seq_length, tokenizer, path)`,
+        which reuses the file while the data and settings are unchanged."""
+        del is_training
+        self.cached_features(examples, self.label_list, options.model.max_seq_length,
+                             tokenizer, path)
+
+    def feature_spec(self, seq_length, is_training):
+        """dict name -> `tf.io.FixedLenFeature` of the task's TFRecords."""
+        raise NotImplementedError
+
+    def input_fn(self, path, is_training, options):
+        """The input_fn over the features at `path` (`input_pipeline.record_input_fn`): training
+        batches are shuffled unless --shuffle_train_input=false and, with
+        --bucket_by_length, drawn from length buckets (else they keep max_seq_length); each
+        eval / predict batch is cut to its longest example."""
+        max_seq_length = options.model.max_seq_length
+        buckets = None
+        if is_training and self.length_buckets:
+            buckets = input_pipeline.training_length_buckets(
+                options.bucket_by_length, max_seq_length, options.run.distribution)
+        return input_pipeline.record_input_fn(
+            [path], self.feature_spec(max_seq_length, is_training), is_training,
+            shuffle=options.run.shuffle_train_input, trim_keys=self.sequence_keys,
+            skip_corrupt_records=options.run.skip_corrupt_records, bucket_boundaries=buckets,
+            sequences_per_example=self.sequences_per_example)
+
+    def run_files(self):
+        """{file name: text} the chief writes to --output_dir before training."""
+        return {}
+
+    def can_evaluate(self, splits):
+        """Whether `evaluate` has data: {split: examples or None} of `read_examples`."""
+        return splits[self.eval_split] is not None
+
+    def metric_names(self, options):
+        """The names of the metrics `evaluate` returns (None: not known before it runs)."""
+        del options
+        return None
+
+    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        """Evaluates `checkpoint_path` (default: the latest) on the `eval_split` examples;
+        returns the metrics (dict), writing nothing."""
+        raise NotImplementedError
+
+    def write_eval_files(self, examples, options):
+        """Writes the task's files about the last `evaluate` (e.g. NER's predictions)."""
+
+    def results_header(self):
+        """Lines for the top of eval_results.txt (written `# line`): settings that shaped the
+        results, e.g. class weights."""
+        return []
+
+    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+        """Predicts the test examples with `checkpoint_path` (default: the latest) and writes
+        the predictions; returns eval results when the task computes them from its
+        predictions (SQuAD), else None."""
+        raise NotImplementedError
+
+    def export_files(self):
+        """{file name: text} written to the export's assets.extra/ (e.g. the label list)."""
+        return {}
+
+    def predict_settings(self, options):
+        """The task's settings a Predictor needs beyond the shared ones (see
+        `prediction_assets`), e.g. SQuAD's windowing; JSON-serializable."""
+        del options
+        return {}
+
+
+LABEL_LIST_FILE = "label_list.txt"
+
+
+def labels_next_to(checkpoint):
+    """The labels of the head of `checkpoint` (a prefix), in output order: the label_list.txt
+    of its directory (a run's --output_dir, or convert_checkpoint.py --task's output), or
+    None."""
+    path = os.path.join(os.path.dirname(checkpoint), LABEL_LIST_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def checkpoint_label_list(options):
+    """For a run that evaluates or predicts without training: the labels of the head it runs
+    (`labels_next_to` the latest checkpoint of --output_dir, else --init_checkpoint, as the
+    Estimator picks them), which name the head's outputs in that order whatever the data
+    holds; else None (a training run takes its labels from the data)."""
+    if options.train.do_train:
+        return None
+    output_dir = options.run.output_dir
+    checkpoint = (tf.train.latest_checkpoint(output_dir)
+                  if output_dir and tf.io.gfile.isdir(output_dir) else None)
+    if checkpoint is None and options.model.init_checkpoint:
+        try:
+            checkpoint = modeling.resolve_checkpoint(options.model.init_checkpoint)
+        except BertTfError:
+            return None  # `prepare_run` reports it, after the task's own checks.
+    return labels_next_to(checkpoint) if checkpoint else None
+
+
+def require_data_dir(data_dir, what):
+    """Raises `BertTfError` unless `--data_dir` is a directory; `what` says what it holds."""
+    if not data_dir or not fileio.is_dir(data_dir):
+        raise BertTfError(f"--data_dir: '{data_dir}' is not a directory; pass the "
+                          f"directory that holds {what}.")
+
+
+def read_splits(processor, data_dir, options):
+    """(train, dev, test) examples of a processor with get_train/dev/test_examples(data_dir)
+    for --do_train / --do_eval / --do_predict (None if not asked for)."""
+    return (processor.get_train_examples(data_dir) if options.train.do_train else None,
+            processor.get_dev_examples(data_dir) if options.do_eval else None,
+            processor.get_test_examples(data_dir) if options.do_predict else None)
+
+
+class ExampleCollector:
+    """Gathers per-example model outputs while `Estimator.evaluate` runs.
+
+    The streaming metrics (loss, accuracy) come from the Estimator; metrics that need every
+    prediction at once (F1, MCC, correlations, conlleval) are computed in numpy on what this
+    collects, in the same pass over the data. A model_fn adds `collector.hook(tensors)` to its
+    EVAL spec's `evaluation_hooks`.
+    """
+
+    def __init__(self):
+        self.batches = []
+
+    def hook(self, tensors):
+        """A SessionRunHook that fetches `tensors` (dict name -> [B, ...]) at every eval step."""
+        return _CollectHook(self, tensors)
+
+    def column(self, key):
+        """The values of `key` for every example, concatenated over batches ([N, ...])."""
+        return np.concatenate([batch[key] for batch in self.batches], axis=0)
+
+    def examples(self):
+        """One dict name -> value per example, in input order."""
+        for batch in self.batches:
+            for i in range(len(next(iter(batch.values())))):
+                yield {key: value[i] for key, value in batch.items()}
+
+
+class _CollectHook(tf1.train.SessionRunHook):
+
+    def __init__(self, collector, tensors):
+        self._collector = collector
+        self._tensors = tensors
+
+    def begin(self):
+        self._collector.batches = []
+
+    def before_run(self, run_context):
+        return tf1.train.SessionRunArgs(self._tensors)
+
+    def after_run(self, run_context, run_values):
+        self._collector.batches.append(run_values.results)

@@ -1,0 +1,250 @@
+"""The set-up every training run shares, pre-training and fine-tuning alike.
+
+A run (`runs.pretraining.run_pretraining`, `runs.finetuning.run_finetuning`) goes through the
+same steps, each done here once:
+
+  1. check the options (`check_train_options`, `check_positive`) and read the BERT config,
+     checking `--max_seq_length` against it (`load_bert_config`); resolve `--init_checkpoint`
+     (`resolve_init_checkpoint`) and build the tokenizer (`make_tokenizer`): all before any
+     graph is built or anything is written, so bad input stops the run with one line and an
+     untouched `--output_dir`;
+  2. create the strategy, `--output_dir` (`create_output_dir`), hold the directory's lock for
+     the rest of the run on the chief (`lock_output_dir`, so a second run on it stops before
+     writing anything), and create the Estimator (`make_estimator`);
+  3. read TFRecords through one input pipeline (`record_input_fn`);
+  4. train; only the chief (`is_chief`) evaluates and writes results (`evaluate`,
+     `write_results`).
+"""
+
+import contextlib
+
+from absl import logging
+
+from bert_tf import errors, fileio, modeling, optimization, tokenization
+from bert_tf.errors import BertTfError
+from bert_tf.tools import conversion
+from bert_tf.training import checkpoints, distribute, run_lock, validation
+from bert_tf.training import estimator as estimator_lib
+
+# Fine-tuning and feature extraction need these in the vocab ([MASK] only pre-training).
+NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+
+
+# ------------------------------------------------------------------------------- checks
+
+
+def check_positive(options, *names):
+    """Raises BertTfError naming the first flag among `names` whose value in `options` (an
+    options dataclass) is not > 0."""
+    for name in names:
+        value = getattr(options, name)
+        if value is None or value <= 0:
+            raise BertTfError(f"--{name} must be a positive number, got {value}.")
+
+
+def check_train_options(train, max_seq_length):
+    """Checks the sizes and the batch / accumulation flags of a training run.
+
+    Args:
+      train: `options.TrainOptions`.
+      max_seq_length: the run's `--max_seq_length`.
+    """
+    if max_seq_length <= 0:
+        raise BertTfError(f"--max_seq_length must be a positive number, got {max_seq_length}.")
+    check_positive(train, "train_batch_size", "num_accumulation_steps", "learning_rate")
+    if train.num_train_steps is not None and train.num_train_steps < 1:
+        raise BertTfError(f"--num_train_steps must be a positive number, got "
+                          f"{train.num_train_steps}.")
+    if train.freeze_layers is not None and train.freeze_layers < 0:
+        raise BertTfError(f"--freeze_layers must be 0 or more, got {train.freeze_layers}.")
+    if train.do_train and train.train_batch_size % train.num_accumulation_steps:
+        raise BertTfError(
+            f"--train_batch_size={train.train_batch_size} is not divisible by "
+            f"--num_accumulation_steps={train.num_accumulation_steps}; the micro-batch is "
+            "train_batch_size / num_accumulation_steps, pick values where it divides.")
+
+
+def load_bert_config(model):
+    """Reads `--bert_config_file` and checks `--max_seq_length` against it.
+
+    Args:
+      model: `options.ModelOptions`.
+
+    Returns:
+      The `modeling.BertConfig`.
+    """
+    errors.require_file(model.bert_config_file, flag="bert_config_file",
+                        what="BERT config file")
+    bert_config = modeling.BertConfig.from_json_file(model.bert_config_file)
+    if model.max_seq_length > bert_config.max_position_embeddings:
+        raise BertTfError(
+            f"--max_seq_length={model.max_seq_length} is longer than max_position_embeddings "
+            f"({bert_config.max_position_embeddings}) in {model.bert_config_file}; lower "
+            "--max_seq_length.")
+    return bert_config
+
+
+def resolve_init_checkpoint(init_checkpoint):
+    """The checkpoint prefix for `--init_checkpoint` (a prefix or a directory), or None.
+
+    Without one the encoder starts from random weights (a warning says so).
+    """
+    if not init_checkpoint:
+        logging.warning("No --init_checkpoint: the model starts from random weights.")
+        return None
+    prefix = modeling.resolve_checkpoint(init_checkpoint)
+    # Reads every tensor: a damaged index, a missing or a short .data shard all fail here.
+    checkpoints.check_init_checkpoint(prefix)
+    return prefix
+
+
+def make_tokenizer(tokenizer_options, bert_config, model):
+    """A `FullTokenizer` for `--vocab_file`, checked against the casing and the config.
+
+    Args:
+      tokenizer_options: `options.TokenizerOptions`.
+      bert_config: the run's `BertConfig` (its vocab_size bounds the vocab's ids).
+      model: `options.ModelOptions` (names the config file and the init checkpoint).
+    """
+    vocab_file = tokenizer_options.vocab_file
+    errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
+    tokenization.validate_case_matches_checkpoint(tokenizer_options.do_lower_case,
+                                                  model.init_checkpoint)
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file,
+                                           do_lower_case=tokenizer_options.do_lower_case)
+    tokenization.check_vocab_has_special_tokens(tokenizer.vocab, vocab_file,
+                                                tokens=NEEDED_SPECIAL_TOKENS)
+    largest_id = max(tokenizer.vocab.values())
+    if largest_id >= bert_config.vocab_size:
+        raise BertTfError(
+            f"--vocab_file {vocab_file} has token id {largest_id} but vocab_size in "
+            f"{model.bert_config_file} is {bert_config.vocab_size}; pass the vocab.txt that "
+            "came with the checkpoint.")
+    return tokenizer
+
+
+# ---------------------------------------------------------------------- estimator and chief
+
+
+def trainable_selection(train):
+    """The `optimization.TrainableSelection` of --trainable_scopes / --freeze_scopes /
+    --freeze_layers, or None when every variable trains."""
+    if not (train.trainable_scopes or train.freeze_scopes or train.freeze_layers):
+        return None
+    return optimization.TrainableSelection(tuple(train.trainable_scopes or ()),
+                                           tuple(train.freeze_scopes or ()),
+                                           train.freeze_layers)
+
+
+def create_output_dir(run):
+    """Creates `--output_dir` (the first thing a run writes, after every check)."""
+    return fileio.ensure_output_dir(run.output_dir)
+
+
+def lock_output_dir(run, strategy):
+    """A context manager holding the lock of `--output_dir` (`training.run_lock`) on the chief,
+    entered right after `create_output_dir`: a second run on the directory stops there with
+    `BertTfError` (a killed run's lock is taken over). The other workers of a multi-worker run
+    write to the chief's directory by design, so they take no lock."""
+    return run_lock.hold(run.output_dir) if is_chief(strategy) else contextlib.nullcontext()
+
+
+def make_strategy(run, train):
+    """The training strategy of `--distribution_strategy` (None: one device), with the
+    global batch checked against its replicas. Without --do_train only a multi-worker strategy
+    is built, so that the other workers still leave the chief's work to it."""
+    if not train.do_train and run.distribution.distribution_strategy != "multi_worker":
+        return None
+    strategy = distribute.strategy_from_options(run.distribution)
+    if not train.do_train:
+        return strategy
+    per_replica = distribute.per_replica_batch_size(
+        train.train_batch_size, strategy, num_accumulation_steps=train.num_accumulation_steps)
+    logging.info("Training: batch %d (%d micro-batches of %d); %d replicas with %d examples "
+                 "each per micro-batch.", train.train_batch_size, train.num_accumulation_steps,
+                 train.micro_batch_size, distribute.num_replicas(strategy), per_replica)
+    return strategy
+
+
+def make_estimator(model_fn, run, train, strategy, eval_batch_size=None,
+                   predict_batch_size=None):
+    """An Estimator writing to `--output_dir`; its train batch is the micro-batch.
+
+    Training runs under `strategy` (see `training.distribute`): the train batch stays global,
+    each replica computes train_batch_size / replicas of it. Evaluation and prediction run on
+    one device of the chief.
+    """
+    return estimator_lib.Estimator(
+        model_fn, run.output_dir, config=estimator_lib.run_config(run, strategy),
+        train_batch_size=train.micro_batch_size, eval_batch_size=eval_batch_size,
+        predict_batch_size=predict_batch_size)
+
+
+def is_chief(strategy):
+    """Whether this process writes to `--output_dir`, evaluates, predicts and exports: always,
+    except on the non-chief workers of `--distribution_strategy=multi_worker`."""
+    return distribute.is_chief(strategy)
+
+
+def train(estimator, input_fn, max_steps, run, evaluate=None):
+    """Trains to `max_steps`, evaluating every --eval_every_n_steps (see `training.validation`).
+
+    Args:
+      estimator: the run's Estimator.
+      input_fn: the training input_fn.
+      max_steps: optimizer updates to reach.
+      run: `options.RunOptions`.
+      evaluate: on the chief with --eval_every_n_steps, `evaluate(checkpoint_path) -> dict`
+        of eval metrics; else None.
+
+    Returns:
+      The checkpoint that evaluation, prediction and export use after training: the best one
+      with --best_checkpoint_metric, else None (the latest).
+    """
+    keeper = validation.Validation(run.validation, run.output_dir, evaluate)
+    if keeper.should_stop(log=True):
+        logging.info("Early stopping fired in an earlier run of this command: not training "
+                     "further.")
+    else:
+        estimator.train(input_fn, max_steps=max_steps,
+                        evaluate_fn=keeper if evaluate is not None else None,
+                        evaluate_every_n_steps=run.validation.eval_every_n_steps)
+    best = keeper.best_checkpoint()
+    if best:
+        logging.info("Using the best checkpoint %s (%s) for what follows.", best,
+                     run.validation.best_checkpoint_metric)
+    return best
+
+
+def export_release(run, model, checkpoint=None, vocab_file=None):
+    """With --export_release_dir, writes the released-checkpoint layout of `checkpoint`
+    (default: the latest in --output_dir) there (`conversion.export_release_checkpoint`)."""
+    if run.export_release_dir:
+        conversion.export_release_checkpoint(checkpoint or run.output_dir,
+                                             model.bert_config_file, run.export_release_dir,
+                                             vocab_file=vocab_file)
+
+
+def evaluate(estimator, input_fn, steps=None, checkpoint_path=None):
+    """`estimator.evaluate` of `checkpoint_path` (default: the latest) as plain Python numbers
+    (global_step an int, the rest floats)."""
+    results = estimator.evaluate(input_fn, steps=steps, checkpoint_path=checkpoint_path)
+    return {key: int(value) if key == "global_step" else float(value)
+            for key, value in results.items()}
+
+
+def write_results(output_dir, results, header=()):
+    """Writes eval_results.txt (`# header` lines, then `key = value` lines) and logs each
+    result."""
+    path = fileio.write_eval_results(output_dir, results, header=header)
+    logging.info("***** Eval results (%s) *****", path)
+    for line in header:
+        logging.info("  # %s", line)
+    for key in sorted(results):
+        logging.info("  %s = %s", key, results[key])
+    return path
+
+
+# ------------------------------------------------------------------------------------- input
+
+
