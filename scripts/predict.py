@@ -16,7 +16,7 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf.cli import flags as bert_flags
-from bert_tf.serving import predictor as predict
+from bert_tf.cli import predict
 
 bert_flags.define_predict_flags()
 

@@ -28,7 +28,7 @@ from finetune_helpers import assert_ok, load_json, options, run_script
 from bert_tf import modeling
 from bert_tf.errors import BertTfError
 from bert_tf.runs import finetuning
-from bert_tf.serving import predictor as predict
+from bert_tf.serving.predictor import Predictor
 from bert_tf.tasks import classification, multiple_choice, ner, squad
 from bert_tf.tools import conversion
 
@@ -275,7 +275,7 @@ def test_hugging_face_fine_tuned_model_predicts_through_the_scripts(tmp_path, en
               f"--bert_config_file={converted / 'bert_config.json'}",
               f"--init_checkpoint={converted}", f"--output_dir={out}",
               f"--max_seq_length={MAX_SEQ_LENGTH}", "--predict_batch_size=4"]
-    original = predict.Predictor.from_checkpoint(
+    original = Predictor.from_checkpoint(
         str(tf_dir / "bert_model.ckpt"), str(tf_dir / "bert_config.json"), VOCAB_FILE, task,
         max_seq_length=MAX_SEQ_LENGTH, batch_size=4,
         **(SQUAD_SETTINGS if task == "squad" else {}))

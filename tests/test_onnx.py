@@ -20,7 +20,7 @@ from finetune_helpers import (
 
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.serving import onnx_export
-from bert_tf.serving import predictor as predict
+from bert_tf.serving.predictor import Predictor
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("tf2onnx", reason="the [onnx] extra is not installed")
@@ -77,7 +77,7 @@ def fp32_onnx(tmp_path_factory):
 def test_onnx_fp32_equals_saved_model(kind, request, fp32_onnx):
     export = request.getfixturevalue(kind)[1]
     onnx_file = fp32_onnx(export)
-    onnx_model = predict.Predictor.from_onnx(onnx_file)._backend
+    onnx_model = Predictor.from_onnx(onnx_file)._backend
     signature = tf.saved_model.load(export).signatures["serving_default"]
     # Two shapes through one model: batch and sequence axes are dynamic.
     for inputs in (_random_inputs(0), _random_inputs(1, batch_size=2, seq_length=9)):
@@ -93,7 +93,7 @@ def test_onnx_fp32_equals_saved_model(kind, request, fp32_onnx):
 
 def _int8_and_fp32(fp32, int8):
     assert os.path.getsize(int8) < os.path.getsize(fp32) / 2
-    return predict.Predictor.from_onnx(fp32), predict.Predictor.from_onnx(int8)
+    return Predictor.from_onnx(fp32), Predictor.from_onnx(int8)
 
 
 def test_int8_classifier_accuracy_within_one_point(classifier, fp32_onnx, tmp_path):
@@ -144,8 +144,8 @@ def test_fused_and_unfused_models_agree(classifier, fp32_onnx, tmp_path):
     assert {"Attention", "SkipLayerNormalization", "BiasGelu"} <= _op_types(fused)
     assert not {"Attention", "SkipLayerNormalization", "BiasGelu"} & _op_types(plain)
     for inputs in (_random_inputs(2), _random_inputs(3, batch_size=1, seq_length=7)):
-        got = predict.Predictor.from_onnx(fused)._backend(inputs)
-        expected = predict.Predictor.from_onnx(plain)._backend(inputs)
+        got = Predictor.from_onnx(fused)._backend(inputs)
+        expected = Predictor.from_onnx(plain)._backend(inputs)
         np.testing.assert_allclose(got["probabilities"], expected["probabilities"], atol=1e-5)
 
 

@@ -29,8 +29,8 @@ from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.runs import finetuning
 from bert_tf.serving import export
-from bert_tf.serving import predictor as predict
 from bert_tf.serving import text_signature as serving_text
+from bert_tf.serving.predictor import Predictor
 
 SEQ = 24
 SQUAD_FILE = os.path.join(FINETUNE_DATA, "squad_small.json")
@@ -65,8 +65,8 @@ def classifier(tmp_path_factory, vocab_file):
 
 def _predictors(trained, vocab_file, task, **settings):
     output_dir, export, config_file = trained
-    return {"saved_model": predict.Predictor.from_saved_model(export, batch_size=3),
-            "checkpoint": predict.Predictor.from_checkpoint(
+    return {"saved_model": Predictor.from_saved_model(export, batch_size=3),
+            "checkpoint": Predictor.from_checkpoint(
                 output_dir, config_file, vocab_file, task, max_seq_length=SEQ, batch_size=3,
                 **settings)}
 
@@ -114,7 +114,7 @@ def test_multi_label_and_windowed_classifiers_match_run_classifier(values, tmp_p
         expected = np.array([[float(x) for x in line.split("\t")] for line in f])
     with open(os.path.join(values["data_dir"], "test.tsv"), encoding="utf-8") as f:
         texts = [line.rstrip("\n").split("\t")[0] for line in f][1:]
-    predictor = predict.Predictor.from_saved_model(only_export(export), batch_size=3)
+    predictor = Predictor.from_saved_model(only_export(export), batch_size=3)
     results = predictor.predict(texts)
     got = np.array([list(r["probabilities"].values()) for r in results])
     np.testing.assert_allclose(got, expected, atol=1e-5)
@@ -268,7 +268,7 @@ def test_export_without_assets_names_what_is_missing(classifier, tmp_path):
     shutil.copytree(classifier[1], old)
     shutil.rmtree(old / "assets.extra")
     with pytest.raises(BertTfError, match="predict_config.json or vocab.txt.*Re-export"):
-        predict.Predictor.from_saved_model(str(old))
+        Predictor.from_saved_model(str(old))
 
 
 def test_a_corrupt_saved_model_names_the_export(classifier, tmp_path):
@@ -276,7 +276,7 @@ def test_a_corrupt_saved_model_names_the_export(classifier, tmp_path):
     shutil.copytree(classifier[1], broken)
     (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
     with pytest.raises(BertTfError, match=f"SavedModel {broken} cannot be loaded: .*parse"):
-        predict.Predictor.from_saved_model(str(broken))
+        Predictor.from_saved_model(str(broken))
 
 
 def test_script_answers_jsonl_and_stops_at_a_bad_line(classifier, tmp_path):
@@ -288,7 +288,7 @@ def test_script_answers_jsonl_and_stops_at_a_bad_line(classifier, tmp_path):
     assert_ok(run_script("predict.py", f"--export_dir={classifier[1]}",
                          f"--input_file={good}", "--input_format=jsonl",
                          f"--output_file={out}"))
-    expected = predict.Predictor.from_saved_model(classifier[1]).predict(sentences)
+    expected = Predictor.from_saved_model(classifier[1]).predict(sentences)
     written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r.pop("id") for r in written] == [0, 1, 2]
     for row, want in zip(written, expected, strict=True):
@@ -356,7 +356,7 @@ def test_embed_and_fill_mask_match_numpy(pretrained, vocab_file):
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     packed = [packing.pack_and_pad(tokenizer.tokenize(t), None, tokenizer, SEQ) for t in texts]
     last = [_reference_last_layer(pretrained["weights"], p) for p in packed]
-    embedder = predict.Predictor.from_checkpoint(
+    embedder = Predictor.from_checkpoint(
         pretrained["checkpoint"], pretrained["config_file"], vocab_file, "embed",
         max_seq_length=SEQ)
     np.testing.assert_allclose(embedder.embed(texts, pooling="cls"),
@@ -365,7 +365,7 @@ def test_embed_and_fill_mask_match_numpy(pretrained, vocab_file):
                                [layer.mean(0) for layer in last], atol=1e-5)
 
     masked = ["the [MASK] sat on the [MASK].", "no mask here", "[MASK]"]
-    filler = predict.Predictor.from_checkpoint(
+    filler = Predictor.from_checkpoint(
         pretrained["checkpoint"], pretrained["config_file"], vocab_file, "fill_mask",
         max_seq_length=SEQ)
     results = filler.fill_mask(masked, top_k=3)

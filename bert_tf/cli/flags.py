@@ -580,7 +580,8 @@ def define_squad_window_flags(flag_values=FLAGS):
 def define_predict_flags(flag_values=FLAGS):
     """The flags of scripts/predict.py (`PredictOptions`): the model (an export, an ONNX file
     or a checkpoint), the input and output, and the task settings a checkpoint needs."""
-    from bert_tf.serving import predictor as predict
+    from bert_tf.cli import predict
+    from bert_tf.serving import export, predictor
 
     define_model_flags(128, flag_values)
     define_precision_flags(flag_values)
@@ -599,7 +600,7 @@ def define_predict_flags(flag_values=FLAGS):
     path("export_dir", "An export of run_*.py --export_dir (<export_dir>/<timestamp>); it "
            "carries the task, vocab and settings.")
     path("onnx_file", "An ONNX model written by scripts/export_onnx.py.")
-    flags.DEFINE_enum("task", None, list(predict.TASKS),
+    flags.DEFINE_enum("task", None, list(export.TASKS),
                       "With --init_checkpoint: what the checkpoint predicts (fill_mask: a "
                       "pre-training checkpoint; embed: any).", flag_values=flag_values)
     path("input_file", "One example a line (default: stdin): see --input_format.")
@@ -612,7 +613,7 @@ def define_predict_flags(flag_values=FLAGS):
                          flag_values=flag_values)
     flags.DEFINE_integer("top_k", 5, "fill_mask: tokens listed per [MASK].",
                          flag_values=flag_values)
-    flags.DEFINE_enum("pooling", "cls", list(predict.POOLINGS),
+    flags.DEFINE_enum("pooling", "cls", list(predictor.POOLINGS),
                       "embed: the final layer at [CLS], or its mean over the real tokens.",
                       flag_values=flag_values)
 

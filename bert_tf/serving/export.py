@@ -11,6 +11,7 @@ Python lists of either integer type work with both. With tensorflow-text, text-i
 config, the label list and `predict_config.json`, which the Predictor reads.
 """
 
+import dataclasses
 import json
 import os
 
@@ -19,6 +20,8 @@ from absl import logging
 
 from bert_tf import fileio, tokenization
 from bert_tf.data import input_pipeline
+from bert_tf.data import squad as squad_data
+from bert_tf.errors import BertTfError
 from bert_tf.serving import text_signature as serving_text
 from bert_tf.training import estimator as estimator_lib
 
@@ -119,3 +122,88 @@ def export_saved_model(estimator, export_dir_base, extra_files=None, checkpoint_
                  "int64 inputs%s)", export_path, INT64_SIGNATURE_NAME,
                  ", serving_text: strings" if text_signature else "")
     return export_path
+
+
+# What a Predictor answers: the fine-tuned tasks, and the encoder alone.
+TASKS = ("classifier", "squad", "ner", "fill_mask", "embed")
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictConfig:
+    """What prediction needs besides the weights: an export's `predict_config.json`.
+
+    Attributes:
+      task: one of TASKS.
+      do_lower_case, max_seq_length: the tokenizer's casing and the packed length limit.
+      label_list: classifier / NER labels in id order (a classifier with one: regression).
+      is_regression: a regression classifier (None: iff it has one label).
+      multi_label, multi_label_threshold: a sigmoid per label; labels above the threshold.
+      window_aggregation: a classifier trained with windows (run_classifier.py
+        --doc_stride > 0): "mean" or "max" of the windows' logits; None: truncation.
+      doc_stride ... null_score_diff_threshold: SQuAD windowing and post-processing (and the
+        classifier's windows), as the run_*.py flags of the same names.
+    """
+
+    task: str
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    label_list: tuple | None = None
+    is_regression: bool | None = None
+    multi_label: bool = False
+    multi_label_threshold: float = 0.5
+    window_aggregation: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+
+    @property
+    def regression(self):
+        if self.is_regression is not None:
+            return self.is_regression
+        return self.task == "classifier" and len(self.label_list or ()) == 1
+
+    @property
+    def windowed(self):
+        return self.task == "classifier" and self.window_aggregation is not None
+
+    @classmethod
+    def from_dict(cls, values, source):
+        """The config from a parsed `predict_config.json` (unknown keys are ignored)."""
+        if not isinstance(values, dict) or values.get("task") not in TASKS:
+            raise BertTfError(f"{source}: needs a \"task\", one of {', '.join(TASKS)}; "
+                              "re-export the model with this version of bert_tf.")
+        names = {field.name for field in dataclasses.fields(cls)}
+        values = {key: value for key, value in values.items() if key in names}
+        if values.get("label_list") is not None:
+            values["label_list"] = tuple(values["label_list"])
+        return cls(**values)
+
+    def check(self):
+        """Raises BertTfError unless the task has what it needs (labels, sizes)."""
+        if self.task not in TASKS:
+            raise BertTfError(f"--task={self.task!r}: use one of {', '.join(TASKS)}.")
+        if self.task in ("classifier", "ner") and not self.label_list:
+            raise BertTfError(f"task {self.task}: no label list; pass --labels (label_list=) "
+                              "in the order the model was trained with, or the output dir "
+                              "whose label_list.txt has them.")
+        if self.task == "squad":
+            squad_data.check_window_flags(self.max_seq_length, self.doc_stride,
+                                          self.max_query_length)
+
+
+def newest_export(path):
+    """The export `path` names: `path` itself when it holds a saved_model.pb, else its
+    newest `<timestamp>/` export (the `--export_dir` a run was given), else `path`."""
+    if not path or tf.io.gfile.exists(os.path.join(path, "saved_model.pb")) or \
+            not tf.io.gfile.isdir(path):
+        return path
+    stamps = [name.strip("/") for name in tf.io.gfile.listdir(path)]
+    stamps = sorted((int(name) for name in stamps if name.isdigit() and tf.io.gfile.exists(
+        os.path.join(path, name, "saved_model.pb"))), reverse=True)
+    if not stamps:
+        return path
+    logging.info("Using the newest export in %s: %d/", path, stamps[0])
+    return os.path.join(path, str(stamps[0]))

@@ -23,6 +23,7 @@ from absl import logging
 
 from bert_tf import errors, fileio
 from bert_tf.errors import BertTfError
+from bert_tf.serving import backends, export
 
 QUANTIZE_MODES = ("none", "int8")
 SIGNATURE = "serving_default"
@@ -32,7 +33,7 @@ DEFAULT_OPSET = 17
 def _frozen_signature(export_dir):
     """What computes serving_default's outputs from its inputs, variables as constants.
 
-    Loaded as the TF1 SavedModel it is (`predict.load_serving_session`): tf2onnx's own loader
+    Loaded as the TF1 SavedModel it is (`backends.load_serving_session`): tf2onnx's own loader
     goes through `tf.saved_model.load`, about half of a MiniLM conversion's time.
 
     Returns:
@@ -43,9 +44,7 @@ def _frozen_signature(export_dir):
     # deprecation notice.
     from tensorflow.python.framework import convert_to_constants
 
-    from bert_tf.serving import predictor as predict
-
-    session, signature = predict.load_serving_session(export_dir)
+    session, signature = backends.load_serving_session(export_dir)
     with session:
         graph_def = session.graph.as_graph_def()
         # serving_default feeds tensors computed from the text signatures' placeholders
@@ -74,13 +73,12 @@ def _rename(graph, renames):
 
 def _assets(export_dir):
     """{metadata key: text} of the export's assets.extra/ files."""
-    from bert_tf.serving import predictor as predict
 
     extra = os.path.join(export_dir, "assets.extra")
     files = {}
     for name in sorted(tf.io.gfile.listdir(extra)) if tf.io.gfile.isdir(extra) else ():
         with tf.io.gfile.GFile(os.path.join(extra, name)) as f:
-            files[predict.ONNX_ASSET_PREFIX + name] = f.read()
+            files[backends.ONNX_ASSET_PREFIX + name] = f.read()
     return files
 
 
@@ -111,9 +109,8 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
     Returns:
       The ONNX ModelProto written.
     """
-    from bert_tf.serving import predictor as predict
 
-    export_dir = predict.newest_export(export_dir)
+    export_dir = export.newest_export(export_dir)
     _check_inputs(export_dir, output_file, quantize, optimize)
     import onnx
     import tf2onnx
@@ -148,9 +145,8 @@ def _fuse(model, metadata):
     import json
 
     from bert_tf.serving import onnx_fusion
-    from bert_tf.serving import predictor as predict
 
-    config = json.loads(metadata[predict.ONNX_ASSET_PREFIX + "bert_config.json"])
+    config = json.loads(metadata[backends.ONNX_ASSET_PREFIX + "bert_config.json"])
     model, stats = onnx_fusion.fuse(model, config["num_attention_heads"], config["hidden_size"])
     if stats["Attention"] != config["num_hidden_layers"]:
         logging.warning("ONNX fusion: %d of %d attention layers fused; the model is correct but "

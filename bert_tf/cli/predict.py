@@ -1,0 +1,187 @@
+"""scripts/predict.py: one example a line in (text or JSON lines), one JSON line out, from an
+export, an ONNX file or a checkpoint. Every line is checked before the model runs.
+"""
+
+import json
+import os
+import sys
+import time
+
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import errors, fileio
+from bert_tf.errors import BertTfError
+from bert_tf.serving import export
+from bert_tf.serving.export import TASKS, PredictConfig, newest_export
+from bert_tf.serving.predictor import Predictor
+from bert_tf.tasks import squad
+
+INPUT_FORMATS = ("text", "jsonl")
+
+
+# Per task: the fields an input line must have, and the optional ones.
+_INPUT_FIELDS = {"classifier": (("text",), ("text_b",)), "squad": (("question", "context"), ()),
+                 "ner": (("text",), ()), "fill_mask": (("text",), ()), "embed": (("text",), ())}
+
+
+_PAIR_SEPARATOR = " ||| "
+
+
+def _parse_line(line, input_format, task):
+    """One input line as {field: str} (plus "id" from JSON); raises ValueError saying why."""
+    required, optional = _INPUT_FIELDS[task]
+    if input_format == "jsonl":
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"not a JSON object ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+        for key in (*required, *optional):
+            if key in record and not isinstance(record[key], str) and record[key] is not None:
+                raise ValueError(f"\"{key}\" must be a string")
+        missing = [key for key in required if not record.get(key)]
+        if missing:
+            raise ValueError(f"no {' / '.join(missing)} (a {task} model reads "
+                             f"{', '.join(required + optional)})")
+        return {key: record[key] for key in (*required, *optional, "id") if key in record}
+    parts = line.split(_PAIR_SEPARATOR)
+    if not line.strip():
+        raise ValueError("empty line")
+    if len(parts) == 2 and len(required) + len(optional) == 2:
+        return dict(zip(required + optional, parts, strict=True))
+    if len(parts) == 1 and len(required) == 1:
+        return {"text": line}
+    expected = ("'question ||| context'" if task == "squad" else
+                "'text' or 'text ||| text_b'" if task == "classifier" else "one text")
+    raise ValueError(f"expected {expected} for a {task} model")
+
+
+def read_records(path, input_format, task):
+    """The input lines of scripts/predict.py as dicts, all checked before any prediction.
+
+    Args:
+      path: the input file, or None for stdin.
+      input_format: "text" or "jsonl" (see `flags.define_predict_flags`).
+      task: the model's task (which fields a line needs).
+
+    Raises:
+      BertTfError: naming the file and line of the first line that is not `input_format`.
+    """
+
+    source = path or "<stdin>"
+    if path:
+        errors.require_file(path, flag="input_file", what="input file")
+        with fileio.open_text(path, encoding="utf-8-sig") as f:
+            lines = f.read().splitlines()
+    else:
+        lines = sys.stdin.read().splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            records.append(_parse_line(line, input_format, task))
+        except ValueError as e:
+            raise BertTfError(f"{source}:{number}: {e}; fix the line or pass the right "
+                              "--input_format.") from None
+    return records
+
+
+def _answer_records(predictor, records, options):
+    """The model's answers (JSON-ready dicts) to a chunk of `read_records` records."""
+    task = predictor.config.task
+    texts = [record.get("text") for record in records]
+    if task == "classifier":
+        outputs = predictor.predict_pairs([(r["text"], r.get("text_b")) for r in records])
+    elif task == "squad":
+        outputs = predictor.answer([r["question"] for r in records],
+                                   [r["context"] for r in records])
+    elif task == "ner":
+        outputs = predictor.tag(texts)
+    elif task == "fill_mask":
+        outputs = [{"masks": masks} for masks in predictor.fill_mask(texts, options.top_k)]
+    else:
+        outputs = [{"embedding": [float(x) for x in vector]}
+                   for vector in predictor.embed(texts, options.pooling)]
+    return [({"id": record["id"]} if "id" in record else {}) | output
+            for record, output in zip(records, outputs, strict=True)]
+
+
+def _model_task(options):
+    """The task of the model `options` name (read without loading it), checking that
+    exactly one of --export_dir / --onnx_file / --init_checkpoint is given."""
+    given = [flag for flag, value in (("export_dir", options.export_dir),
+                                      ("onnx_file", options.onnx_file),
+                                      ("init_checkpoint", options.model.init_checkpoint))
+             if value]
+    if len(given) != 1:
+        named = ", ".join(f"--{flag}" for flag in given) or "none"
+        raise BertTfError("pass exactly one of --export_dir, --onnx_file and "
+                          f"--init_checkpoint (got {named}).")
+    if options.export_dir:
+        path = os.path.join(newest_export(options.export_dir), "assets.extra",
+                            export.PREDICT_CONFIG_FILE)
+        if tf.io.gfile.exists(path):
+            with tf.io.gfile.GFile(path) as f:
+                return PredictConfig.from_dict(json.loads(f.read()), path).task
+        return None  # from_saved_model names what is missing.
+    if options.onnx_file:
+        return None
+    if not options.task:
+        raise BertTfError("--task: required with --init_checkpoint; one of "
+                          f"{', '.join(TASKS)}.")
+    return options.task
+
+
+def make_predictor(options):
+    """The `Predictor` of `PredictOptions`."""
+    if options.export_dir:
+        return Predictor.from_saved_model(options.export_dir, options.batch_size)
+    if options.onnx_file:
+        return Predictor.from_onnx(options.onnx_file, options.batch_size)
+    settings = {name: getattr(options, name) for name in squad.SquadTask.predict_flags}
+    return Predictor.from_checkpoint(
+        options.model.init_checkpoint, options.model.bert_config_file,
+        options.tokenizer.vocab_file, options.task,
+        do_lower_case=options.tokenizer.do_lower_case,
+        max_seq_length=options.model.max_seq_length, label_list=options.labels,
+        batch_size=options.batch_size, precision_name=options.model.precision, **settings)
+
+
+def run_predict(options):
+    """scripts/predict.py: reads every input line, then answers them in chunks, writing JSON
+    lines to --output_file (whole or not at all) or stdout as they come.
+
+    Returns:
+      The number of lines answered.
+    """
+
+    if options.output_file:
+        fileio.require_local(options.output_file, "output_file", "predict.py writes its answers")
+    task = _model_task(options)
+    records = read_records(options.input_file, options.input_format, task) if task else None
+    predictor = make_predictor(options)
+    if records is None:
+        records = read_records(options.input_file, options.input_format,
+                               predictor.config.task)
+    chunk = options.batch_size * 16
+    output = (open(options.output_file + ".tmp", "w", encoding="utf-8")
+              if options.output_file else sys.stdout)
+    start = time.time()
+    try:
+        for begin in range(0, len(records), chunk):
+            for record in _answer_records(predictor, records[begin:begin + chunk], options):
+                output.write(json.dumps(record, ensure_ascii=False) + "\n")
+            output.flush()
+            logging.info("%d of %d lines answered (%.1f/s)", min(begin + chunk, len(records)),
+                         len(records), min(begin + chunk, len(records)) /
+                         max(time.time() - start, 1e-9))
+    except BaseException:
+        if options.output_file:
+            output.close()
+            os.remove(options.output_file + ".tmp")
+        raise
+    if options.output_file:
+        output.close()
+        os.replace(options.output_file + ".tmp", options.output_file)
+    return len(records)
