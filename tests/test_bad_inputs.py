@@ -16,15 +16,14 @@ import shutil
 import pytest
 import tensorflow as tf
 from envs import child_env
+from finetune_helpers import PRETRAINING_TINY as TINY
 from finetune_helpers import TINY_CONFIG as FINETUNE_CONFIG
-from script_runner import run_python_script
-from test_pretraining import TINY, write_records
+from finetune_helpers import run_script, write_records
 
 from bert_tf import modeling
 from bert_tf.tasks import pretraining
 from bert_tf.training import estimator as estimator_lib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OLD_RESULTS = "global_step = 7\nloss = 1.25\n"
 
 Case = collections.namedtuple("Case", "name script args fragments env", defaults=(None,))
@@ -207,8 +206,7 @@ def _run_case(case, paths, out):
     with open(os.path.join(out, "eval_results.txt"), "w") as f:
         f.write(OLD_RESULTS)
     args = [arg.format(out=out, **paths) for arg in case.args]
-    completed = run_python_script(os.path.join(ROOT, "scripts", case.script), args,
-                                  env=child_env(**(case.env or {})), cwd=ROOT)
+    completed = run_script(case.script, *args, env=child_env(**(case.env or {})))
     return completed, sorted(os.listdir(out)), open(os.path.join(out, "eval_results.txt")).read()
 
 

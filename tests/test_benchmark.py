@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
-from script_runner import run_python_script
+from finetune_helpers import graph_matmul_flops, run_script, tiny_config
 
 from bert_tf import modeling
 from bert_tf import options as bert_options
@@ -28,10 +28,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _tiny_config(**overrides):
-    values = dict(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
-    values.update(overrides)
-    return modeling.BertConfig(**values)
+    return modeling.BertConfig(**tiny_config(**{
+        **dict(vocab_size=50, hidden_size=8, intermediate_size=16, max_position_embeddings=16),
+        **overrides}))
 
 
 def test_count_flops_equals_a_hand_count():
@@ -60,29 +59,6 @@ def test_count_flops_equals_a_hand_count():
                                  max_predictions_per_seq=2) == 3 * 2 * (layer + pretraining_head)
 
 
-def _graph_matmul_flops(graph, fetch):
-    """2*M*N*K summed over the MatMul / BatchMatMul ops the fetch actually runs."""
-    fetches = list(fetch.values()) if isinstance(fetch, dict) else [fetch]
-    names = [f.op.name if isinstance(f, tf.Tensor) else f.name for f in fetches]
-    subgraph = tf1.graph_util.extract_sub_graph(graph.as_graph_def(), names)
-    total = 0
-    for node in subgraph.node:
-        op = graph.get_operation_by_name(node.name)
-        if op.type == "MatMul":
-            a = op.inputs[0].shape.as_list()
-            k = a[0] if op.get_attr("transpose_a") else a[1]
-            m, n = op.outputs[0].shape.as_list()
-            total += 2 * m * n * k
-        elif op.type in ("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
-            x = op.inputs[0].shape.as_list()
-            k = x[-2] if op.get_attr("adj_x") else x[-1]
-            out = op.outputs[0].shape.as_list()
-            total += 2 * int(np.prod(out)) * k
-        else:
-            assert "MatMul" not in op.type and op.type != "Einsum", op.type
-    return total
-
-
 @pytest.mark.parametrize("task,mode", [("squad", "train"), ("squad", "infer"),
                                        ("classifier", "train"), ("pretraining", "train"),
                                        ("pretraining", "infer")])
@@ -91,13 +67,8 @@ def test_count_flops_equals_the_matmuls_of_the_built_graph(task, mode):
     spec = benchmark.BenchmarkSpec(config, task=task, mode=mode, batch_size=3, max_seq_length=12,
                                    max_predictions_per_seq=4, num_labels=3)
     graph, fetch, _ = benchmark.build_step(spec)
-    expected = _graph_matmul_flops(graph, fetch)
+    expected = graph_matmul_flops(graph, fetch)
     assert benchmark.count_flops(config, task, mode, 3, 12, 4, 3) == expected
-
-
-def _run_script(tmp_path, *flags):
-    return run_python_script(os.path.join(REPO, "scripts", "benchmark.py"), flags,
-                             env=child_env(), cwd=tmp_path, timeout=600)
 
 
 def _write_tiny_config(tmp_path):
@@ -110,11 +81,11 @@ def _write_tiny_config(tmp_path):
 def test_script_writes_json_with_consistent_numbers(tmp_path):
     config_file = _write_tiny_config(tmp_path)
     output = tmp_path / "out" / "bench.json"
-    completed = _run_script(tmp_path, f"--bert_config_file={config_file}", "--task=squad",
-                            "--mode=train", "--precision=bf16", "--batch_size=2",
-                            "--max_seq_length=16", "--num_accumulation_steps=2",
-                            "--num_warmup_steps=1", "--num_steps=3", "--peak_matmul_size=128",
-                            f"--output_json={output}")
+    completed = run_script("benchmark.py", f"--bert_config_file={config_file}", "--task=squad",
+                           "--mode=train", "--precision=bf16", "--batch_size=2",
+                           "--max_seq_length=16", "--num_accumulation_steps=2",
+                           "--num_warmup_steps=1", "--num_steps=3", "--peak_matmul_size=128",
+                           f"--output_json={output}", cwd=tmp_path, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "seq/s" in completed.stdout and "MFU" in completed.stdout
     result = json.loads(output.read_text())
@@ -213,7 +184,8 @@ def test_bad_flags_raise_one_clear_error(tmp_path, overrides, message):
 
 
 def test_script_reports_errors_in_one_line(tmp_path):
-    completed = _run_script(tmp_path, "--bert_config_file=/nonexistent/bert_config.json")
+    completed = run_script("benchmark.py", "--bert_config_file=/nonexistent/bert_config.json",
+                           cwd=tmp_path, timeout=600)
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "--bert_config_file" in completed.stderr.strip().splitlines()[-1]
@@ -274,11 +246,11 @@ def test_use_xla_compiles_clusters(tmp_path):
     assert config.graph_options.optimizer_options.global_jit_level == \
         tf1.OptimizerOptions.ON_1
     # TF reads TF_XLA_FLAGS once, at the first session of a process: so in a fresh one.
-    completed = _run_script(tmp_path, f"--bert_config_file={_write_tiny_config(tmp_path)}",
-                            "--mode=infer", "--batch_size=2", "--max_seq_length=8",
-                            "--num_warmup_steps=1", "--num_steps=1", "--peak_matmul_size=64",
-                            "--use_xla", "--nocheck_onednn",
-                            f"--trace_file={tmp_path / 'trace.json'}")
+    completed = run_script("benchmark.py", f"--bert_config_file={_write_tiny_config(tmp_path)}",
+                           "--mode=infer", "--batch_size=2", "--max_seq_length=8",
+                           "--num_warmup_steps=1", "--num_steps=1", "--peak_matmul_size=64",
+                           "--use_xla", "--nocheck_onednn",
+                           f"--trace_file={tmp_path / 'trace.json'}", cwd=tmp_path, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     profiled_ops = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}
     assert "_XlaRun" in profiled_ops

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 import tensorflow as tf
-from envs import child_env
-from script_runner import run_python_script
+from finetune_helpers import run_script
 
 from bert_tf import modeling
 from bert_tf.errors import BertTfError
@@ -17,7 +16,6 @@ from bert_tf.tasks import pretraining
 from bert_tf.tools import conversion
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO, "scripts", "convert_checkpoint.py")
 # Written by tests/fixtures/make_minilm_reference.py with transformers: the keys
 # BertForPreTraining has and the ones its save_pretrained writes, for a tiny config.
 with open(os.path.join(REPO, "tests", "fixtures", "bert_for_pretraining_keys.json")) as _f:
@@ -67,7 +65,7 @@ def _make_tiny_hf_dir(path, legacy=False, seed=0):
 
 
 def _run_script(*args):
-    return run_python_script(SCRIPT, args, env=child_env(), timeout=120)
+    return run_script("convert_checkpoint.py", *args, timeout=120)
 
 
 def test_minilm_checkpoint_has_google_names_and_layout(minilm_dir, minilm_converted):

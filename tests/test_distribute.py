@@ -17,7 +17,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -28,17 +27,27 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import FINETUNE_DATA, run_script, write_tiny_config
-from script_runner import start_python_script
-from test_faults import max_difference, weights_at
-from test_pretraining import TINY, write_records
+from finetune_helpers import CLUSTER_BATCH as GLOBAL_BATCH
+from finetune_helpers import CLUSTER_STEPS as STEPS
+from finetune_helpers import (
+    FINETUNE_DATA,
+    cluster_flags,
+    kill_all,
+    max_difference,
+    run_script,
+    start_workers,
+    wait_workers,
+    weights_at,
+    write_records,
+    write_tiny_config,
+)
+from finetune_helpers import PRETRAINING_TINY as TINY
 
 from bert_tf import modeling
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
 from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import pretraining
 from bert_tf.tools import benchmark
 from bert_tf.training import distribute
 from bert_tf.training import estimator as estimator_lib
@@ -46,8 +55,6 @@ from bert_tf.training import estimator as estimator_lib
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
-GLOBAL_BATCH = 8
-STEPS = 3
 # After a worker dies the others stop within --step_timeout_secs plus this: the failed step's
 # error, one line and os._exit. Measured 0.1, 0.3 and 1.0 s (the lost connection fails the step
 # at once) on 2 shared cores; 10 s leaves room for a loaded machine.
@@ -157,42 +164,6 @@ def test_estimator_rejects_a_non_strategy(tmp_path):
 # ------------------------------------------------------------------- slow: real distribution
 
 
-def _write_init_checkpoint(prefix):
-    """Random initial weights of the TINY pre-training model, as --init_checkpoint reads them."""
-    with tf.Graph().as_default():
-        ints = lambda width: tf.zeros([2, width], tf.int32)  # noqa: E731
-        features = {"input_ids": ints(16), "input_mask": ints(16) + 1, "segment_ids": ints(16),
-                    "masked_lm_positions": ints(4), "masked_lm_ids": ints(4),
-                    "masked_lm_weights": tf.ones([2, 4]), "next_sentence_labels": ints(1)}
-        model_fn = pretraining.model_fn_builder(modeling.BertConfig.from_dict(TINY))
-        model_fn(features, None, estimator_lib.ModeKeys.EVAL, {})
-        with tf1.Session() as sess:
-            sess.run(tf1.global_variables_initializer())
-            return tf1.train.Saver().save(sess, prefix)
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    """A config, 64 records (all masked_lm_weights 1: per-replica and global means agree) and an
-    init checkpoint; the single-process and mirrored runs on them, trained in one child."""
-    root = tmp_path_factory.mktemp("distribute")
-    write_records(str(root / "train.tfrecord"), num=64)
-    (root / "bert_config.json").write_text(json.dumps(TINY))
-    init = _write_init_checkpoint(str(root / "init" / "model.ckpt"))
-    return types.SimpleNamespace(root=root, init=init, config=str(root / "bert_config.json"),
-                                 records=str(root / "train.tfrecord"))
-
-
-def _flags(data, output_dir, steps=STEPS, **extra):
-    values = dict(bert_config_file=data.config, input_file=data.records,
-                  output_dir=str(output_dir), init_checkpoint=data.init, max_seq_length=16,
-                  max_predictions_per_seq=4, do_train=True, train_batch_size=GLOBAL_BATCH,
-                  num_train_steps=steps, num_warmup_steps=1, learning_rate=1e-3,
-                  save_checkpoints_steps=2, log_every_n_steps=1, shuffle_train_input=False)
-    values.update(extra)
-    return [f"--{key}={value}" for key, value in values.items()]
-
-
 def _on_two_cpu_devices(script, code):
     """Python for a child that splits the CPU into 2 logical devices (possible only before
     TensorFlow starts), parses `script`'s flags from its argv, then runs `code`."""
@@ -225,13 +196,13 @@ _TWO_DEVICE_RUNS = _on_two_cpu_devices(SCRIPT, """
 
 
 @pytest.fixture(scope="module")
-def single_and_mirrored(data):
+def single_and_mirrored(cluster_data):
     """(single-device checkpoint, 2-device MirroredStrategy checkpoint, the child's log)."""
-    one, two = data.root / "one_device", data.root / "mirrored"
+    one, two = cluster_data.root / "one_device", cluster_data.root / "mirrored"
     code = _TWO_DEVICE_RUNS.format(one=str(one), two=str(two))
-    temp_dir = data.root / "tmp"
+    temp_dir = cluster_data.root / "tmp"
     temp_dir.mkdir()
-    completed = subprocess.run([sys.executable, "-c", code, *_flags(data, one)],
+    completed = subprocess.run([sys.executable, "-c", code, *cluster_flags(cluster_data, one)],
                                capture_output=True, text=True,
                                env=child_env(TMPDIR=str(temp_dir)), cwd=ROOT, timeout=400)
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -268,12 +239,12 @@ def _assert_same_weights(checkpoint, reference, init):
 
 
 @pytest.mark.slow
-def test_a_mirrored_two_cpu_devices_equal_one_device(data, single_and_mirrored):
+def test_a_mirrored_two_cpu_devices_equal_one_device(cluster_data, single_and_mirrored):
     one, two, log = single_and_mirrored
     assert one.endswith(f"model.ckpt-{STEPS}") and two.endswith(f"model.ckpt-{STEPS}")
     assert "MirroredStrategy over 2 devices" in log
     assert "Global batch 8 over 2 replicas: 4 examples per replica" in log
-    _assert_same_weights(two, one, data.init)
+    _assert_same_weights(two, one, cluster_data.init)
 
 
 def test_a_mirrored_run_builds_the_model_as_written(single_and_mirrored):
@@ -284,73 +255,32 @@ def test_a_mirrored_run_builds_the_model_as_written(single_and_mirrored):
     assert "generated sources: []" in single_and_mirrored[2]
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def _start_workers(args, log_dir, script=SCRIPT):
-    """Starts one `script` per TF_CONFIG task of a 2-worker cluster on 127.0.0.1, with the
-    flags `args` (or `args(index)` for worker `index`); returns [(process, log path)], the
-    chief first."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
-    workers = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        log_path = os.path.join(log_dir, f"worker{index}.log")
-        process = start_python_script(script, args(index) if callable(args) else args,
-                                      env=child_env(TF_CONFIG=tf_config), cwd=ROOT,
-                                      output=log_path)
-        workers.append((process, log_path))
-    return workers
-
-
-def _kill_all(workers):
-    for process, _ in workers:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
-def _wait(workers, timeout):
-    """Waits for every worker; returns [(exit status, log)]."""
-    try:
-        for process, _ in workers:
-            process.wait(timeout=timeout)
-    finally:
-        _kill_all(workers)
-    return [(process.returncode, open(path).read()) for process, path in workers]
-
-
 def _run_two_workers(args, log_dir, script=SCRIPT):
     """Runs `script` as the two workers of a TF_CONFIG cluster; both must exit 0.
 
     Returns:
       (chief's log, the other worker's log).
     """
-    (chief_rc, chief_log), (worker_rc, worker_log) = _wait(
-        _start_workers(args, log_dir, script=script), timeout=400)
+    (chief_rc, chief_log), (worker_rc, worker_log) = wait_workers(
+        start_workers(args, log_dir, script=script), timeout=400)
     assert chief_rc == 0, chief_log[-3000:]
     assert worker_rc == 0, worker_log[-3000:]
     return chief_log, worker_log
 
 
 @pytest.mark.slow
-def test_b_two_workers_equal_one_process_and_only_the_chief_writes(data, single_and_mirrored,
+def test_b_two_workers_equal_one_process_and_only_the_chief_writes(cluster_data,
+                                                                   single_and_mirrored,
                                                                    tmp_path):
     out = tmp_path / "out"
-    args = _flags(data, out, distribution_strategy="multi_worker", step_timeout_secs=120)
+    args = cluster_flags(cluster_data, out, distribution_strategy="multi_worker",
+                         step_timeout_secs=120)
     chief_log, worker_log = _run_two_workers(args, str(tmp_path))
     for log in (chief_log, worker_log):
         assert "Global batch 8 over 2 replicas: 4 examples per replica" in log
     final = tf.train.latest_checkpoint(str(out))
     assert final.endswith(f"model.ckpt-{STEPS}")
-    _assert_same_weights(final, single_and_mirrored[0], data.init)
+    _assert_same_weights(final, single_and_mirrored[0], cluster_data.init)
     # What the chief alone writes: checkpoints (every 2 steps, at the start and the end), one
     # events file, the graph; the other worker would add an events file or more.
     files = sorted(os.listdir(out))
@@ -371,12 +301,12 @@ def test_b_two_workers_equal_one_process_and_only_the_chief_writes(data, single_
 
 
 @pytest.mark.slow
-def test_c_a_dead_worker_stops_the_other_then_both_resume(data, tmp_path):
+def test_c_a_dead_worker_stops_the_other_then_both_resume(cluster_data, tmp_path):
     out = tmp_path / "out"
     timeout = 15
-    args = _flags(data, out, steps=100000, distribution_strategy="multi_worker",
-                  step_timeout_secs=timeout, save_checkpoints_steps=5, log_every_n_steps=5)
-    workers = _start_workers(args, str(tmp_path))
+    args = cluster_flags(cluster_data, out, steps=100000, distribution_strategy="multi_worker",
+                         step_timeout_secs=timeout, save_checkpoints_steps=5, log_every_n_steps=5)
+    workers = start_workers(args, str(tmp_path))
     (chief, chief_log_path), (worker, _) = workers
     checkpoint_5 = out / "model.ckpt-5.index"
     try:
@@ -391,7 +321,7 @@ def test_c_a_dead_worker_stops_the_other_then_both_resume(data, tmp_path):
         stopped_after = time.time() - killed_at
         print(f"the chief stopped {stopped_after:.1f} s after the other worker was killed")
     finally:
-        _kill_all(workers)
+        kill_all(workers)
     chief_log = open(chief_log_path).read()
     assert chief.returncode == 2, chief_log[-3000:]
     # README: the others stop after at most --step_timeout_secs (plus writing one line and
@@ -406,9 +336,10 @@ def test_c_a_dead_worker_stops_the_other_then_both_resume(data, tmp_path):
     assert last_step >= 5
 
     # The same command on both (with a near end): they resume from the chief's checkpoint.
-    args = _flags(data, out, steps=last_step + 3, distribution_strategy="multi_worker",
-                  step_timeout_secs=120, save_checkpoints_steps=5, log_every_n_steps=5)
-    results = _wait(_start_workers(args, str(tmp_path)), timeout=400)
+    args = cluster_flags(cluster_data, out, steps=last_step + 3,
+                         distribution_strategy="multi_worker", step_timeout_secs=120,
+                         save_checkpoints_steps=5, log_every_n_steps=5)
+    results = wait_workers(start_workers(args, str(tmp_path)), timeout=400)
     for returncode, log in results:
         assert returncode == 0, log[-3000:]
         assert f"from step {last_step} to {last_step + 3}" in log
@@ -417,7 +348,7 @@ def test_c_a_dead_worker_stops_the_other_then_both_resume(data, tmp_path):
 
 
 @pytest.mark.slow
-def test_c_two_workers_killed_resume_exactly_where_their_inputs_were(data, tmp_path):
+def test_c_two_workers_killed_resume_exactly_where_their_inputs_were(cluster_data, tmp_path):
     """--exact_resume on two workers: both killed (SIGKILL) after a checkpoint, then restarted
     with the same command, they end with the weights of an uninterrupted two-worker run: each
     worker's input continues from the position saved with the checkpoint."""
@@ -426,13 +357,15 @@ def test_c_two_workers_killed_resume_exactly_where_their_inputs_were(data, tmp_p
     steps = 12
 
     def args(out):  # Shuffled input: two files per worker, interleaved.
-        return _flags(data, out, steps=steps, distribution_strategy="multi_worker",
-                      step_timeout_secs=120, save_checkpoints_steps=3, keep_checkpoint_max=10,
-                      input_file=",".join(shards), shuffle_train_input=True, random_seed=3)
+        return cluster_flags(cluster_data, out, steps=steps,
+                             distribution_strategy="multi_worker", step_timeout_secs=120,
+                             save_checkpoints_steps=3, keep_checkpoint_max=10,
+                             input_file=",".join(shards), shuffle_train_input=True,
+                             random_seed=3)
 
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     _run_two_workers(args(straight), str(tmp_path))
-    workers = _start_workers(args(killed), str(tmp_path))
+    workers = start_workers(args(killed), str(tmp_path))
     states = [killed / "input_state" / f"model.ckpt-6.input-{w}-of-2.index" for w in (0, 1)]
     try:
         deadline = time.time() + 300
@@ -440,7 +373,7 @@ def test_c_two_workers_killed_resume_exactly_where_their_inputs_were(data, tmp_p
             assert all(process.poll() is None for process, _ in workers)
             time.sleep(0.02)
     finally:
-        _kill_all(workers)
+        kill_all(workers)
     # The chief writes checkpoint 6 only once both workers' input states of step 6 exist.
     assert all(state.exists() for state in states)
     last = tf.train.latest_checkpoint(str(killed))
@@ -505,7 +438,7 @@ BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
 _BENCHMARK_ON_TWO_DEVICES = _on_two_cpu_devices(BENCHMARK, """
     from bert_tf import benchmark, distribute, modeling, options
     sys.path.insert(0, {tests!r})
-    from test_benchmark import _graph_matmul_flops
+    from finetune_helpers import graph_matmul_flops
     benchmark_options = options.BenchmarkOptions.from_flags(flags.FLAGS)
     benchmark.run(benchmark_options)
     spec = benchmark.BenchmarkSpec(
@@ -513,7 +446,7 @@ _BENCHMARK_ON_TWO_DEVICES = _on_two_cpu_devices(BENCHMARK, """
         mode="train", batch_size=flags.FLAGS.batch_size, max_seq_length=flags.FLAGS.max_seq_length)
     graph, fetch, _ = benchmark.build_step(
         spec, distribute.strategy_from_options(benchmark_options.distribution))
-    print("GRAPH_FLOPS", _graph_matmul_flops(graph, fetch))
+    print("GRAPH_FLOPS", graph_matmul_flops(graph, fetch))
 """)
 
 

@@ -1,12 +1,11 @@
 """Dynamic masking: records without masks (create_pretraining_data --masking=dynamic) masked in
 run_pretraining's input pipeline; statistics over many batches against the static rules."""
 
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_pretraining_data import TRAIN_TXT, _read, _run
+from finetune_helpers import TRAIN_TXT, create_records, read_records
 
 from bert_tf import tokenization
 from bert_tf.data import dynamic_masking, tfrecords
@@ -16,16 +15,12 @@ SEQ, PREDS, BATCH = 128, 20, 64
 
 
 @pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
-
-
-@pytest.fixture(scope="module")
 def dynamic_records(tmp_path_factory, vocab_file):
     """Whole-word dynamic records of the shipped training text: (path, raw parsed records)."""
     path = str(tmp_path_factory.mktemp("dynamic") / "train.tfrecord")
-    summary, _ = _run(TRAIN_TXT, path, vocab_file, masking="dynamic", do_whole_word_mask=True,
-                      dupe_factor=1, max_seq_length=SEQ, max_predictions_per_seq=PREDS)
+    summary, _ = create_records(TRAIN_TXT, path, vocab_file, masking="dynamic",
+                                do_whole_word_mask=True, dupe_factor=1, max_seq_length=SEQ,
+                                max_predictions_per_seq=PREDS)
     assert summary["avg_masked"] == 0
     spec = tfrecords.pretraining_feature_spec(SEQ, PREDS, dynamic=True)
     raw = next(tf.data.TFRecordDataset(path).batch(100_000)
@@ -141,9 +136,9 @@ def test_selection_takes_words_in_random_order_while_they_fit():
 
 def test_static_and_dynamic_records_mixed_are_an_error(tmp_path, dynamic_records, vocab_file):
     static = str(tmp_path / "static.tfrecord")
-    _run(TRAIN_TXT, static, vocab_file, dupe_factor=1, max_seq_length=SEQ,
-         max_predictions_per_seq=PREDS)
-    assert _read([static], SEQ, PREDS)["input_ids"].shape[0] > 0
+    create_records(TRAIN_TXT, static, vocab_file, dupe_factor=1, max_seq_length=SEQ,
+                   max_predictions_per_seq=PREDS)
+    assert read_records([static], SEQ, PREDS)["input_ids"].shape[0] > 0
     assert pretraining.check_pretraining_records([dynamic_records[0]], SEQ, 7) is True
     with pytest.raises(Exception, match="holds records for dynamic masking but .* static"):
         pretraining.check_pretraining_records([static, dynamic_records[0]], SEQ, PREDS)

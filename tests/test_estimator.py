@@ -14,60 +14,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import ROOT, child_env
+from finetune_helpers import LEARNING_RATE, X, Y, make_estimator, make_input_fn
 
 from bert_tf import errors
 from bert_tf.training import estimator as est
 
-X = np.array([[-1.0], [-0.5], [0.0], [0.5], [1.0], [1.5], [2.0], [3.0]], np.float32)
-Y = 2.0 * X + 1.0
-LEARNING_RATE = 0.05
 INIT_W, INIT_B = 5.0, -3.0
-
-
-def linear_model_fn(features, labels, mode, params):
-    """pred = x @ w + b; MSE loss; GD. Optional params: init_checkpoint, poison_step, histogram."""
-    w = tf.compat.v1.get_variable("w", [1, 1], initializer=tf.compat.v1.zeros_initializer())
-    b = tf.compat.v1.get_variable("b", [1], initializer=tf.compat.v1.zeros_initializer())
-    if params.get("init_checkpoint"):
-        tf.compat.v1.train.init_from_checkpoint(params["init_checkpoint"], {"w": "w", "b": "b"})
-    pred = tf.matmul(features["x"], w) + b
-    if mode == est.ModeKeys.PREDICT:
-        return est.EstimatorSpec(mode, predictions={"y": pred[:, 0], "x": features["x"][:, 0]})
-    loss = tf.reduce_mean(tf.square(pred - labels))
-    if mode == est.ModeKeys.EVAL:
-        mae = tf.compat.v1.metrics.mean_absolute_error(labels, pred)
-        return est.EstimatorSpec(mode, loss=loss, eval_metric_ops={"mae": mae})
-    global_step = tf.compat.v1.train.get_global_step()
-    tf.compat.v1.summary.scalar("learning_rate", LEARNING_RATE)  # As bert_tf.optimization does.
-    if params.get("histogram"):
-        tf.compat.v1.summary.histogram("w", w)
-    train_op = tf.compat.v1.train.GradientDescentOptimizer(LEARNING_RATE).minimize(
-        loss, global_step=global_step)
-    if params.get("poison_step"):  # A weight that turns NaN without the loss noticing.
-        aux = tf.compat.v1.get_variable("aux", [], initializer=tf.compat.v1.zeros_initializer())
-        poisoned = tf.where(global_step >= params["poison_step"], np.nan, aux)
-        train_op = tf.group(train_op, tf.compat.v1.assign(aux, poisoned))
-    return est.EstimatorSpec(mode, loss=loss, train_op=train_op)
-
-
-def make_input_fn(x, y=None, repeat=True):
-    def input_fn(params):
-        features = {"x": x}
-        data = tf.data.Dataset.from_tensor_slices((features, y) if y is not None else features)
-        if repeat:
-            data = data.repeat()
-        return data.batch(params["batch_size"], drop_remainder=repeat)
-
-    return input_fn
-
-
-def make_estimator(model_dir, params=None, batch_size=8, **config):
-    config.setdefault("save_checkpoints_steps", 5)
-    config.setdefault("log_step_count_steps", 2)
-    config.setdefault("save_summary_steps", 2)
-    return est.Estimator(linear_model_fn, model_dir, config=est.RunConfig(**config),
-                         params=params, train_batch_size=batch_size, eval_batch_size=4,
-                         predict_batch_size=4)
 
 
 def write_init_checkpoint(directory):

@@ -11,8 +11,7 @@ import numpy as np
 import numpy_bert
 import pytest
 import tensorflow as tf
-from envs import child_env
-from script_runner import run_python_script
+from finetune_helpers import run_script, tiny_config
 
 from bert_tf import extract_features as ef
 from bert_tf import modeling, tokenization
@@ -21,13 +20,11 @@ from bert_tf.errors import BertTfError
 tf1 = tf.compat.v1
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO, "scripts", "extract_features.py")
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "quick", "brown", "fox", "jump",
          "##s", "over", "lazy", "dog", "hello", "world", ",", ".", "!", "a", "b", "c", "|"]
-TINY = dict(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=4, num_attention_heads=2,
-            intermediate_size=24, max_position_embeddings=24, type_vocab_size=2,
-            initializer_range=0.5)
+TINY = tiny_config(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=4,
+                   intermediate_size=24, max_position_embeddings=24, initializer_range=0.5)
 NUM_HEADS = TINY["num_attention_heads"]
 
 LINES = [
@@ -81,15 +78,6 @@ def _reference_layers(model, feature):
                         for key in ("input_ids", "input_mask", "input_type_ids"))
     layers, _ = numpy_bert.bert_forward(model["weights"], ids, mask, types, NUM_HEADS)
     return [layer[0] for layer in layers]
-
-
-def _run_script(*args, ran_ops_file=None):
-    """Runs the script; with `ran_ops_file`, under tests/ran_ops.py, which writes there the op
-    types of the kernels its sessions ran."""
-    if ran_ops_file:
-        return run_python_script(os.path.join(REPO, "tests", "ran_ops.py"),
-                                 [str(ran_ops_file), SCRIPT, *args], env=child_env(), cwd=REPO)
-    return run_python_script(SCRIPT, args, env=child_env(), cwd=REPO)
 
 
 def test_read_examples_splits_pairs_and_numbers_lines(tiny_model):
@@ -173,7 +161,8 @@ def test_layer_outputs_match_numpy_reference_in_both_padding_modes(tiny_model):
 def test_script_writes_original_json_lines(tiny_model, tmp_path, use_xla):
     output_file = tmp_path / "out" / "features.jsonl"
     ran_ops_file = tmp_path / "ran_ops.json"
-    result = _run_script(
+    result = run_script(
+        "extract_features.py",
         f"--input_file={tiny_model['input_file']}", f"--output_file={output_file}",
         f"--vocab_file={tiny_model['vocab_file']}",
         f"--bert_config_file={tiny_model['config_file']}",
@@ -213,7 +202,8 @@ def test_script_writes_original_json_lines(tiny_model, tmp_path, use_xla):
 
 def test_script_bad_layers_exit_2_with_one_line(tiny_model, tmp_path):
     output_file = tmp_path / "features.jsonl"
-    result = _run_script(
+    result = run_script(
+        "extract_features.py",
         f"--input_file={tiny_model['input_file']}", f"--output_file={output_file}",
         f"--vocab_file={tiny_model['vocab_file']}",
         f"--bert_config_file={tiny_model['config_file']}",
@@ -307,7 +297,8 @@ def test_script_on_minilm_matches_bert_model_sequence_output(minilm_converted, t
     input_file = _write(tmp_path / "input.txt", "\n".join(MINILM_LINES) + "\n")
     output_file = tmp_path / "features.jsonl"
     seq_length = 32
-    result = _run_script(
+    result = run_script(
+        "extract_features.py",
         f"--input_file={input_file}", f"--output_file={output_file}", f"--vocab_file={vocab_file}",
         f"--bert_config_file={config_file}", f"--init_checkpoint={checkpoint}", "--layers=-1",
         f"--max_seq_length={seq_length}", "--batch_size=2", "--padding=longest")

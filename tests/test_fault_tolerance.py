@@ -20,8 +20,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
+from finetune_helpers import PRETRAINING_TINY as TINY
+from finetune_helpers import (
+    assert_checkpoint_state_is_whole,
+    pretrain_options,
+    write_records,
+)
 from script_runner import run_python_script, start_python_script
-from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
@@ -34,21 +39,6 @@ SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
 # Runs a script and SIGKILLs it inside the real save of one step (see the file).
 KILL_DURING_SAVE = os.path.join(ROOT, "tests", "kill_during_save.py")
 ENV = child_env()
-
-
-def assert_checkpoint_state_is_whole(model_dir):
-    """Every checkpoint the `checkpoint` state file names exists and reads back."""
-    state = tf.train.get_checkpoint_state(model_dir)
-    assert state is not None and state.model_checkpoint_path
-    assert state.model_checkpoint_path in state.all_model_checkpoint_paths
-    for prefix in state.all_model_checkpoint_paths:
-        prefix = os.path.join(model_dir, prefix)
-        assert os.path.exists(prefix + ".index"), prefix
-        step = int(prefix.rsplit("-", 1)[1])
-        assert int(tf.train.load_variable(prefix, "global_step")) == step
-        for name, _ in tf.train.list_variables(prefix):
-            assert np.all(np.isfinite(tf.train.load_variable(prefix, name))), (prefix, name)
-    return int(state.model_checkpoint_path.rsplit("-", 1)[1])
 
 
 @pytest.mark.slow

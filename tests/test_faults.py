@@ -19,13 +19,18 @@ import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
+from finetune_helpers import PRETRAINING_TINY as TINY
+from finetune_helpers import (
+    assert_checkpoint_state_is_whole,
+    max_difference,
+    pretrain_options,
+    weights_at,
+    write_records,
+)
 from script_runner import run_python_script
-from test_fault_tolerance import assert_checkpoint_state_is_whole
-from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf.data import classification, records
 from bert_tf.errors import BertTfError
@@ -367,21 +372,6 @@ def _step(model_dir):
     return -1 if prefix is None else int(prefix.rsplit("-", 1)[1])
 
 
-def weights_at(model_dir, step=_TOTAL_STEPS):
-    """The model weights (no Adam slots) of `model_dir`'s latest checkpoint, which must be
-    the one of `step`."""
-    prefix = tf.train.latest_checkpoint(str(model_dir))
-    assert prefix.endswith(f"model.ckpt-{step}"), prefix
-    return {name: tf.train.load_variable(prefix, name)
-            for name, _ in tf.train.list_variables(prefix) if "adam" not in name.lower()}
-
-
-def max_difference(a, b):
-    """The largest absolute difference between two `weights_at` results."""
-    assert a.keys() == b.keys()
-    return max(float(np.max(np.abs(a[k].astype(np.float64) - b[k]))) for k in a)
-
-
 @pytest.mark.slow
 def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_path,
                                                                       monkeypatch):
@@ -414,9 +404,9 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
         steps_at_kill.append(assert_checkpoint_state_is_whole(str(killed)))
     assert 0 < steps_at_kill[1] < steps_at_kill[2] < _TOTAL_STEPS, steps_at_kill
     run_pretraining(pretrain_options(tmp_path, **values))  # The same command.
-    reference = weights_at(str(straight))
+    reference = weights_at(str(straight), _TOTAL_STEPS)
     # A resume that changed even one batch differs by > 1e-2 (below).
-    assert max_difference(weights_at(str(killed)), reference) <= 1e-6
+    assert max_difference(weights_at(str(killed), _TOTAL_STEPS), reference) <= 1e-6
 
     # Today's behaviour (--exact_resume=false), stopped cleanly at step 12 by the same
     # command: the resumed run reads the data from the first record again, so it trains on
@@ -435,7 +425,7 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
     assert assert_checkpoint_state_is_whole(str(restarted)) == 12
     monkeypatch.setattr(model_fn_parts.Training, "spec", original)
     run_pretraining(old)
-    assert max_difference(weights_at(str(restarted)), reference) > 1e-2
+    assert max_difference(weights_at(str(restarted), _TOTAL_STEPS), reference) > 1e-2
 
 
 def test_a_resume_by_another_number_of_workers_restarts_the_input_with_a_warning(

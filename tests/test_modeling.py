@@ -13,14 +13,15 @@ import numpy_bert
 import pytest
 import tensorflow as tf
 from envs import ROOT, child_env
+from finetune_helpers import tiny_config
 
 from bert_tf import modeling
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
 
-TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=37, type_vocab_size=3, max_position_embeddings=40)
+TINY = tiny_config(vocab_size=99, num_attention_heads=4, intermediate_size=37, type_vocab_size=3,
+                   max_position_embeddings=40)
 
 
 def _inputs(batch=3, seq=7, seed=0):
@@ -48,7 +49,7 @@ def _run_model(config, ids, mask, segs, is_training=False, compute_dtype=tf.floa
 
 
 def test_bert_model_matches_float64_numpy_reference():
-    config = modeling.BertConfig(**TINY, initializer_range=0.2)
+    config = modeling.BertConfig(**{**TINY, "initializer_range": 0.2})
     ids, mask, segs = _inputs()
     weights, layers, pooled = _run_model(config, ids, mask, segs)
     ref_layers, ref_pooled = numpy_bert.bert_forward(weights, ids, mask, segs, num_heads=4)
@@ -90,7 +91,7 @@ def test_variable_names_and_shapes_follow_google_layout():
 
 
 def test_dropout_only_when_training():
-    config = modeling.BertConfig(**TINY, hidden_dropout_prob=0.3)
+    config = modeling.BertConfig(**{**TINY, "hidden_dropout_prob": 0.3})
     ids, mask, segs = _inputs()
     graph = tf.Graph()
     with graph.as_default():

@@ -9,6 +9,7 @@ for the tolerance).
 import numpy as np
 import pytest
 import tensorflow as tf
+from finetune_helpers import tiny_config
 
 from bert_tf import modeling
 from bert_tf.tasks import squad
@@ -23,10 +24,9 @@ START_TOKEN, END_TOKEN = 5, 6
 
 def _config():
     # Dropout off: both precisions must see exactly the same computation up to rounding.
-    return modeling.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                               num_attention_heads=2, intermediate_size=64,
-                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                               max_position_embeddings=SEQ, type_vocab_size=2)
+    return modeling.BertConfig(**tiny_config(vocab_size=64, hidden_dropout_prob=0.0,
+                                             attention_probs_dropout_prob=0.0,
+                                             max_position_embeddings=SEQ))
 
 
 def _batches(num_batches, seed=0):

@@ -52,11 +52,6 @@ def _train(kind, directory, vocab_file, **values):
 
 
 @pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
-
-
-@pytest.fixture(scope="module")
 def classifier(tmp_path_factory, vocab_file):
     return _train("classifier", tmp_path_factory.mktemp("classifier"), vocab_file,
                   task_name="tsv", text_a_column="sentence",

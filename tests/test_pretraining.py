@@ -9,71 +9,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
-from script_runner import run_python_script, start_python_script
+from finetune_helpers import PRETRAINING_TINY as TINY
+from finetune_helpers import pretrain_options, run_script, write_records
+from script_runner import start_python_script
 
 from bert_tf import modeling
-from bert_tf import options as bert_options
-from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.runs.pretraining import run_pretraining
 from bert_tf.tasks import pretraining
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "run_pretraining.py")
-TINY = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=64, type_vocab_size=2, max_position_embeddings=64,
-            hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-            initializer_range=0.02)
-
-
-def _int_feature(values):
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def write_records(path, num, seq=16, preds=4, seed=0):
-    """Writes `num` pre-training examples with the docs/compatibility.md §3 keys, built by hand."""
-    rng = np.random.RandomState(seed)
-    with tf.io.TFRecordWriter(path) as writer:
-        for _ in range(num):
-            length = rng.randint(8, seq + 1)
-            ids = [2] + list(rng.randint(5, TINY["vocab_size"], size=length - 2)) + [3]
-            positions = sorted(rng.choice(np.arange(1, length - 1), size=preds, replace=False))
-            masked_ids = [ids[p] for p in positions]
-            for p in positions:
-                ids[p] = 4  # [MASK]
-            pad = seq - length
-            feature = {
-                "input_ids": _int_feature(ids + [0] * pad),
-                "input_mask": _int_feature([1] * length + [0] * pad),
-                "segment_ids": _int_feature([0] * (length // 2) + [1] * (length - length // 2)
-                                            + [0] * pad),
-                "masked_lm_positions": _int_feature(positions),
-                "masked_lm_ids": _int_feature(masked_ids),
-                "masked_lm_weights": tf.train.Feature(
-                    float_list=tf.train.FloatList(value=[1.0] * preds)),
-                "next_sentence_labels": _int_feature([rng.randint(2)]),
-            }
-            writer.write(tf.train.Example(
-                features=tf.train.Features(feature=feature)).SerializeToString())
-    return path
-
-
-def pretrain_options(tmp_path, **overrides):
-    """`PretrainOptions` parsed from run_pretraining.py's flag groups: the flag defaults, small
-    test sizes over tmp_path, then `overrides`."""
-    config = tmp_path / "bert_config.json"
-    if not config.exists():
-        config.write_text(json.dumps(TINY))
-    values = dict(
-        bert_config_file=str(config), input_file=str(tmp_path / "train.tfrecord"),
-        output_dir=str(tmp_path / "out"), max_seq_length=16, max_predictions_per_seq=4,
-        do_train=True, do_eval=True, train_batch_size=8, eval_batch_size=8,
-        learning_rate=3e-3, num_train_steps=60, num_warmup_steps=5, save_checkpoints_steps=30,
-        max_eval_steps=10, keep_checkpoint_max=3, log_every_n_steps=20, save_summary_steps=20,
-        random_seed=1)
-    values.update(overrides)
-    flag_values = bert_flags.parse(lambda fv: bert_flags.define_pretraining_flags(fv), **values)
-    return bert_options.PretrainOptions.from_flags(flag_values)
 
 
 def test_overfits_a_handful_of_instances_and_writes_eval_results(tmp_path):
@@ -155,7 +101,7 @@ def test_records_of_another_length_are_a_clear_error(tmp_path):
 
 def _script(args, timeout):
     """Runs run_pretraining.py with `args`; returns (exit status, its stdout and stderr)."""
-    result = run_python_script(SCRIPT, args, env=child_env(), timeout=timeout)
+    result = run_script("run_pretraining.py", *args, timeout=timeout)
     return result.returncode, result.stdout + result.stderr
 
 
@@ -211,14 +157,12 @@ def test_script_use_xla_trains_and_evaluates_through_xla(tmp_path):
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
     ran_ops_file = tmp_path / "ran_ops.json"
     # tests/ran_ops.py runs the script and writes the op types of the kernels that ran.
-    result = run_python_script(
-        os.path.join(ROOT, "tests", "ran_ops.py"),
-        [str(ran_ops_file), SCRIPT, f"--bert_config_file={tmp_path / 'bert_config.json'}",
-         f"--input_file={tmp_path / 'train.tfrecord'}", f"--output_dir={tmp_path / 'out'}",
-         "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train", "--do_eval",
-         "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=10",
-         "--num_warmup_steps=2", "--max_eval_steps=2", "--use_xla"],
-        env=child_env(), timeout=300)
+    result = run_script(
+        "run_pretraining.py", f"--bert_config_file={tmp_path / 'bert_config.json'}",
+        f"--input_file={tmp_path / 'train.tfrecord'}", f"--output_dir={tmp_path / 'out'}",
+        "--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train", "--do_eval",
+        "--train_batch_size=8", "--eval_batch_size=8", "--num_train_steps=10",
+        "--num_warmup_steps=2", "--max_eval_steps=2", "--use_xla", ran_ops_file=ran_ops_file)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     # Compiled clusters ran (an _XlaCompile and an _XlaRun kernel each), whatever TF logs.
     assert {"_XlaCompile", "_XlaRun"} <= set(json.loads(ran_ops_file.read_text()))

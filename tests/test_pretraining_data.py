@@ -1,27 +1,21 @@
 """create_pretraining_data: records, their statistics, determinism, inputs and errors."""
 
 import os
-import random
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 from envs import child_env
+from finetune_helpers import TRAIN_TXT, create_records, numbered_corpus, read_records, unmasked_ids
 
 from bert_tf import tokenization
 from bert_tf.data import pretraining_data, tfrecords
 from bert_tf.errors import BertTfError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN_TXT = os.path.join(REPO, "data", "corpus", "train.txt")
 SPEC_KEYS = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
              "masked_lm_weights", "next_sentence_labels"}
-
-
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
 
 
 @pytest.fixture(scope="module")
@@ -29,42 +23,12 @@ def vocab(vocab_file):
     return tokenization.load_vocab(vocab_file)
 
 
-def _run(input_file, output_file, vocab_file, num_workers=1, chunk_size_mb=1.0, **config):
-    lines = []
-    summary = pretraining_data.create_pretraining_data(
-        input_file, output_file, pretraining_data.PretrainingDataConfig(vocab_file, **config),
-        num_workers=num_workers, chunk_size_mb=chunk_size_mb,
-        log_fn=lambda fmt, *args: lines.append(fmt % args))
-    return summary, lines
-
-
-def _read(paths, max_seq_length=128, max_predictions_per_seq=20):
-    """All records of `paths` (in file order), parsed with exactly the keys of
-    docs/compatibility.md §3."""
-    import tensorflow as tf
-
-    spec = tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
-    batches = [b for b in tf.data.TFRecordDataset(paths).batch(100_000)
-               .map(lambda s: tf.io.parse_example(s, spec)).as_numpy_iterator()]
-    return {key: np.concatenate([b[key] for b in batches]) for key in spec}
-
-
-def _unmasked_ids(records):
-    """input_ids with the original token put back at every masked position."""
-    ids = records["input_ids"].copy()
-    rows = np.arange(len(ids))[:, None]
-    weights = records["masked_lm_weights"] > 0
-    ids[np.broadcast_to(rows, weights.shape)[weights], records["masked_lm_positions"][weights]] \
-        = records["masked_lm_ids"][weights]
-    return ids
-
-
 @pytest.fixture(scope="module")
 def persuasion(tmp_path_factory, vocab_file):
     """Default flags but dupe_factor=2 on the shipped training text: (summary, records, path)."""
     path = str(tmp_path_factory.mktemp("persuasion") / "train.tfrecord")
-    summary, lines = _run(TRAIN_TXT, path, vocab_file, dupe_factor=2)
-    return summary, _read([path]), path, lines
+    summary, lines = create_records(TRAIN_TXT, path, vocab_file, dupe_factor=2)
+    return summary, read_records([path]), path, lines
 
 
 def test_records_hold_exactly_the_spec_keys(persuasion):
@@ -151,8 +115,8 @@ def test_short_seq_prob_shortens_sequences(tmp_path, vocab_file):
     mean_length = {}
     for short_seq_prob in (0.0, 1.0):
         output = str(tmp_path / f"short_{short_seq_prob}.tfrecord")
-        _run(TRAIN_TXT, output, vocab_file, dupe_factor=2, short_seq_prob=short_seq_prob)
-        mean_length[short_seq_prob] = _read([output])["input_mask"].sum(axis=1).mean()
+        create_records(TRAIN_TXT, output, vocab_file, dupe_factor=2, short_seq_prob=short_seq_prob)
+        mean_length[short_seq_prob] = read_records([output])["input_mask"].sum(axis=1).mean()
     # Targets uniform in [2, 125] (one per document and pass) instead of 125; sentences
     # overshoot a target, so the mean is well above 125 / 2.
     assert mean_length[0.0] > 120
@@ -184,34 +148,13 @@ def test_next_sentence_labels_are_balanced(persuasion):
     assert summary["random_next_fraction"] == pytest.approx(random_fraction)
 
 
-def _numbered_corpus(path, vocab, num_documents=20, seed=0):
-    """Documents of sentences whose words are distinct single-token numbers; returns
-    {token id: (document, word index in corpus)}."""
-    rng = random.Random(seed)
-    words = [str(i) for i in range(3000) if str(i) in vocab]
-    where, documents, k = {}, [], 0
-    for d in range(num_documents):
-        sentences = []
-        for _ in range(rng.randint(4, 9)):
-            n = rng.randint(2, 7)
-            sentences.append(" ".join(words[k:k + n]))
-            for word in words[k:k + n]:
-                where[vocab[word]] = (d, len(where))
-            k += n
-        documents.append("\n".join(sentences))
-    assert k <= len(words)
-    with open(path, "w") as f:
-        f.write("\n\n".join(documents) + "\n")
-    return where
-
-
 def test_segment_b_follows_a_or_comes_from_another_document(tmp_path, vocab_file, vocab):
-    where = _numbered_corpus(tmp_path / "numbers.txt", vocab)
+    where = numbered_corpus(tmp_path / "numbers.txt", vocab)
     output = str(tmp_path / "numbers.tfrecord")
-    _run(str(tmp_path / "numbers.txt"), output, vocab_file, max_seq_length=24,
-         max_predictions_per_seq=4, dupe_factor=20)
-    records = _read([output], 24, 4)
-    ids, segments = _unmasked_ids(records), records["segment_ids"]
+    create_records(str(tmp_path / "numbers.txt"), output, vocab_file, max_seq_length=24,
+                   max_predictions_per_seq=4, dupe_factor=20)
+    records = read_records([output], 24, 4)
+    ids, segments = unmasked_ids(records), records["segment_ids"]
     lengths = records["input_mask"].sum(axis=1)
     counts = {0: 0, 1: 0}
     for i in range(len(ids)):
@@ -234,11 +177,12 @@ def test_each_pass_uses_every_sentence_once(tmp_path, vocab_file, vocab):
     # Documents shorter than max_seq_length - 3 and no short sequences: nothing is truncated,
     # so A segments and true-next B segments must partition the text of each pass, the
     # sentences left over by a random-next instance being "put back".
-    where = _numbered_corpus(tmp_path / "numbers.txt", vocab)
+    where = numbered_corpus(tmp_path / "numbers.txt", vocab)
     output = str(tmp_path / "numbers.tfrecord")
-    _run(str(tmp_path / "numbers.txt"), output, vocab_file, dupe_factor=3, short_seq_prob=0.0)
-    records = _read([output])
-    ids, segments = _unmasked_ids(records), records["segment_ids"]
+    create_records(str(tmp_path / "numbers.txt"), output, vocab_file, dupe_factor=3,
+                   short_seq_prob=0.0)
+    records = read_records([output])
+    ids, segments = unmasked_ids(records), records["segment_ids"]
     lengths = records["input_mask"].sum(axis=1)
     used = []
     for i in range(len(ids)):
@@ -254,10 +198,10 @@ def test_whole_word_masking_masks_all_pieces_of_a_word(tmp_path, vocab_file):
     partial = {}
     for whole_word in (True, False):
         output = str(tmp_path / f"wwm_{whole_word}.tfrecord")
-        _run(TRAIN_TXT, output, vocab_file, do_whole_word_mask=whole_word, dupe_factor=1,
-             random_seed=7)
-        records = _read([output])
-        original = _unmasked_ids(records)
+        create_records(TRAIN_TXT, output, vocab_file, do_whole_word_mask=whole_word, dupe_factor=1,
+                       random_seed=7)
+        records = read_records([output])
+        original = unmasked_ids(records)
         partial[whole_word] = 0
         for i in range(len(original)):
             num_masked = int(records["masked_lm_weights"][i].sum())
@@ -300,8 +244,8 @@ def test_output_is_deterministic_and_independent_of_num_workers(tmp_path, vocab_
     outputs = {}
     for name, workers, seed in (("one", 1, 5), ("two", 2, 5), ("seed", 1, 6)):
         paths = [str(tmp_path / f"{name}_{k}.tfrecord") for k in range(2)]
-        summary, _ = _run(TRAIN_TXT, ",".join(paths), vocab_file, num_workers=workers,
-                          chunk_size_mb=0.1, dupe_factor=1, random_seed=seed)
+        summary, _ = create_records(TRAIN_TXT, ",".join(paths), vocab_file, num_workers=workers,
+                                    chunk_size_mb=0.1, dupe_factor=1, random_seed=seed)
         assert summary["chunks"] == 4
         outputs[name] = [open(p, "rb").read() for p in paths]
     assert outputs["one"] == outputs["two"]
@@ -322,10 +266,10 @@ def test_chunks_end_at_document_boundaries(tmp_path):
 def test_several_output_files_are_round_robin_shards(tmp_path, vocab_file):
     single = str(tmp_path / "single.tfrecord")
     shards = [str(tmp_path / f"shard_{k}.tfrecord") for k in range(3)]
-    _run(TRAIN_TXT, single, vocab_file, dupe_factor=1)
-    _run(TRAIN_TXT, ",".join(shards), vocab_file, dupe_factor=1)
-    whole = _read([single])["input_ids"]
-    parts = [_read([p])["input_ids"] for p in shards]
+    create_records(TRAIN_TXT, single, vocab_file, dupe_factor=1)
+    create_records(TRAIN_TXT, ",".join(shards), vocab_file, dupe_factor=1)
+    whole = read_records([single])["input_ids"]
+    parts = [read_records([p])["input_ids"] for p in shards]
     assert sum(len(p) for p in parts) == len(whole)
     for k in range(3):
         np.testing.assert_array_equal(parts[k], whole[k::3])
@@ -337,8 +281,9 @@ def test_comma_lists_and_globs_of_inputs(tmp_path, vocab_file):
     for k in range(3):
         (tmp_path / f"part{k}.txt").write_text("\n\n".join(text[7 * k:7 * k + 7]) + "\n")
     output = str(tmp_path / "out.tfrecord")
-    summary, _ = _run(f"{tmp_path}/part[01].txt, {tmp_path}/part2.txt,{tmp_path}/part0.txt",
-                      output, vocab_file, dupe_factor=1)
+    summary, _ = create_records(
+        f"{tmp_path}/part[01].txt, {tmp_path}/part2.txt,{tmp_path}/part0.txt", output,
+        vocab_file, dupe_factor=1)
     assert summary["input_files"] == [str(tmp_path / f"part{k}.txt") for k in range(3)]
     assert summary["documents"] == 21 and summary["sentences"] == 2901
 
@@ -349,7 +294,7 @@ def test_bad_inputs_give_one_clear_error(tmp_path, vocab_file):
 
     def error(input_file, vocab=vocab_file):
         with pytest.raises(BertTfError) as raised:
-            _run(input_file, str(output), vocab)
+            create_records(input_file, str(output), vocab)
         return str(raised.value)
 
     missing = str(tmp_path / "missing.txt")
@@ -369,7 +314,7 @@ def test_bad_inputs_give_one_clear_error(tmp_path, vocab_file):
     late = tmp_path / "late.txt"
     late.write_bytes("\n".join(lines).encode("utf-8").replace(b"\xc3\xbf", b"\xff"))
     with pytest.raises(BertTfError, match=f"'{late}' line 2500 is not valid UTF-8"):
-        _run(str(late), str(output), vocab_file, num_workers=2, chunk_size_mb=0.01)
+        create_records(str(late), str(output), vocab_file, num_workers=2, chunk_size_mb=0.01)
 
     binary = tmp_path / "model.bin"
     binary.write_bytes(b"GGUF\n\x00\x01\x02\x03")
@@ -384,7 +329,7 @@ def test_bad_inputs_give_one_clear_error(tmp_path, vocab_file):
     assert f"vocab file '{bad_vocab}' has no [MASK] token" in error(TRAIN_TXT, str(bad_vocab))
 
     with pytest.raises(BertTfError, match="--masked_lm_prob=1.5 is out of range"):
-        _run(TRAIN_TXT, str(output), vocab_file, masked_lm_prob=1.5)
+        create_records(TRAIN_TXT, str(output), vocab_file, masked_lm_prob=1.5)
     # Nothing was written over the earlier output, and no temporary file is left behind.
     assert output.read_bytes() == b"previous complete output"
     assert sorted(os.listdir(tmp_path)) == ["blank.txt", "late.txt", "latin1.txt", "model.bin",
@@ -406,7 +351,7 @@ def test_script_runs_with_the_original_flags(tmp_path, vocab_file):
         capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "MB/s" in result.stderr and "masked per instance" in result.stderr
-    records = _read(outputs, 64, 10)
+    records = read_records(outputs, 64, 10)
     assert len(records["input_ids"]) > 100
 
     result = subprocess.run(

@@ -29,12 +29,13 @@ from finetune_helpers import (
     assert_ok,
     only_export,
     read_key_values,
+    run_script,
+    start_workers,
+    wait_workers,
     write_tiny_config,
 )
+from finetune_helpers import PRETRAINING_TINY as TINY
 from google.protobuf import text_format
-from script_runner import run_python_script
-from test_distribute import _start_workers, _wait
-from test_pretraining import TINY
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,18 +52,11 @@ MASK_ID = 4  # TINY's vocab: 0 pad, 2 [CLS], 3 [SEP], 4 [MASK].
 # ---------------------------------------------------------------------------- child processes
 
 
-def _run_script(name, *args, timeout=300):
-    """scripts/<name> with `args` run from the checkout (finetune_helpers.run_script's
-    contract)."""
-    return run_python_script(os.path.join(SCRIPTS, name), args, env=child_env(), cwd=ROOT,
-                             timeout=timeout)
-
-
 def _run_two_workers(name, worker_args, log_dir, timeout=400):
     """Runs scripts/<name> as the 2 workers of a TF_CONFIG cluster on 127.0.0.1, worker i
     with the flags `worker_args(i)`; returns [(exit status, log)] (worker 0, the chief, first)."""
-    return _wait(_start_workers(worker_args, str(log_dir), script=os.path.join(SCRIPTS, name)),
-                 timeout=timeout)
+    return wait_workers(start_workers(worker_args, str(log_dir),
+                                      script=os.path.join(SCRIPTS, name)), timeout=timeout)
 
 
 # ------------------------------------------------------------------------------ reading outputs
@@ -236,7 +230,7 @@ def reference(corpus):
     """The fp32 AdamW run from random weights: trains STEPS updates on train.tfrecord, then
     evaluates on eval.tfrecord and reports the majority baseline."""
     out = corpus.root / "reference"
-    result = _run_script("run_pretraining.py", *_pretraining_flags(
+    result = run_script("run_pretraining.py", *_pretraining_flags(
         corpus, out, "--do_eval", f"--eval_input_file={corpus.eval}", "--eval_batch_size=8",
         "--report_majority_baseline"))
     assert_ok(result)
@@ -249,7 +243,7 @@ def reference(corpus):
 def _pretrain_from_reference_init(corpus, reference, name, *extra):
     """A run with the shared flags from the reference's step-0 weights; its output_dir."""
     out = corpus.root / name
-    assert_ok(_run_script("run_pretraining.py", *_pretraining_flags(
+    assert_ok(run_script("run_pretraining.py", *_pretraining_flags(
         corpus, out, f"--init_checkpoint={reference.init}", *extra)))
     return out
 
@@ -268,7 +262,7 @@ def test_eval_input_file_is_what_do_eval_evaluates(corpus, reference, tmp_path):
     out = tmp_path / "eval_only"
     shutil.copytree(reference.out, out)
     os.remove(out / "eval_results.txt")
-    assert_ok(_run_script(
+    assert_ok(run_script(
         "run_pretraining.py", f"--bert_config_file={corpus.config}",
         f"--input_file={corpus.eval}", f"--output_dir={out}", f"--max_seq_length={SEQ}",
         f"--max_predictions_per_seq={PREDS}", "--do_eval", "--eval_batch_size=8"))
@@ -335,7 +329,7 @@ def test_debug_shows_the_traceback_instead_of_one_error_line(corpus, tmp_path, m
     message = "hidden_size (30) is not a multiple of num_attention_heads (4)"
     pretraining = [f"--bert_config_file={bad_config}", f"--input_file={corpus.train}",
                    f"--output_dir={tmp_path / 'out'}", "--do_train"]
-    assert_clean_error(_run_script("run_pretraining.py", *pretraining), message)
+    assert_clean_error(run_script("run_pretraining.py", *pretraining), message)
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -345,7 +339,7 @@ def test_debug_shows_the_traceback_instead_of_one_error_line(corpus, tmp_path, m
                   f"--bert_config_file={bad_config}", f"--output_dir={tmp_path / 'out2'}",
                   "--do_train"]
     for name, args in (("run_pretraining.py", pretraining), ("run_classifier.py", classifier)):
-        result = _run_script(name, *args, "--debug")
+        result = run_script(name, *args, "--debug")
         assert result.returncode not in (0, 2), result.stderr[-3000:]
         assert "Traceback (most recent call last)" in result.stderr, result.stderr[-3000:]
         last_line = result.stderr.strip().splitlines()[-1]
@@ -448,11 +442,6 @@ def test_precision_through_run_pretraining(corpus, reference, precision):
         assert losses[step] == pytest.approx(fp32_loss, abs=0.02), (step, losses, fp32_losses)
 
 
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
-
-
 def _topics_dir(path, num_train=None):
     """A tsv task directory: the topics train.tsv (its first `num_train` examples) and dev.tsv."""
     path.mkdir()
@@ -477,7 +466,7 @@ def test_precision_and_accumulation_through_run_classifier(tmp_path, vocab_file,
     """README: "Every training and inference script takes `--precision=fp32|bf16|fp16` ..." and
     the fine-tuning scripts take `--num_accumulation_steps` (run_classifier.py's docstring)."""
     out = tmp_path / "out"
-    assert_ok(_run_script("run_classifier.py", *_classifier_flags(
+    assert_ok(run_script("run_classifier.py", *_classifier_flags(
         tmp_path, _topics_dir(tmp_path / "data"), vocab_file, out, "--do_train",
         f"--precision={precision}", "--num_accumulation_steps=2", "--num_train_steps=3",
         "--save_summary_steps=1")))
@@ -630,7 +619,7 @@ def test_num_train_epochs_and_warmup_proportion_set_the_step_counts(tmp_path, vo
     0.3 * 9 = 2.7 -> 2 updates (rounding would give 3)."""
     num_examples, batch, epochs, proportion, learning_rate = 30, 8, 2.6, 0.3, 1e-3
     out = tmp_path / "out"
-    assert_ok(_run_script("run_classifier.py", *_classifier_flags(
+    assert_ok(run_script("run_classifier.py", *_classifier_flags(
         tmp_path, _topics_dir(tmp_path / "data", num_train=num_examples), vocab_file, out,
         "--do_train", f"--num_train_epochs={epochs}", f"--warmup_proportion={proportion}",
         f"--learning_rate={learning_rate}", "--save_summary_steps=1")))

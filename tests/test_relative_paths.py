@@ -22,9 +22,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import DATA, FINETUNE_DATA, ROOT, TOPICS, read_key_values, write_tiny_config
-from script_runner import run_python_script, start_python_script
-from test_pretraining import TINY, write_records
+from finetune_helpers import (
+    DATA,
+    FINETUNE_DATA,
+    ROOT,
+    TOPICS,
+    read_key_values,
+    run_script,
+    write_records,
+    write_tiny_config,
+)
+from finetune_helpers import PRETRAINING_TINY as TINY
+from script_runner import start_python_script
 
 STEPS = 4
 # What each script reads, relative to the working directory (see `workspace`).
@@ -85,8 +94,7 @@ def workspace(tmp_path, data_dir):
 
 
 def _run(workspace, script, *args, env=None):
-    result = run_python_script(os.path.join(ROOT, "scripts", script), args,
-                               env=env or child_env(), cwd=str(workspace))
+    result = run_script(script, *args, env=env or child_env(), cwd=str(workspace))
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 

@@ -13,10 +13,15 @@ import uuid
 
 import pytest
 import tensorflow as tf
-from envs import child_env
-from finetune_helpers import ROOT, TOPICS, assert_clean_error, options, write_tiny_config
-from script_runner import run_python_script
-from test_pretraining import pretrain_options, write_records
+from finetune_helpers import (
+    TOPICS,
+    assert_clean_error,
+    options,
+    pretrain_options,
+    run_script,
+    write_records,
+    write_tiny_config,
+)
 
 from bert_tf import errors
 from bert_tf.runs import finetuning
@@ -161,6 +166,5 @@ def test_classifier_on_ram_trains_predicts_exports_and_resumes(tmp_path, ram_dir
                                "--output_dir=gs://b/converted"]),
 ])
 def test_local_only_outputs_say_so_before_any_work(script, args):
-    result = run_python_script(os.path.join(ROOT, "scripts", script), args, env=child_env(),
-                               cwd=ROOT)
+    result = run_script(script, *args)
     assert_clean_error(result, "--output_dir: 'gs://b/", "remote filesystem")

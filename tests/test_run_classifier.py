@@ -26,11 +26,6 @@ from bert_tf.runs import finetuning
 from bert_tf.tasks import classification
 
 
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
-
-
 def _read_tsv(path):
     with open(path, encoding="utf-8") as f:
         return list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))

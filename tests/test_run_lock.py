@@ -13,15 +13,16 @@ import uuid
 import pytest
 import tensorflow as tf
 from envs import child_env
+from finetune_helpers import PRETRAINING_TINY as TINY
 from finetune_helpers import (
     TOPICS,
     assert_clean_error,
     assert_ok,
     run_script,
+    write_records,
     write_tiny_config,
 )
 from script_runner import start_python_script
-from test_pretraining import TINY, write_records
 
 from bert_tf import errors
 from bert_tf.training import run_lock

@@ -24,11 +24,6 @@ from bert_tf.runs import finetuning
 NER_DATA = os.path.join(DATA, "ner")
 
 
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
-
-
 def _conll_rows(path):
     """[(token, last column)] of the token lines of a CoNLL file."""
     with open(path, encoding="utf-8") as f:

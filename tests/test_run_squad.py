@@ -26,11 +26,6 @@ WINDOWS_V2 = os.path.join(DATA, "squad", "windows_v2.json")
 SMALL_V1 = os.path.join(FINETUNE_DATA, "squad_small.json")
 
 
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
-
-
 def test_script_v2_train_predict_evaluate_export(tmp_path, vocab_file):
     out, export = tmp_path / "out", tmp_path / "export"
     result = run_script(

@@ -7,8 +7,17 @@ import os
 
 import pytest
 import tensorflow as tf
-from finetune_helpers import DATA, FINETUNE_DATA, TINY_CONFIG, assert_ok, options, run_script
-from test_pretraining import TINY, pretrain_options, write_records
+from finetune_helpers import (
+    DATA,
+    FINETUNE_DATA,
+    TINY_CONFIG,
+    assert_ok,
+    options,
+    pretrain_options,
+    run_script,
+    write_records,
+)
+from finetune_helpers import PRETRAINING_TINY as TINY
 
 from bert_tf import options as bert_options
 from bert_tf.errors import BertTfError

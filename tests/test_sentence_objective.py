@@ -1,22 +1,23 @@
 """--next_sentence_objective=nsp|sop|none: record layout and labels, the graph and eval results."""
 
-import os
 
 import pytest
 import tensorflow as tf
-from test_pretraining import TINY, pretrain_options
-from test_pretraining_data import _numbered_corpus, _read, _run, _unmasked_ids
+from finetune_helpers import PRETRAINING_TINY as TINY
+from finetune_helpers import (
+    TRAIN_TXT,
+    create_records,
+    numbered_corpus,
+    pretrain_options,
+    read_records,
+    unmasked_ids,
+)
 
 from bert_tf import modeling, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.runs.pretraining import run_pretraining
 from bert_tf.tasks import pretraining
 from bert_tf.training import estimator as estimator_lib
-
-
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +32,12 @@ def _segments(records, i):
 
 
 def test_sop_segments_are_consecutive_and_swapped_half_the_time(tmp_path, vocab_file, vocab):
-    where = _numbered_corpus(tmp_path / "numbers.txt", vocab)
+    where = numbered_corpus(tmp_path / "numbers.txt", vocab)
     output = str(tmp_path / "sop.tfrecord")
-    _run(str(tmp_path / "numbers.txt"), output, vocab_file, max_seq_length=24,
-         max_predictions_per_seq=4, dupe_factor=20, next_sentence_objective="sop")
-    records = _read([output], 24, 4)
-    ids = _unmasked_ids(records)
+    create_records(str(tmp_path / "numbers.txt"), output, vocab_file, max_seq_length=24,
+                   max_predictions_per_seq=4, dupe_factor=20, next_sentence_objective="sop")
+    records = read_records([output], 24, 4)
+    ids = unmasked_ids(records)
     labels = records["next_sentence_labels"][:, 0]
     assert abs(labels.mean() - 0.5) < 0.05, labels.mean()
     for i in range(len(ids)):
@@ -55,12 +56,12 @@ def test_sop_segments_are_consecutive_and_swapped_half_the_time(tmp_path, vocab_
 
 
 def test_none_packs_one_full_segment_across_documents(tmp_path, vocab_file, vocab):
-    where = _numbered_corpus(tmp_path / "numbers.txt", vocab)
+    where = numbered_corpus(tmp_path / "numbers.txt", vocab)
     output = str(tmp_path / "none.tfrecord")
-    _run(str(tmp_path / "numbers.txt"), output, vocab_file, max_seq_length=32,
-         max_predictions_per_seq=5, dupe_factor=1, next_sentence_objective="none")
-    records = _read([output], 32, 5)
-    ids = _unmasked_ids(records)
+    create_records(str(tmp_path / "numbers.txt"), output, vocab_file, max_seq_length=32,
+                   max_predictions_per_seq=5, dupe_factor=1, next_sentence_objective="none")
+    records = read_records([output], 32, 5)
+    ids = unmasked_ids(records)
     assert (records["segment_ids"] == 0).all() and (records["next_sentence_labels"] == 0).all()
     cls, sep = vocab["[CLS]"], vocab["[SEP]"]
     lengths = records["input_mask"].sum(axis=1)
@@ -115,13 +116,12 @@ def test_run_pretraining_on_dynamic_none_records_and_objective_mismatch(tmp_path
     # so the config gets the vocab's size.
     import json
 
-    from test_pretraining_data import TRAIN_TXT
 
     small = tmp_path / "small.txt"
     small.write_text("\n\n".join(open(TRAIN_TXT).read().split("\n\n")[:3]) + "\n")
     records = str(tmp_path / "train.tfrecord")
-    _run(str(small), records, vocab_file, max_seq_length=16, max_predictions_per_seq=4,
-         dupe_factor=1, masking="dynamic", next_sentence_objective="none")
+    create_records(str(small), records, vocab_file, max_seq_length=16, max_predictions_per_seq=4,
+                   dupe_factor=1, masking="dynamic", next_sentence_objective="none")
     (tmp_path / "bert_config.json").write_text(json.dumps({**TINY, "vocab_size": 30522}))
     with pytest.raises(BertTfError, match="written with --next_sentence_objective=none"):
         run_pretraining(pretrain_options(tmp_path, input_file=records))

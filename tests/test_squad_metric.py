@@ -6,18 +6,15 @@ Expected values are computed by hand in the comments from the official scripts' 
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
-from envs import child_env
+from finetune_helpers import run_script
 
 from bert_tf import errors
 from bert_tf.metrics import squad as squad_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "tests", "data", "squad")
-SCRIPT = os.path.join(REPO, "scripts", "squad_evaluate.py")
 
 
 def _data(name):
@@ -135,8 +132,7 @@ def test_v1_rejects_questions_without_gold_answers():
 
 
 def _run_script(*args):
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          env=child_env(), timeout=60)
+    return run_script("squad_evaluate.py", *args, timeout=60)
 
 
 def test_script_prints_one_json_line_for_v1():

@@ -19,10 +19,18 @@ import time
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import DATA, TOPICS, write_tiny_config
-from script_runner import run_python_script
-from test_estimator import X, Y, make_estimator, make_input_fn
-from test_pretraining import TINY, write_records
+from finetune_helpers import (
+    DATA,
+    TOPICS,
+    X,
+    Y,
+    make_estimator,
+    make_input_fn,
+    run_script,
+    write_records,
+    write_tiny_config,
+)
+from finetune_helpers import PRETRAINING_TINY as TINY
 
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
@@ -30,7 +38,6 @@ from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
 from bert_tf.training import estimator as estimator_lib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IGNORED = "TF_CONFIG is set but ignored"
 # What TF's SessionManager logs while a non-chief waits for a chief: never again.
 WAITING_FOR_CHIEF = "Waiting for model to be ready"
@@ -171,8 +178,7 @@ def test_startup_failure_names_the_peers_that_are_gone(monkeypatch, closed_port,
 
 
 def _run(script, args, tf_config, timeout=300):
-    return run_python_script(os.path.join(ROOT, "scripts", script), args,
-                             env=child_env(TF_CONFIG=tf_config), cwd=ROOT, timeout=timeout)
+    return run_script(script, *args, env=child_env(TF_CONFIG=tf_config), timeout=timeout)
 
 
 def _pretraining_args(tmp_path, output_dir):

@@ -12,18 +12,23 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
+from finetune_helpers import PRETRAINING_TINY as TINY
 from finetune_helpers import (
     ROOT,
     TOPICS,
     assert_ok,
+    cluster_flags,
+    kill_all,
     options,
+    pretrain_options,
     read_key_values,
     run_script,
+    start_workers,
+    wait_workers,
+    write_records,
     write_tiny_config,
 )
 from script_runner import start_python_script
-from test_distribute import _flags, _kill_all, _start_workers, _wait, data  # noqa: F401
-from test_pretraining import TINY, pretrain_options, write_records
 
 from bert_tf import modeling
 from bert_tf.runs import finetuning
@@ -38,11 +43,6 @@ def _topics(tmp_path, vocab_file, **values):
     return options("classifier", task_name="tsv", text_a_column="sentence", data_dir=TOPICS,
                    vocab_file=vocab_file, bert_config_file=write_tiny_config(tmp_path),
                    output_dir=str(tmp_path / "out"), do_train=True, **values)
-
-
-@pytest.fixture(scope="module")
-def vocab_file(minilm_dir):
-    return os.path.join(minilm_dir, "vocab.txt")
 
 
 def _scalars(event_dir, tag):
@@ -251,11 +251,13 @@ def test_sigterm_saves_the_current_step_and_the_same_command_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_to_the_second_worker_stops_both_with_the_chiefs_checkpoint(data, tmp_path):  # noqa: F811
+def test_sigterm_to_the_second_worker_stops_both_with_the_chiefs_checkpoint(cluster_data,
+                                                                             tmp_path):
     out = tmp_path / "out"
-    args = _flags(data, out, steps=100000, distribution_strategy="multi_worker",
-                  step_timeout_secs=120, save_checkpoints_steps=100000, log_every_n_steps=1)
-    workers = _start_workers(args, str(tmp_path))
+    args = cluster_flags(cluster_data, out, steps=100000, distribution_strategy="multi_worker",
+                         step_timeout_secs=120, save_checkpoints_steps=100000,
+                         log_every_n_steps=1)
+    workers = start_workers(args, str(tmp_path))
     (chief, chief_log_path), (worker, _) = workers
     try:
         deadline = time.time() + 300
@@ -263,9 +265,9 @@ def test_sigterm_to_the_second_worker_stops_both_with_the_chiefs_checkpoint(data
             assert chief.poll() is None and worker.poll() is None, open(chief_log_path).read()
             time.sleep(0.2)
         worker.send_signal(signal.SIGTERM)
-        results = _wait(workers, timeout=90)
+        results = wait_workers(workers, timeout=90)
     finally:
-        _kill_all(workers)
+        kill_all(workers)
     steps = set()
     for returncode, log in results:
         assert returncode == 143, log[-3000:]
@@ -276,9 +278,10 @@ def test_sigterm_to_the_second_worker_stops_both_with_the_chiefs_checkpoint(data
     step = steps.pop()
     assert tf.train.latest_checkpoint(str(out)).endswith(f"model.ckpt-{step}")
     # Both resume with the same command and end at num_train_steps.
-    args = _flags(data, out, steps=step + 3, distribution_strategy="multi_worker",
-                  step_timeout_secs=120, save_checkpoints_steps=100000, log_every_n_steps=1)
-    for returncode, log in _wait(_start_workers(args, str(tmp_path)), timeout=400):
+    args = cluster_flags(cluster_data, out, steps=step + 3, distribution_strategy="multi_worker",
+                         step_timeout_secs=120, save_checkpoints_steps=100000,
+                         log_every_n_steps=1)
+    for returncode, log in wait_workers(start_workers(args, str(tmp_path)), timeout=400):
         assert returncode == 0, log[-3000:]
         assert f"from step {step} to {step + 3}" in log
     assert tf.train.load_variable(str(out), "global_step") == step + 3
