@@ -31,6 +31,7 @@ from absl import logging
 from bert_tf import errors, modeling, tokenization
 from bert_tf.data import packing
 from bert_tf.errors import BertTfError
+from bert_tf.training import checkpoints
 from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
@@ -406,7 +407,7 @@ def run_extract_features(input_file, output_file, vocab_file, bert_config_file, 
                           "lines file to write.")
     _require_path(vocab_file, flag="vocab_file", what="vocab file")
     _require_path(bert_config_file, flag="bert_config_file", what="BERT config file")
-    init_checkpoint = modeling.resolve_checkpoint(init_checkpoint)
+    init_checkpoint = checkpoints.resolve_checkpoint(init_checkpoint)
     if padding not in PADDING_MODES:
         raise BertTfError(f"--padding: unknown value '{padding}'; use one of "
                           f"{', '.join(PADDING_MODES)}.")

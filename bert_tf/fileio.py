@@ -111,11 +111,14 @@ def ensure_output_dir(path, flag="output_dir"):
 
 def atomic_write_text(path, text):
     """Writes `text` to `path` via a temporary file and an atomic rename (on a remote
-    filesystem through `tf.io.gfile`: the rename is as atomic as that filesystem makes it)."""
+    filesystem through `tf.io.gfile`: the rename is as atomic as that filesystem makes it);
+    the directory is created if needed."""
     if is_remote(path):
+        make_parent_dir(path)
         _remote_write_then_rename(path, text)
         return
     directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=directory)
     try:
@@ -169,6 +172,19 @@ def move_dir(source, target, last_file=None):
     directories = [directory for directory, _, _ in tf.io.gfile.walk(source)]
     for path in files + directories[::-1]:  # The deepest directories first: each is empty.
         tf.io.gfile.remove(path)
+
+
+def copy_file(source, target):
+    """Copies `source` to `target` whole (through a temporary name), local or remote; nothing
+    when they are the same file."""
+    import tensorflow as tf
+
+    if not is_remote(source) and not is_remote(target) and (
+            os.path.abspath(source) == os.path.abspath(target)):
+        return
+    tmp = f"{target}.tmp{os.getpid()}"
+    tf.io.gfile.copy(source, tmp, overwrite=True)
+    tf.io.gfile.rename(tmp, target, overwrite=True)
 
 
 def append_line(path, line):

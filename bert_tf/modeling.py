@@ -415,28 +415,6 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
     return assignment_map, initialized_variable_names
 
 
-def resolve_checkpoint(init_checkpoint):
-    """Returns the checkpoint prefix for `--init_checkpoint` (a prefix, or a directory).
-
-    Raises:
-      BertTfError: if no checkpoint is found there.
-    """
-    if not init_checkpoint:
-        raise BertTfError("--init_checkpoint: no checkpoint given; pass a checkpoint prefix "
-                          "such as '.../bert_model.ckpt'.")
-    if tf.io.gfile.isdir(init_checkpoint):
-        latest = tf.train.latest_checkpoint(init_checkpoint)
-        if latest is None:
-            raise BertTfError(f"--init_checkpoint: directory '{init_checkpoint}' has no "
-                              "checkpoint; pass a prefix such as '.../bert_model.ckpt'.")
-        return latest
-    if not tf.io.gfile.exists(init_checkpoint + ".index"):
-        raise BertTfError(f"--init_checkpoint: checkpoint '{init_checkpoint}' does not exist "
-                          f"('{init_checkpoint}.index' is missing); pass a checkpoint prefix "
-                          "such as '.../bert_model.ckpt', without '.index'.")
-    return init_checkpoint
-
-
 def init_from_checkpoint(init_checkpoint, tvars=None, log=True):
     """Initializes same-named graph variables from `init_checkpoint`.
 

@@ -21,8 +21,6 @@ Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.
 
 import dataclasses
 
-from bert_tf.data.pretraining_data import PretrainingDataConfig
-
 
 def _group(options_class, optional=False):
     """A field holding the nested options group `options_class` (None when `optional` and the
@@ -318,6 +316,23 @@ class BenchmarkOptions(_FromFlags):
     trace_file: str | None
     check_onednn: bool
     distribution: DistributionOptions = _group(DistributionOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataConfig:
+    """The flags that decide the content of the records (all of Google's, same meaning)."""
+
+    vocab_file: str
+    do_lower_case: bool = True
+    do_whole_word_mask: bool = False
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    random_seed: int = 12345
+    dupe_factor: int = 10
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    masking: str = "static"  # "dynamic": no masks in the records; the reader draws them.
+    next_sentence_objective: str = "nsp"  # "sop" or "none" (see the module docstring).
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ from absl import flags
 
 from bert_tf import errors
 from bert_tf.cli import flags as bert_flags
-from bert_tf.tools import conversion
+from bert_tf.training import checkpoints
 
 FLAGS = flags.FLAGS
 
@@ -24,7 +24,7 @@ flags.DEFINE_bool("keep_heads", True,
 
 
 def main(_):
-    conversion.export_release_checkpoint(FLAGS.init_checkpoint, FLAGS.bert_config_file,
+    checkpoints.export_release_checkpoint(FLAGS.init_checkpoint, FLAGS.bert_config_file,
                                          FLAGS.output_dir, vocab_file=FLAGS.vocab_file,
                                          keep_heads=FLAGS.keep_heads)
 

@@ -14,6 +14,7 @@ from bert_tf import modeling
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import pretraining
 from bert_tf.tools import conversion
+from bert_tf.training import checkpoints
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Written by tests/fixtures/make_minilm_reference.py with transformers: the keys
@@ -375,7 +376,7 @@ def test_tf_to_hf_without_heads_has_bert_model_keys(tmp_path):
     reader = tf.train.load_checkpoint(prefix)
     headless = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
                 if not name.startswith("cls/")}
-    conversion.write_tf_checkpoint(headless, str(tmp_path / "headless" / "bert_model.ckpt"))
+    checkpoints.write_tf_checkpoint(headless, str(tmp_path / "headless" / "bert_model.ckpt"))
     conversion.convert_tf_to_hf(str(tmp_path / "tf" / "bert_config.json"),
                                 str(tmp_path / "headless" / "bert_model.ckpt"),
                                 str(tmp_path / "hf"))

@@ -31,6 +31,7 @@ from bert_tf.runs import finetuning
 from bert_tf.serving.predictor import Predictor
 from bert_tf.tasks import classification, multiple_choice, ner, squad
 from bert_tf.tools import conversion
+from bert_tf.training import checkpoints
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 PRETRAINING_TINY = os.path.join(FIXTURES, "pretraining_tiny")
@@ -56,7 +57,7 @@ def encoder(tmp_path_factory):
     """(Google encoder tensors of pretraining_tiny, its bert_config.json)."""
     base = tmp_path_factory.mktemp("base")
     conversion.convert_hf_to_tf(PRETRAINING_TINY, str(base))
-    tensors = conversion.read_tf_checkpoint(str(base / "bert_model.ckpt"))
+    tensors = checkpoints.read_tf_checkpoint(str(base / "bert_model.ckpt"))
     return ({name: value for name, value in tensors.items() if not name.startswith("cls/")},
             str(base / "bert_config.json"))
 
@@ -73,7 +74,7 @@ def _fine_tuned_dir(path, task, encoder):
     variables, bert_config.json, vocab.txt and (classifier, multi_label, ner) label_list.txt."""
     _, config_file = encoder
     path.mkdir(parents=True, exist_ok=True)
-    conversion.write_tf_checkpoint(_fine_tuned_tensors(task), str(path / "bert_model.ckpt"))
+    checkpoints.write_tf_checkpoint(_fine_tuned_tensors(task), str(path / "bert_model.ckpt"))
     shutil.copy(config_file, path / "bert_config.json")
     shutil.copy(VOCAB_FILE, path / "vocab.txt")
     if LABELS[task]:
@@ -180,7 +181,7 @@ def test_task_head_converts_to_what_transformers_computed(tmp_path, encoder, tas
     base_dir.mkdir()
     head = {name: value for name, value in _fine_tuned_tensors(task).items()
             if not name.startswith("bert/")}
-    conversion.write_tf_checkpoint({**encoder[0], **head}, str(base_dir / "bert_model.ckpt"))
+    checkpoints.write_tf_checkpoint({**encoder[0], **head}, str(base_dir / "bert_model.ckpt"))
     shutil.copy(encoder[1], base_dir / "bert_config.json")
     off = np.abs(_bert_tf_logits(str(base_dir), task).reshape(reference.shape) - reference)
     print(task, "max abs diff with the encoder before fine-tuning:", off.max())

@@ -25,6 +25,7 @@ from script_runner import run_python_script
 from bert_tf import extract_features, modeling
 from bert_tf.errors import BertTfError
 from bert_tf.tools import conversion
+from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -354,7 +355,7 @@ def test_converter_round_trips_pre_ln_final_layer_norm(tmp_path):
     conversion.convert_hf_to_tf(str(tmp_path / "hf"), str(tmp_path / "tf2"))
     again = modeling.BertConfig.from_json_file(str(tmp_path / "tf2" / "bert_config.json"))
     assert (again.layer_norm_type, again.position_embedding_type) == ("pre", "relative_key")
-    back = conversion.read_tf_checkpoint(str(tmp_path / "tf2" / "bert_model.ckpt"))
+    back = checkpoints.read_tf_checkpoint(str(tmp_path / "tf2" / "bert_model.ckpt"))
     assert set(back) == set(weights)
     for name, value in weights.items():
         np.testing.assert_array_equal(back[name], value, err_msg=name)

@@ -75,23 +75,6 @@ OBJECTIVES = ("nsp", "sop", "none")
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingDataConfig:
-    """The flags that decide the content of the records (all of Google's, same meaning)."""
-
-    vocab_file: str
-    do_lower_case: bool = True
-    do_whole_word_mask: bool = False
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    random_seed: int = 12345
-    dupe_factor: int = 10
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    masking: str = "static"  # "dynamic": no masks in the records; the reader draws them.
-    next_sentence_objective: str = "nsp"  # "sop" or "none" (see the module docstring).
-
-
-@dataclasses.dataclass(frozen=True)
 class Chunk:
     """Bytes [start, end) of `path`: whole documents, processed as one unit."""
 

@@ -21,10 +21,10 @@ import tempfile
 
 from absl import logging
 
-from bert_tf import fileio, modeling
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
 from bert_tf.serving import export
-from bert_tf.training import runner, validation
+from bert_tf.training import checkpoints, runner, validation
 
 
 def run_finetuning(task, options):
@@ -121,7 +121,7 @@ def untrained_run_checkpoint(estimator, options):
     if (options.train.do_train or not options.model.init_checkpoint
             or estimator.latest_checkpoint()):
         return None
-    checkpoint = modeling.resolve_checkpoint(options.model.init_checkpoint)
+    checkpoint = checkpoints.resolve_checkpoint(options.model.init_checkpoint)
     logging.info("--output_dir '%s' has no checkpoint: using --init_checkpoint %s.",
                  options.run.output_dir, checkpoint)
     return checkpoint

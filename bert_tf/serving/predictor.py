@@ -39,6 +39,7 @@ from bert_tf.tasks import (
     ner,
     squad_postprocess,
 )
+from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
 
@@ -166,7 +167,7 @@ class Predictor:
           **settings: SQuAD's doc_stride, max_query_length, n_best_size, max_answer_length,
             version_2_with_negative, null_score_diff_threshold.
         """
-        checkpoint = modeling.resolve_checkpoint(output_dir_or_prefix)
+        checkpoint = checkpoints.resolve_checkpoint(output_dir_or_prefix)
         errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
         errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
         if label_list is None and task in ("classifier", "ner"):

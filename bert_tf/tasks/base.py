@@ -12,9 +12,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import fileio, modeling
+from bert_tf import fileio
 from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
+from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
 
@@ -164,7 +165,7 @@ def checkpoint_label_list(options):
                   if output_dir and tf.io.gfile.isdir(output_dir) else None)
     if checkpoint is None and options.model.init_checkpoint:
         try:
-            checkpoint = modeling.resolve_checkpoint(options.model.init_checkpoint)
+            checkpoint = checkpoints.resolve_checkpoint(options.model.init_checkpoint)
         except BertTfError:
             return None  # `prepare_run` reports it, after the task's own checks.
     return labels_next_to(checkpoint) if checkpoint else None

@@ -55,15 +55,14 @@ Only numpy, safetensors' numpy API and TensorFlow are used (no PyTorch).
 import dataclasses
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio, modeling, optimization
+from bert_tf import fileio, modeling
 from bert_tf.errors import BertTfError
+from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
 
@@ -443,76 +442,6 @@ def read_hf_dir(hf_dir):
     return hf_config, tensors
 
 
-def write_tf_checkpoint(tensors, checkpoint_prefix):
-    """Writes numpy arrays as a TF V2 checkpoint with exactly the given names.
-
-    Files appear all at once: they are written in a temporary directory beside
-    the target and moved into place (data before index).
-
-    Args:
-      tensors: dict variable name -> numpy array.
-      checkpoint_prefix: e.g. "OUT/bert_model.ckpt".
-    """
-    out_dir = os.path.dirname(os.path.abspath(checkpoint_prefix))
-    os.makedirs(out_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".tmp_ckpt_") as tmp_dir:
-        tmp_prefix = os.path.join(tmp_dir, os.path.basename(checkpoint_prefix))
-        with tf.Graph().as_default():
-            # Placeholders feed the values at init time, so big tables never
-            # become graph constants (a GraphDef is limited to 2 GB).
-            feeds, variables = {}, {}
-            for name, value in tensors.items():
-                placeholder = tf1.placeholder(tf.as_dtype(value.dtype), value.shape)
-                variables[name] = tf1.get_variable(name, initializer=placeholder)
-                feeds[placeholder] = value
-            saver = tf1.train.Saver(var_list=variables, write_version=tf1.train.SaverDef.V2)
-            with tf1.Session() as sess:
-                sess.run(tf1.global_variables_initializer(), feed_dict=feeds)
-                saver.save(sess, tmp_prefix, write_meta_graph=False, write_state=False)
-        produced = sorted(os.listdir(tmp_dir), key=lambda f: f.endswith(".index"))
-        for file_name in produced:
-            os.replace(os.path.join(tmp_dir, file_name), os.path.join(out_dir, file_name))
-
-
-def read_tf_checkpoint(checkpoint, names=None):
-    """Reads variables of a TF checkpoint into numpy arrays.
-
-    Args:
-      checkpoint: checkpoint prefix (".../bert_model.ckpt") or a directory with
-        a `checkpoint` state file.
-      names: variables to read (those absent are left out); default all.
-
-    Returns:
-      dict variable name -> numpy array.
-
-    Raises:
-      BertTfError: if the checkpoint cannot be read.
-    """
-    prefix = checkpoint
-    if os.path.isdir(checkpoint):
-        prefix = tf.train.latest_checkpoint(checkpoint)
-        if prefix is None:
-            raise BertTfError(f"--init_checkpoint: directory '{checkpoint}' holds no checkpoint; "
-                              "pass a prefix such as '.../bert_model.ckpt'.")
-    try:
-        reader = tf.train.load_checkpoint(prefix)
-    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
-        raise BertTfError(f"--init_checkpoint: cannot read checkpoint '{checkpoint}' "
-                          f"({str(e).splitlines()[0]}); pass a checkpoint prefix such as "
-                          "'.../bert_model.ckpt' whose .index file exists.") from None
-    stored = reader.get_variable_to_shape_map()
-    if names is None:
-        names = stored
-    else:
-        # Optimizer slots, global_step and fine-tuning heads are not part of BERT.
-        skipped = sorted(name for name in set(stored) - set(names)
-                         if not optimization.is_optimizer_state(name))
-        if skipped:
-            logging.warning("Not converted (not BERT pre-training variables): %s",
-                                ", ".join(skipped))
-    return {name: reader.get_tensor(name) for name in names if name in stored}
-
-
 def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False, task=None):
     """Converts a HF BERT directory into a Google BERT directory.
 
@@ -546,12 +475,12 @@ def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False, task=None):
     prefix = os.path.join(output_dir, TF_CHECKPOINT_NAME)
     if task is not None:
         _make_model_dir(google, config, hf_config, task_head(task), output_dir)
-    write_tf_checkpoint(google, prefix)
+    checkpoints.write_tf_checkpoint(google, prefix)
     if task is not None:
         # The state file makes the directory a model_dir whose latest checkpoint is this one.
         state = (f'model_checkpoint_path: "{TF_CHECKPOINT_NAME}"\n'
                        f'all_model_checkpoint_paths: "{TF_CHECKPOINT_NAME}"\n')
-        _write_text(os.path.join(output_dir, "checkpoint"), state)
+        fileio.atomic_write_text(os.path.join(output_dir, "checkpoint"), state)
     _write_json(_bert_config_json(config), os.path.join(output_dir, TF_CONFIG_NAME))
     _copy_if_present(os.path.join(hf_dir, VOCAB_NAME), os.path.join(output_dir, VOCAB_NAME))
     logging.info("Wrote %d variables to %s", len(google), prefix)
@@ -586,7 +515,7 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
     config = modeling.BertConfig.from_json_file(bert_config_file)
     if task is None:
         names = [weight.google for weight in weight_names(config)]
-        hf = google_to_hf_weights(read_tf_checkpoint(init_checkpoint, names), config,
+        hf = google_to_hf_weights(checkpoints.read_tf_checkpoint(init_checkpoint, names), config,
                                   source=f"checkpoint '{init_checkpoint}'")
         has_heads = any(key.startswith("cls.") for key in hf)
         hf_config = bert_config_to_hf_config(
@@ -624,7 +553,7 @@ def _tf_task_to_hf(config, init_checkpoint, head, label_list_file):
     """(HF tensors, config.json dict) of a fine-tuned checkpoint with the task head `head`."""
     source = f"checkpoint '{init_checkpoint}'"
     head_names = head.names()
-    tensors = read_tf_checkpoint(init_checkpoint, _encoder_google_names(config, head) +
+    tensors = checkpoints.read_tf_checkpoint(init_checkpoint, _encoder_google_names(config, head) +
                                  [google for google, _ in head_names])
     for google, _ in head_names:
         if google not in tensors:
@@ -647,7 +576,7 @@ def _tf_task_to_hf(config, init_checkpoint, head, label_list_file):
         hf_config["problem_type"] = head.problem_type
     if head.has_labels:
         labels = _read_label_list(label_list_file or os.path.join(
-            os.path.dirname(modeling.resolve_checkpoint(init_checkpoint)), LABEL_LIST_NAME))
+            os.path.dirname(checkpoints.resolve_checkpoint(init_checkpoint)), LABEL_LIST_NAME))
         if len(labels) != num_outputs:
             raise BertTfError(f"--label_list: {len(labels)} labels but the head has "
                               f"{num_outputs} outputs; pass the label_list.txt of this run.")
@@ -700,59 +629,8 @@ def _make_model_dir(google, config, hf_config, head, output_dir):
     id2label = hf_config.get("id2label")
     if head.has_labels and id2label:
         labels = [id2label[key] for key in sorted(id2label, key=int)]
-        _write_text(os.path.join(output_dir, LABEL_LIST_NAME),
+        fileio.atomic_write_text(os.path.join(output_dir, LABEL_LIST_NAME),
                     "".join(f"{label}\n" for label in labels))
-
-
-def _write_text(path, text):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
-
-
-# Variables of fine-tuning heads: the classifier's top-level output_weights / output_bias and
-# everything under cls/ (the pre-training, SQuAD and NER heads).
-_HEAD_PREFIXES = ("cls/", "output_")
-
-
-def export_release_checkpoint(init_checkpoint, bert_config_file, output_dir, vocab_file=None,
-                              keep_heads=True):
-    """Writes the layout Google released: `output_dir/bert_model.ckpt.*` with the model
-    variables only, `bert_config.json` and (with `vocab_file`) `vocab.txt`.
-
-    Optimizer state (`<var>/adam_m`, `<var>/adam_v`, LAMB's step, the loss scale) and
-    `global_step` are dropped, so the checkpoint is about a third of a training checkpoint
-    with AdamW; gradient accumulators are never saved. `keep_heads=False` also drops the task
-    heads (`cls/*`, `output_*`) for an encoder-only release.
-
-    Args:
-      init_checkpoint: a training checkpoint prefix, or a directory (its latest checkpoint).
-      bert_config_file: the model's bert_config.json (copied as is).
-      output_dir: where to write; created if needed.
-      vocab_file: vocab.txt to copy, or None.
-      keep_heads: keep the task heads' variables.
-
-    Returns:
-      The names of the variables written.
-    """
-    fileio.require_local(output_dir, "output_dir", "export_checkpoint.py writes")
-    errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
-    modeling.BertConfig.from_json_file(bert_config_file)  # A bad config stops here.
-    if vocab_file:
-        errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
-    tensors = read_tf_checkpoint(modeling.resolve_checkpoint(init_checkpoint))
-    kept = {name: value for name, value in tensors.items()
-            if not optimization.is_optimizer_state(name)
-            and (keep_heads or not name.startswith(_HEAD_PREFIXES))}
-    write_tf_checkpoint(kept, os.path.join(output_dir, "bert_model.ckpt"))
-    _copy_if_present(bert_config_file, os.path.join(output_dir, "bert_config.json"))
-    if vocab_file:
-        _copy_if_present(vocab_file, os.path.join(output_dir, "vocab.txt"))
-    logging.info("Wrote %s/bert_model.ckpt: %d variables (%d dropped: optimizer state%s).",
-                 output_dir, len(kept), len(tensors) - len(kept),
-                 "" if keep_heads else " and task heads")
-    return sorted(kept)
 
 
 def _import_safetensors():
@@ -765,14 +643,10 @@ def _import_safetensors():
 
 
 def _write_json(obj, path):
-    """Writes JSON through a temporary file so the target is whole or untouched."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
-    os.replace(path + ".tmp", path)
+    fileio.make_parent_dir(path)
+    fileio.atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def _copy_if_present(src, dst):
-    if os.path.isfile(src) and os.path.abspath(src) != os.path.abspath(dst):
-        shutil.copyfile(src, dst + ".tmp")
-        os.replace(dst + ".tmp", dst)
+def _copy_if_present(source, target):
+    if source and fileio.is_file(source):
+        fileio.copy_file(source, target)

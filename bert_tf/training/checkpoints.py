@@ -19,11 +19,15 @@ checkpoint the same command resumes from.
 import errno
 import os
 import re
+import tempfile
 
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import errors, fileio, modeling, optimization
 from bert_tf.errors import BertTfError, short_tf_error
+
+tf1 = tf.compat.v1
 
 CORRUPT_DIR = "corrupt"
 # errno values of a full disk, and the words TensorFlow's file system errors use for them.
@@ -72,11 +76,11 @@ _CHECKPOINT_FILE = re.compile(r"^model\.ckpt-(\d+)\.")  # The Estimator's checkp
 
 
 def remove_partial_writes(model_dir):
-    """Deletes what failed or killed writes left in `model_dir`: TF's temporary files and the
-    files of checkpoints newer than the newest one the state file names (written, but the
-    state was never updated: nothing resumes from them, and the next save of that step
-    would overwrite them anyway). Checkpoint shards' `_temp` directories: see
-    `estimator._remove_partial_checkpoint_writes`."""
+    """Deletes what failed or killed writes left in `model_dir`: TF's temporary files, the
+    `model.ckpt-N_temp/` directories a save writes its shards into before renaming them into
+    place (they never hold anything a checkpoint needs), and the files of checkpoints newer
+    than the newest one the state file names (written, but the state was never updated:
+    nothing resumes from them, and the next save of that step would overwrite them)."""
     state = tf.train.get_checkpoint_state(model_dir)
     # Without a state file, checkpoint files may be someone's copy: only temporary files go.
     newest = (_step(state.model_checkpoint_path) if state and state.model_checkpoint_path
@@ -84,8 +88,11 @@ def remove_partial_writes(model_dir):
     for path in tf.io.gfile.glob(os.path.join(model_dir, "*")):
         name = os.path.basename(path)
         match = _CHECKPOINT_FILE.match(name)
-        if _TF_TEMP_FILE.match(name) or (match and newest is not None and
-                                         int(match.group(1)) > newest):
+        if name.endswith("_temp") and tf.io.gfile.isdir(path):
+            logging.info("Removing %s, left by a save that did not finish.", path)
+            tf.io.gfile.rmtree(path)
+        elif _TF_TEMP_FILE.match(name) or (match and newest is not None and
+                                           int(match.group(1)) > newest):
             if not tf.io.gfile.isdir(path):
                 logging.info("Removing %s, left by a write that did not finish.", path)
                 tf.io.gfile.remove(path)
@@ -192,3 +199,134 @@ def write_failure_message(error, what, directory, model_dir=None):
     else:
         tail = "no checkpoint was written yet, so the same command starts from step 0"
     return f"{head}; {tail}."
+
+
+def write_tf_checkpoint(tensors, checkpoint_prefix):
+    """Writes numpy arrays as a TF V2 checkpoint with exactly the given names.
+
+    Files appear all at once: they are written in a temporary directory beside
+    the target and moved into place (data before index).
+
+    Args:
+      tensors: dict variable name -> numpy array.
+      checkpoint_prefix: e.g. "OUT/bert_model.ckpt".
+    """
+    out_dir = os.path.dirname(os.path.abspath(checkpoint_prefix))
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".tmp_ckpt_") as tmp_dir:
+        tmp_prefix = os.path.join(tmp_dir, os.path.basename(checkpoint_prefix))
+        with tf.Graph().as_default():
+            # Placeholders feed the values at init time, so big tables never
+            # become graph constants (a GraphDef is limited to 2 GB).
+            feeds, variables = {}, {}
+            for name, value in tensors.items():
+                placeholder = tf1.placeholder(tf.as_dtype(value.dtype), value.shape)
+                variables[name] = tf1.get_variable(name, initializer=placeholder)
+                feeds[placeholder] = value
+            saver = tf1.train.Saver(var_list=variables, write_version=tf1.train.SaverDef.V2)
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer(), feed_dict=feeds)
+                saver.save(sess, tmp_prefix, write_meta_graph=False, write_state=False)
+        produced = sorted(os.listdir(tmp_dir), key=lambda f: f.endswith(".index"))
+        for file_name in produced:
+            os.replace(os.path.join(tmp_dir, file_name), os.path.join(out_dir, file_name))
+
+
+def read_tf_checkpoint(checkpoint, names=None):
+    """Reads variables of a TF checkpoint into numpy arrays.
+
+    Args:
+      checkpoint: checkpoint prefix (".../bert_model.ckpt") or a directory with
+        a `checkpoint` state file.
+      names: variables to read (those absent are left out); default all.
+
+    Returns:
+      dict variable name -> numpy array.
+
+    Raises:
+      BertTfError: if the checkpoint cannot be read.
+    """
+    prefix = resolve_checkpoint(checkpoint) if tf.io.gfile.isdir(checkpoint) else checkpoint
+    try:
+        reader = reader_of(prefix)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+        raise BertTfError(f"--init_checkpoint: cannot read checkpoint '{checkpoint}' "
+                          f"({str(e).splitlines()[0]}); pass a checkpoint prefix such as "
+                          "'.../bert_model.ckpt' whose .index file exists.") from None
+    stored = reader.get_variable_to_shape_map()
+    if names is None:
+        names = stored
+    else:
+        # Optimizer slots, global_step and fine-tuning heads are not part of BERT.
+        skipped = sorted(name for name in set(stored) - set(names)
+                         if not optimization.is_optimizer_state(name))
+        if skipped:
+            logging.warning("Not converted (not BERT pre-training variables): %s",
+                                ", ".join(skipped))
+    return {name: reader.get_tensor(name) for name in names if name in stored}
+
+
+# Variables of fine-tuning heads: the classifier's top-level output_weights / output_bias and
+# everything under cls/ (the pre-training, SQuAD and NER heads).
+_HEAD_PREFIXES = ("cls/", "output_")
+
+
+def export_release_checkpoint(init_checkpoint, bert_config_file, output_dir, vocab_file=None,
+                              keep_heads=True):
+    """Writes the layout Google released: `output_dir/bert_model.ckpt.*` with the model
+    variables only, `bert_config.json` and (with `vocab_file`) `vocab.txt`.
+
+    Optimizer state (`<var>/adam_m`, `<var>/adam_v`, LAMB's step, the loss scale) and
+    `global_step` are dropped, so the checkpoint is about a third of a training checkpoint
+    with AdamW; gradient accumulators are never saved. `keep_heads=False` also drops the task
+    heads (`cls/*`, `output_*`) for an encoder-only release.
+
+    Args:
+      init_checkpoint: a training checkpoint prefix, or a directory (its latest checkpoint).
+      bert_config_file: the model's bert_config.json (copied as is).
+      output_dir: where to write; created if needed.
+      vocab_file: vocab.txt to copy, or None.
+      keep_heads: keep the task heads' variables.
+
+    Returns:
+      The names of the variables written.
+    """
+    fileio.require_local(output_dir, "output_dir", "export_checkpoint.py writes")
+    errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
+    modeling.BertConfig.from_json_file(bert_config_file)  # A bad config stops here.
+    if vocab_file:
+        errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
+    tensors = read_tf_checkpoint(resolve_checkpoint(init_checkpoint))
+    kept = {name: value for name, value in tensors.items()
+            if not optimization.is_optimizer_state(name)
+            and (keep_heads or not name.startswith(_HEAD_PREFIXES))}
+    write_tf_checkpoint(kept, os.path.join(output_dir, "bert_model.ckpt"))
+    fileio.copy_file(bert_config_file, os.path.join(output_dir, "bert_config.json"))
+    if vocab_file:
+        fileio.copy_file(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    logging.info("Wrote %s/bert_model.ckpt: %d variables (%d dropped: optimizer state%s).",
+                 output_dir, len(kept), len(tensors) - len(kept),
+                 "" if keep_heads else " and task heads")
+    return sorted(kept)
+
+
+def resolve_checkpoint(init_checkpoint):
+    """Returns the checkpoint prefix for `--init_checkpoint` (a prefix, or a directory).
+
+    Raises:
+      BertTfError: if no checkpoint is found there.
+    """
+    if not init_checkpoint:
+        raise BertTfError("--init_checkpoint: no checkpoint given; pass a checkpoint prefix "
+                          "such as '.../bert_model.ckpt'.")
+    if tf.io.gfile.isdir(init_checkpoint):
+        latest = tf.train.latest_checkpoint(init_checkpoint)
+        if latest is None:
+            raise BertTfError(f"--init_checkpoint: directory '{init_checkpoint}' has no "
+                              "checkpoint; pass a prefix such as '.../bert_model.ckpt'.")
+        return latest
+    if not tf.io.gfile.exists(init_checkpoint + ".index"):
+        raise BertTfError(f"--init_checkpoint: checkpoint '{init_checkpoint}' does not exist "
+                          f"('{init_checkpoint}.index' is missing); pass a checkpoint prefix "
+                          "such as '.../bert_model.ckpt', without '.index'.")
+    return init_checkpoint

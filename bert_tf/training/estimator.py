@@ -289,7 +289,6 @@ class Estimator:
                 if evaluate_fn is not None and evaluate_every_n_steps:
                     all_hooks.append(_EvaluateHook(evaluate_fn, evaluate_every_n_steps,
                                                    all_hooks[-1], stop_on_signal))
-                _remove_partial_checkpoint_writes(self.model_dir)
             options = first_step_options
             # Session creation (its variables' initialization waits for the chief's initial
             # values), the barrier and the first step are the start-up: logged while they wait.
@@ -956,7 +955,7 @@ class _CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         except (tf.errors.OpError, OSError) as e:
             if not checkpoints.is_write_error(e):
                 raise
-            _remove_partial_checkpoint_writes(self._checkpoint_dir)  # Gives the space back.
+            checkpoints.remove_partial_writes(self._checkpoint_dir)  # Gives the space back.
             raise errors.BertTfError(checkpoints.write_failure_message(
                 e, f"checkpoint {step}", self._checkpoint_dir)) from None
 
@@ -1106,18 +1105,6 @@ def progress_line(step, max_steps, loss, steps_per_sec, examples_per_sec=None):
 
 
 # ---------------------------------------------------------------------------------- small helpers
-
-
-def _remove_partial_checkpoint_writes(model_dir):
-    """Deletes `model.ckpt-N_temp` directories: what a process killed mid-save left behind.
-
-    TF writes a checkpoint's shards there and only then renames them into place, so these
-    never hold anything a checkpoint needs (and the `checkpoint` state never names them).
-    """
-    for path in tf.io.gfile.glob(os.path.join(model_dir, "*_temp")):
-        if tf.io.gfile.isdir(path):
-            logging.info("Removing %s, left by a save that did not finish.", path)
-            tf.io.gfile.rmtree(path)
 
 
 def _strategy_scope(strategy):

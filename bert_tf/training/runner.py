@@ -22,7 +22,6 @@ from absl import logging
 
 from bert_tf import errors, fileio, modeling, optimization, tokenization
 from bert_tf.errors import BertTfError
-from bert_tf.tools import conversion
 from bert_tf.training import checkpoints, distribute, run_lock, validation
 from bert_tf.training import estimator as estimator_lib
 
@@ -92,7 +91,7 @@ def resolve_init_checkpoint(init_checkpoint):
     if not init_checkpoint:
         logging.warning("No --init_checkpoint: the model starts from random weights.")
         return None
-    prefix = modeling.resolve_checkpoint(init_checkpoint)
+    prefix = checkpoints.resolve_checkpoint(init_checkpoint)
     # Reads every tensor: a damaged index, a missing or a short .data shard all fail here.
     checkpoints.check_init_checkpoint(prefix)
     return prefix
@@ -218,9 +217,9 @@ def train(estimator, input_fn, max_steps, run, evaluate=None):
 
 def export_release(run, model, checkpoint=None, vocab_file=None):
     """With --export_release_dir, writes the released-checkpoint layout of `checkpoint`
-    (default: the latest in --output_dir) there (`conversion.export_release_checkpoint`)."""
+    (default: the latest in --output_dir) there (`checkpoints.export_release_checkpoint`)."""
     if run.export_release_dir:
-        conversion.export_release_checkpoint(checkpoint or run.output_dir,
+        checkpoints.export_release_checkpoint(checkpoint or run.output_dir,
                                              model.bert_config_file, run.export_release_dir,
                                              vocab_file=vocab_file)
 
