@@ -296,11 +296,12 @@ def pretrain_options(tmp_path, **overrides):
 def create_records(input_file, output_file, vocab_file, num_workers=1, chunk_size_mb=1.0,
                    **config):
     """pretraining_data.create_pretraining_data with `config`; returns (summary, log lines)."""
+    from bert_tf import options as bert_options
     from bert_tf.data import pretraining_data
 
     lines = []
     summary = pretraining_data.create_pretraining_data(
-        input_file, output_file, pretraining_data.PretrainingDataConfig(vocab_file, **config),
+        input_file, output_file, bert_options.PretrainingDataConfig(vocab_file, **config),
         num_workers=num_workers, chunk_size_mb=chunk_size_mb,
         log_fn=lambda fmt, *args: lines.append(fmt % args))
     return summary, lines

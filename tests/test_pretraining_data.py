@@ -368,8 +368,9 @@ def test_a_worker_that_cannot_start_is_an_error_not_a_hang(tmp_path, vocab_file)
     # each worker dies at start. multiprocessing.Pool would restart them forever.
     user_script = tmp_path / "make_data.py"
     user_script.write_text(
+        "from bert_tf import options\n"
         "from bert_tf.data import pretraining_data\n"
-        f"config = pretraining_data.PretrainingDataConfig({vocab_file!r})\n"
+        f"config = options.PretrainingDataConfig({vocab_file!r})\n"
         f"pretraining_data.create_pretraining_data({TRAIN_TXT!r}, {str(tmp_path / 'o.tfrecord')!r},"
         " config, num_workers=2, chunk_size_mb=0.05)\n")
     result = subprocess.run([sys.executable, str(user_script)], capture_output=True, text=True,
