@@ -39,6 +39,8 @@ import sys
 import tempfile
 import time
 
+from bert_tf.training import session as session_lib
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
@@ -252,12 +254,11 @@ def measure(args, log=print):
 
     from bert_tf import modeling
     from bert_tf.tools import benchmark
-    from bert_tf.training import estimator as estimator_lib
 
     tf.compat.v1.disable_eager_execution()
     config = modeling.BertConfig.from_json_file(args.bert_config_file)
     shapes = layer_shapes(config, args.batch_size, args.max_seq_length)
-    session_config = estimator_lib.session_config()
+    session_config = session_lib.session_config()
     torch_worker = (TorchWorker(args.torch_python)
                     if set(args.kernels) & set(TORCH_KERNELS) else None)
     # {kernel: {shape name: timer(num_runs) -> TFLOP/s}}, each matmul built once.

@@ -27,6 +27,8 @@ import statistics
 import sys
 from unittest import mock
 
+from bert_tf.training import session as session_lib
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
@@ -99,14 +101,13 @@ def main():
     import tensorflow as tf
 
     from bert_tf.tools import benchmark
-    from bert_tf.training import estimator as estimator_lib
 
     tf.compat.v1.disable_eager_execution()
     sessions = {}
     for variant in args.variants:
         graph, fetch = build(args, variant)
         session = tf.compat.v1.Session(graph=graph,
-                                       config=estimator_lib.session_config(use_xla=False))
+                                       config=session_lib.session_config(use_xla=False))
         benchmark.initialize(session, graph)
         benchmark.time_steps(session, fetch, args.num_warmup_steps, 0)
         sessions[variant] = (session, fetch)

@@ -32,7 +32,7 @@ from bert_tf import errors, modeling, tokenization
 from bert_tf.data import packing
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints
-from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import session as session_lib
 
 tf1 = tf.compat.v1
 
@@ -223,7 +223,7 @@ def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes,
         rounding, since padding is masked out of attention.
       use_one_hot_embeddings: look embeddings up with a one-hot matmul instead of a gather.
       output_attentions: also fetch the attention probabilities of those layers.
-      session_config: ConfigProto of the session (`estimator.session_config`, e.g. XLA).
+      session_config: ConfigProto of the session (`session_lib.session_config`, e.g. XLA).
 
     Yields:
       (feature, outputs) in the order of `features`, where `outputs` is a list with one float32
@@ -439,7 +439,7 @@ def run_extract_features(input_file, output_file, vocab_file, bert_config_file, 
                                batch_size=batch_size, padding=padding,
                                use_one_hot_embeddings=use_one_hot_embeddings,
                                output_attentions=output_attentions,
-                               session_config=estimator_lib.session_config(use_xla))
+                               session_config=session_lib.session_config(use_xla))
     count = write_jsonl(records, output_file)
     logging.info("Wrote %d examples to %s", count, output_file)
     return count

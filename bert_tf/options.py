@@ -373,7 +373,7 @@ class BuildVocabOptions(_FromFlags):
 
 @dataclasses.dataclass(frozen=True)
 class RecipeOptions(_FromFlags):
-    """The flags of pretrain_recipe.py (`bert_tf.runs.recipe.run_recipe`)."""
+    """The flags of pretrain_recipe.py (`bert_tf.cli.recipe.run_recipe`)."""
 
     input_file: str
     eval_input_file: str

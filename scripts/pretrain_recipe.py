@@ -17,7 +17,7 @@ bert_flags.define_recipe_flags()
 def main(_):
     # Imported here: the data stages' worker processes re-import this module and should not
     # load TensorFlow.
-    from bert_tf.runs import recipe
+    from bert_tf.cli import recipe
 
     recipe.run_recipe(options.RecipeOptions.from_flags(flags.FLAGS))
 

@@ -20,7 +20,7 @@ from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
 from bert_tf.tools import benchmark
-from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import session as session_lib
 
 tf1 = tf.compat.v1
 
@@ -242,7 +242,7 @@ def _is_matmul(op_type):
 
 
 def test_use_xla_compiles_clusters(tmp_path):
-    config = estimator_lib.session_config(use_xla=True)
+    config = session_lib.session_config(use_xla=True)
     assert config.graph_options.optimizer_options.global_jit_level == \
         tf1.OptimizerOptions.ON_1
     # TF reads TF_XLA_FLAGS once, at the first session of a process: so in a fresh one.

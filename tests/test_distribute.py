@@ -183,7 +183,7 @@ def _on_two_cpu_devices(script, code):
 
 _TWO_DEVICE_RUNS = _on_two_cpu_devices(SCRIPT, """
     from bert_tf import options
-    from bert_tf.tasks import pretraining
+    from bert_tf.runs.pretraining import run_pretraining
     for strategy, output_dir in (("none", {one!r}), ("mirrored", {two!r})):
         flags.FLAGS.distribution_strategy = strategy
         flags.FLAGS.output_dir = output_dir
@@ -436,7 +436,9 @@ BENCHMARK = os.path.join(ROOT, "scripts", "benchmark.py")
 # Runs scripts/benchmark.py's flags through bert_tf.tools.benchmark.run with 2 logical CPU devices,
 # then prints the FLOPs of the MatMuls that the mirrored step's graph runs.
 _BENCHMARK_ON_TWO_DEVICES = _on_two_cpu_devices(BENCHMARK, """
-    from bert_tf import benchmark, distribute, modeling, options
+    from bert_tf import modeling, options
+    from bert_tf.tools import benchmark
+    from bert_tf.training import distribute
     sys.path.insert(0, {tests!r})
     from finetune_helpers import graph_matmul_flops
     benchmark_options = options.BenchmarkOptions.from_flags(flags.FLAGS)

@@ -18,6 +18,7 @@ from finetune_helpers import LEARNING_RATE, X, Y, make_estimator, make_input_fn
 
 from bert_tf import errors
 from bert_tf.training import estimator as est
+from bert_tf.training import hooks
 
 INIT_W, INIT_B = 5.0, -3.0
 
@@ -141,7 +142,7 @@ def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
         tf.constant([0.1, 1e-30, 3.4028235e38, float("nan"), -float("inf"), -0.0], name="c")
         tf.nn.leaky_relu(tf.constant([1.0]), alpha=0.123456789)
     graph_def = graph.as_graph_def(add_shapes=True)
-    path = est.write_graph_text(graph_def, str(tmp_path / "new"), "graph.pbtxt")
+    path = hooks.write_graph_text(graph_def, str(tmp_path / "new"), "graph.pbtxt")
     reference = tf.io.write_graph(graph_def, str(tmp_path / "stock"), "graph.pbtxt")
     parsed = [text_format.Parse(open(p).read(), tf.compat.v1.GraphDef())
               for p in (path, reference)]
@@ -150,9 +151,9 @@ def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
     assert parsed[0] == graph_def
 
 def test_progress_line_format():
-    line = est.progress_line(120, 1000, 3.2104, 4.1, 131.2)
+    line = hooks.progress_line(120, 1000, 3.2104, 4.1, 131.2)
     assert line == "step 120/1000 loss=3.21 steps/sec=4.1 examples/sec=131 ETA 0:03:35"
-    assert est.progress_line(10, 10, 0.5, 2.0) == "step 10/10 loss=0.5 steps/sec=2 ETA 0:00:00"
+    assert hooks.progress_line(10, 10, 0.5, 2.0) == "step 10/10 loss=0.5 steps/sec=2 ETA 0:00:00"
 
 
 def test_resume_continues_without_reinitialising(tmp_path):

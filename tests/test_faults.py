@@ -32,7 +32,7 @@ from finetune_helpers import (
 )
 from script_runner import run_python_script
 
-from bert_tf.data import classification, records
+from bert_tf.data import feature_cache, records
 from bert_tf.errors import BertTfError
 from bert_tf.runs.pretraining import run_pretraining
 from bert_tf.tasks import model_fn_parts
@@ -142,12 +142,12 @@ def test_corrupt_cached_features_are_rebuilt(tmp_path):
         builds.append(1)
         write_records(path, num=8)
 
-    assert classification.cached_tfrecord_file(path, {"k": 1}, write) is False
-    assert classification.cached_tfrecord_file(path, {"k": 1}, write) is True  # Reused.
+    assert feature_cache.cached_tfrecord_file(path, {"k": 1}, write) is False
+    assert feature_cache.cached_tfrecord_file(path, {"k": 1}, write) is True  # Reused.
     raw = bytearray(open(path, "rb").read())
     raw[40] ^= 0xFF  # Same size: the sidecar's size check cannot see it.
     open(path, "wb").write(bytes(raw))
-    assert classification.cached_tfrecord_file(path, {"k": 1}, write) is False
+    assert feature_cache.cached_tfrecord_file(path, {"k": 1}, write) is False
     assert len(builds) == 2 and records.first_bad_offset(path) is None
 
 

@@ -29,7 +29,6 @@ from bert_tf.data import input_pipeline, records
 from bert_tf.runs import finetuning
 from bert_tf.tasks import classification, multiple_choice, ner
 from bert_tf.training import estimator as estimator_lib
-from bert_tf.training import runner
 
 tf1 = tf.compat.v1
 SEQ = 64
@@ -349,7 +348,7 @@ def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted
         ids.set_shape(cut["input_ids"].shape)
         return {**cut, "input_ids": ids}
 
-    monkeypatch.setattr(runner, "trim_to_bucket", spy)
+    monkeypatch.setattr(input_pipeline, "trim_to_bucket", spy)
     results = finetuning.run_finetuning(*options(
         "classifier", task_name="tsv", text_a_column="sentence",
         data_dir=TOPICS,
@@ -375,7 +374,8 @@ _MIRRORED_RUN = textwrap.dedent("""
     logging.use_absl_handler()
     logging.set_verbosity(logging.INFO)
     from finetune_helpers import options, write_tiny_config, TOPICS
-    from bert_tf.tasks import finetuning, runner
+    from bert_tf.data import input_pipeline
+    from bert_tf.runs import finetuning
 
     shapes, trim_to_bucket = [], input_pipeline.trim_to_bucket
 

@@ -420,9 +420,10 @@ def define_xla_flags(flag_values=FLAGS):
 
 def _enable_xla_cpu_jit_if_set(use_xla):
     if use_xla:
-        from bert_tf.training import estimator
 
-        estimator.enable_xla_cpu_jit()
+        from bert_tf.training import session as session_lib
+
+        session_lib.enable_xla_cpu_jit()
     return True
 
 

@@ -21,7 +21,7 @@ import json
 import os
 
 from bert_tf import errors, fileio
-from bert_tf.data import classification, packing
+from bert_tf.data import classification, feature_cache, packing
 
 SPLIT_FILES = {"swag": {"train": "train.csv", "dev": "val.csv", "test": "test.csv"},
                "jsonl": {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"}}
@@ -194,7 +194,7 @@ def write_features(examples, num_choices, max_seq_length, tokenizer, output_file
                        "is_real_example": tfrecords.create_int_feature([1])}
             yield tf.train.Example(features=tf.train.Features(feature=feature))
 
-    key = classification.feature_cache_key("multiple_choice", examples, None, max_seq_length,
+    key = feature_cache.feature_cache_key("multiple_choice", examples, None, max_seq_length,
                                            tokenizer, num_choices=num_choices)
-    return classification.cached_tfrecord_file(
+    return feature_cache.cached_tfrecord_file(
         output_file, key, lambda: classification.write_tf_examples(tf_examples(), output_file))

@@ -36,7 +36,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import errors, fileio
-from bert_tf.data import classification, packing
+from bert_tf.data import classification, feature_cache, packing
 
 # Where `NerProcessor` looks for each split in data_dir, in order (CoNLL-2003 names too).
 TRAIN_FILES = ("train.txt", "eng.train")
@@ -382,9 +382,9 @@ def cached_file_based_convert_examples_to_features(examples, label_list, max_seq
       True if the existing file was reused, False if it was (re)built.
     """
     settings = {"doc_stride": doc_stride} if doc_stride else {}
-    key = classification.feature_cache_key("ner", examples, label_list, max_seq_length,
+    key = feature_cache.feature_cache_key("ner", examples, label_list, max_seq_length,
                                            tokenizer, **settings)
-    return classification.cached_tfrecord_file(
+    return feature_cache.cached_tfrecord_file(
         output_file, key,
         lambda: file_based_convert_examples_to_features(examples, label_list, max_seq_length,
                                                         tokenizer, output_file, doc_stride))

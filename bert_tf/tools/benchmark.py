@@ -35,6 +35,7 @@ from bert_tf import fileio, precision
 from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import session as session_lib
 
 tf1 = tf.compat.v1
 
@@ -57,7 +58,7 @@ class BenchmarkSpec:
       batch_size: sequences per micro-batch.
       max_seq_length: S.
       precision: "fp32", "bf16" or "fp16" (compute dtype; variables stay fp32).
-      use_xla: XLA auto-clustering of the session (`estimator.session_config`).
+      use_xla: XLA auto-clustering of the session (`session_lib.session_config`).
       num_warmup_steps: untimed steps first (graph optimisation, oneDNN primitive caches).
       num_steps: timed steps.
       num_accumulation_steps: micro-batches per optimizer update (train mode).
@@ -471,7 +472,7 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
 
     Args:
       spec: `BenchmarkSpec`.
-      session_config: ConfigProto; default `estimator.session_config(spec.use_xla)`.
+      session_config: ConfigProto; default `session_lib.session_config(spec.use_xla)`.
       log: function taking one string for progress lines (None: silent).
       strategy: a `tf.distribute` strategy (see `build_step`), or None for one device.
       step_timeout_secs: multi-worker only: a timed step waiting longer than this for the
@@ -491,7 +492,7 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
     spec.validate()
     log = log or (lambda _: None)
     if session_config is None:
-        session_config = estimator_lib.session_config(use_xla=spec.use_xla)
+        session_config = session_lib.session_config(use_xla=spec.use_xla)
     compute_dtype = precision.compute_dtype_from_name(spec.precision)
     replicas = distribute.num_replicas(strategy)
     multi_worker = distribute.is_multi_worker(strategy)
@@ -670,7 +671,7 @@ def profile_step(spec, session_config=None, trace_file=None, num_warmup_steps=2)
     """
     spec.validate()
     if session_config is None:
-        session_config = estimator_lib.session_config(use_xla=spec.use_xla)
+        session_config = session_lib.session_config(use_xla=spec.use_xla)
     graph, fetch, _ = build_step(spec)
     with tf1.Session(graph=graph, config=session_config) as session:
         initialize(session, graph)
@@ -755,7 +756,7 @@ def run(options, log=print):
     if options.output_plot:
         check_plotting_available()
         sweep_sizes = _parse_batch_sizes(options.plot_batch_sizes)
-    session_config = estimator_lib.session_config(use_xla=spec.use_xla)
+    session_config = session_lib.session_config(use_xla=spec.use_xla)
     strategy = distribute.strategy_from_options(options.distribution)
     distributed = dict(strategy=strategy,
                        step_timeout_secs=options.distribution.step_timeout_secs,

@@ -35,6 +35,7 @@ and as long again for them to join the first step; a later step waits for every 
 instead of hanging. While waiting, one short line every `PROGRESS_INTERVAL_SECS`.
 """
 
+import dataclasses
 import json
 import os
 import socket
@@ -359,6 +360,37 @@ def session_config(strategy, config, timeout_secs=None):
     if is_multi_worker(strategy) and timeout_secs:
         config.operation_timeout_in_ms = int(timeout_secs * 1000)
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingDeadlines:
+    """How long each part of a multi-worker training run may wait for the other workers, in
+    seconds (0: no limit).
+
+    Attributes:
+      startup: for every worker to start, and again for all of them to join the first step.
+      step: per training step (as long as `startup` when the chief also evaluates, since the
+        other workers' step waits for it).
+      session: runs with no deadline of their own (initialization, checkpoint saves): the
+        longer of the two, unbounded when either is.
+    """
+
+    startup: float
+    step: float
+
+    @classmethod
+    def of(cls, step_timeout_secs, startup_timeout_secs, evaluates_while_training=False):
+        """From `RunConfig`'s settings (None: the defaults of this module)."""
+        step = DEFAULT_STEP_TIMEOUT_SECS if step_timeout_secs is None else step_timeout_secs
+        startup = (DEFAULT_STARTUP_TIMEOUT_SECS if startup_timeout_secs is None
+                   else startup_timeout_secs)
+        if evaluates_while_training:
+            step = 0 if 0 in (step, startup) else max(step, startup)
+        return cls(startup=startup, step=step)
+
+    @property
+    def session(self):
+        return max(self.startup, self.step) if self.startup and self.step else 0
 
 
 def run_options(timeout_secs=None):

@@ -21,7 +21,7 @@ checkpoint. TF rewrites a checkpoint's `.index` in place, though, so this module
 the step the state file already points at (the stock hook does so right after every restore).
 
 A non-finite loss stops training with a `BertTfError` naming the step, and weights that are not
-finite are never written to a checkpoint (see `_StopOnNonFiniteLossHook`).
+finite are never written to a checkpoint (see `hooks_lib.StopOnNonFiniteLossHook`).
 
 Distribution: with `RunConfig(train_distribute=strategy)` (see `training.distribute`) `train`
 builds the model once per replica through `strategy.extended.call_for_each_replica`, feeds each
@@ -40,20 +40,18 @@ import collections
 import contextlib
 import contextvars
 import dataclasses
-import datetime
 import inspect
 import os
 import signal
-import sys
-import threading
 import time
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import errors, fileio
 from bert_tf.training import checkpoints, distribute, resume
+from bert_tf.training import hooks as hooks_lib
+from bert_tf.training import session as session_lib
 from bert_tf.training.faults import translate_faults
 
 # True while a model_fn builds a graph whose variables are all restored from a checkpoint of
@@ -175,6 +173,19 @@ def build_raw_serving_input_receiver_fn(feature_specs, default_batch_size=None):
     return serving_input_receiver_fn
 
 
+@dataclasses.dataclass
+class _TrainingGraph:
+    """What `Estimator.train` built: the op one step runs, its scaffold and hooks, the hook
+    that stops on SIGTERM / SIGINT, and the RunOptions of the first and the later steps."""
+
+    train_op: tf.Operation
+    scaffold: tf.compat.v1.train.Scaffold
+    hooks: list
+    stop_on_signal: object
+    first_step_options: object
+    step_options: object
+
+
 class Estimator:
     """Trains, evaluates, predicts with and exports a model_fn (see the module docstring)."""
 
@@ -235,96 +246,102 @@ class Estimator:
                          self.model_dir, start_step, max_steps)
             return self
         logging.info("Training %s from step %d to %d.", self.model_dir, start_step, max_steps)
-        is_chief = distribute.is_chief(strategy)
         multi_worker = distribute.is_multi_worker(strategy)
+        deadlines = distribute.TrainingDeadlines.of(
+            self.config.step_timeout_secs, self.config.startup_timeout_secs,
+            evaluates_while_training=multi_worker and bool(evaluate_every_n_steps))
         with tf.Graph().as_default(), _strategy_scope(strategy):
             self._set_seed()
-            global_step = tf.compat.v1.train.get_or_create_global_step()
-            if multi_worker:
-                distribute.cache_global_step_read(global_step)
-            features, labels, input_hooks = self._get_features_and_labels(
-                input_fn, ModeKeys.TRAIN, strategy, saveable_input=self.config.exact_resume)
-            if self.config.exact_resume:
-                input_hooks, saving_listeners = resume.resumable_input(
-                    input_hooks, saving_listeners, self.model_dir, is_chief,
-                    self.config.save_checkpoints_steps or max_steps)
-            spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, strategy)
-            if spec.loss is None or spec.train_op is None:
-                raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
-                                 "in TRAIN mode.")
-            tf.compat.v1.summary.scalar("loss", spec.loss)
-            scaffold = self._scaffold(spec, keep_checkpoint_max=self.config.keep_checkpoint_max)
-            examples_per_step = spec.examples_per_step or _static_batch_size(features, strategy)
-            # Order matters: the loss check must run before the checkpoint saver in the same step.
-            # Every worker runs it (it fetches the loss reduced over all workers, so all of them
-            # take part in that all-reduce at every step and stop at the same step).
-            all_hooks = [*input_hooks, _StopOnNonFiniteLossHook(spec.loss, self.model_dir),
-                         tf.compat.v1.train.StopAtStepHook(last_step=max_steps),
-                         *(hooks or []), *(spec.training_hooks or [])]
-            step_timeout = self.config.step_timeout_secs
-            if step_timeout is None:
-                step_timeout = distribute.DEFAULT_STEP_TIMEOUT_SECS
-            startup_timeout = self.config.startup_timeout_secs
-            if startup_timeout is None:
-                startup_timeout = distribute.DEFAULT_STARTUP_TIMEOUT_SECS
-            first_step_options = step_options = None
-            if multi_worker:
-                all_hooks.insert(0, _WaitForWorkersHook(
-                    distribute.all_workers_barrier(strategy), strategy.num_replicas_in_sync,
-                    distribute.run_options(startup_timeout)))
-                # The first step also optimizes the graph on every worker, which takes a while.
-                first_step_options = distribute.run_options(startup_timeout)
-                if evaluate_every_n_steps:
-                    # The other workers' step waits while the chief evaluates.
-                    step_timeout = (0 if 0 in (step_timeout, startup_timeout)
-                                    else max(step_timeout, startup_timeout))
-                step_options = distribute.run_options(step_timeout)
-            stop_on_signal = _StopOnSignalHook(
-                distribute.any_worker_flag(strategy) if multi_worker else None, step_options)
-            all_hooks.insert(0, stop_on_signal)
-            if is_chief:
-                all_hooks += self._chief_training_hooks(spec.loss, scaffold, max_steps,
-                                                        examples_per_step, saving_listeners,
-                                                        spec.training_metrics)
-                if evaluate_fn is not None and evaluate_every_n_steps:
-                    all_hooks.append(_EvaluateHook(evaluate_fn, evaluate_every_n_steps,
-                                                   all_hooks[-1], stop_on_signal))
-            options = first_step_options
-            # Session creation (its variables' initialization waits for the chief's initial
-            # values), the barrier and the first step are the start-up: logged while they wait.
-            waiting = distribute.WaitingLog("the first step, which needs every worker",
-                                            startup_timeout)
-            try:
-                if multi_worker:
-                    distribute.wait_for_workers(strategy, startup_timeout)
-                    waiting.start()
-                # Runs without a deadline of their own (initialization, checkpoint saves) get
-                # the longer one; a 0 (no limit) in either leaves them unbounded.
-                session_timeout = (max(startup_timeout, step_timeout)
-                                   if startup_timeout and step_timeout else 0)
-                with _SignalHandlers(stop_on_signal, self.config.preemption_grace_secs), \
-                        self._training_session(strategy, scaffold, all_hooks,
-                                               session_timeout) as sess:
-                    while not sess.should_stop():
-                        sess.run(spec.train_op, options=options)
-                        options = step_options
-                        waiting.stop()
-            except distribute.WORKER_FAILURE_ERRORS as e:
-                if not multi_worker:
-                    raise
-                if options is first_step_options:
-                    message = distribute.startup_failure_message(startup_timeout, e)
-                else:
-                    message = distribute.worker_failure_message(step_timeout, e,
-                                                                model_dir=self.model_dir)
-                raise errors.BertTfError(message) from None
-            finally:
-                waiting.stop()
-        if stop_on_signal.stopped_at is not None:
-            raise errors.Preempted(stop_on_signal.stopped_at,
-                                   stop_on_signal.signal_number or signal.SIGTERM)
+            run = self._training_graph(input_fn, max_steps, strategy, deadlines, hooks,
+                                       saving_listeners, evaluate_fn, evaluate_every_n_steps)
+            self._run_training_loop(run, strategy, deadlines)
+        if run.stop_on_signal.stopped_at is not None:
+            raise errors.Preempted(run.stop_on_signal.stopped_at,
+                                   run.stop_on_signal.signal_number or signal.SIGTERM)
         logging.info("Finished training; latest checkpoint: %s", self.latest_checkpoint())
         return self
+
+    def _training_graph(self, input_fn, max_steps, strategy, deadlines, hooks,
+                        saving_listeners, evaluate_fn, evaluate_every_n_steps):
+        """Builds the training graph in the default graph: its train op, scaffold and hooks."""
+        is_chief = distribute.is_chief(strategy)
+        multi_worker = distribute.is_multi_worker(strategy)
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        if multi_worker:
+            distribute.cache_global_step_read(global_step)
+        features, labels, input_hooks = self._get_features_and_labels(
+            input_fn, ModeKeys.TRAIN, strategy, saveable_input=self.config.exact_resume)
+        if self.config.exact_resume:
+            input_hooks, saving_listeners = resume.resumable_input(
+                input_hooks, saving_listeners, self.model_dir, is_chief,
+                self.config.save_checkpoints_steps or max_steps)
+        spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, strategy)
+        if spec.loss is None or spec.train_op is None:
+            raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
+                             "in TRAIN mode.")
+        tf.compat.v1.summary.scalar("loss", spec.loss)
+        scaffold = self._scaffold(spec, keep_checkpoint_max=self.config.keep_checkpoint_max)
+        # A multi-worker step waits for the others at most `deadlines.step` (the first step,
+        # which also optimizes the graph on every worker, `deadlines.startup`).
+        first_step_options = step_options = None
+        if multi_worker:
+            first_step_options = distribute.run_options(deadlines.startup)
+            step_options = distribute.run_options(deadlines.step)
+        stop_on_signal = hooks_lib.StopOnSignalHook(
+            distribute.any_worker_flag(strategy) if multi_worker else None, step_options)
+        # Order matters: the loss check must run before the checkpoint saver in the same step.
+        # Every worker runs it (it fetches the loss reduced over all workers, so all of them
+        # take part in that all-reduce at every step and stop at the same step).
+        all_hooks = [stop_on_signal, *input_hooks,
+                     hooks_lib.StopOnNonFiniteLossHook(spec.loss, self.model_dir),
+                     tf.compat.v1.train.StopAtStepHook(last_step=max_steps),
+                     *(hooks or []), *(spec.training_hooks or [])]
+        if multi_worker:
+            all_hooks.insert(1, hooks_lib.WaitForWorkersHook(
+                distribute.all_workers_barrier(strategy), strategy.num_replicas_in_sync,
+                distribute.run_options(deadlines.startup)))
+        if is_chief:
+            all_hooks += self._chief_training_hooks(
+                spec.loss, scaffold, max_steps,
+                spec.examples_per_step or _static_batch_size(features, strategy),
+                saving_listeners, spec.training_metrics)
+            if evaluate_fn is not None and evaluate_every_n_steps:
+                all_hooks.append(hooks_lib.EvaluateHook(evaluate_fn, evaluate_every_n_steps,
+                                               all_hooks[-1], stop_on_signal))
+        return _TrainingGraph(spec.train_op, scaffold, all_hooks, stop_on_signal,
+                              first_step_options, step_options)
+
+    def _run_training_loop(self, run, strategy, deadlines):
+        """Runs `run.train_op` until a hook stops the session; a multi-worker failure to start
+        or to keep up is one `BertTfError`."""
+        multi_worker = distribute.is_multi_worker(strategy)
+        options = run.first_step_options
+        # Session creation (its variables' initialization waits for the chief's initial
+        # values), the barrier and the first step are the start-up: logged while they wait.
+        waiting = distribute.WaitingLog("the first step, which needs every worker",
+                                        deadlines.startup)
+        try:
+            if multi_worker:
+                distribute.wait_for_workers(strategy, deadlines.startup)
+                waiting.start()
+            with hooks_lib.SignalHandlers(run.stop_on_signal, self.config.preemption_grace_secs), \
+                    self._training_session(strategy, run.scaffold, run.hooks,
+                                           deadlines.session) as sess:
+                while not sess.should_stop():
+                    sess.run(run.train_op, options=options)
+                    options = run.step_options
+                    waiting.stop()
+        except distribute.WORKER_FAILURE_ERRORS as e:
+            if not multi_worker:
+                raise
+            if options is run.first_step_options:
+                message = distribute.startup_failure_message(deadlines.startup, e)
+            else:
+                message = distribute.worker_failure_message(deadlines.step, e,
+                                                            model_dir=self.model_dir)
+            raise errors.BertTfError(message) from None
+        finally:
+            waiting.stop()
 
     def _training_session(self, strategy, scaffold, hooks, timeout_secs):
         """The MonitoredSession of train(): restores model_dir's latest checkpoint, or inits.
@@ -352,15 +369,15 @@ class Estimator:
         save_steps = self.config.save_checkpoints_steps or max_steps
         chief_hooks = []
         if self.config.log_step_count_steps:
-            chief_hooks.append(_ProgressHook(loss, max_steps, examples_per_step,
+            chief_hooks.append(hooks_lib.ProgressHook(loss, max_steps, examples_per_step,
                                              self.config.log_step_count_steps, self.model_dir,
                                              training_metrics))
         if self.config.save_summary_steps:
-            chief_hooks.append(_SummarySaverHook(
+            chief_hooks.append(hooks_lib.SummarySaverHook(
                 save_steps=self.config.save_summary_steps, output_dir=self.model_dir,
                 scaffold=scaffold))
-        listeners = [_RefuseNonFiniteWeightsListener(), *(saving_listeners or [])]
-        chief_hooks.append(_CheckpointSaverHook(self.model_dir, save_steps=save_steps,
+        listeners = [hooks_lib.RefuseNonFiniteWeightsListener(), *(saving_listeners or [])]
+        chief_hooks.append(hooks_lib.CheckpointSaverHook(self.model_dir, save_steps=save_steps,
                                                 scaffold=scaffold, listeners=listeners))
         return chief_hooks
 
@@ -397,7 +414,7 @@ class Estimator:
                     num_batches += 1
             results = final_hook.final_ops_values
             eval_dir = os.path.join(self.model_dir, "eval_" + name if name else "eval")
-            write_scalar_summaries(eval_dir, results, int(results["global_step"]))
+            hooks_lib.write_scalar_summaries(eval_dir, results, int(results["global_step"]))
         logging.info("Evaluation of %s over %d batches: %s", checkpoint_path, num_batches,
                      ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
         return results
@@ -629,7 +646,7 @@ class Estimator:
                                                      input_context.num_input_pipelines))
             else:
                 iterator = strategy.make_input_fn_iterator(dataset_fn)
-                hooks.append(_RunAfterSessionCreatedHook(iterator.initializer))
+                hooks.append(hooks_lib.RunAfterSessionCreatedHook(iterator.initializer))
                 result = iterator.get_next()
         else:
             result = call_input_fn()
@@ -716,337 +733,6 @@ class _Saver(tf.compat.v1.train.Saver):
 # ------------------------------------------------------------------------------------------ hooks
 
 
-class _RunAfterSessionCreatedHook(tf.compat.v1.train.SessionRunHook):
-    """Runs an op (a dataset iterator's initializer) once the session exists."""
-
-    def __init__(self, op):
-        self._op = op
-
-    def after_create_session(self, session, coord):
-        session.run(self._op)
-
-
-class _WaitForWorkersHook(tf.compat.v1.train.SessionRunHook):
-    """Waits, once the session exists, until every worker is there (a tiny all-reduce).
-
-    Without it the first step of a worker that started early would count the others' start-up
-    against the step timeout.
-    """
-
-    def __init__(self, barrier, num_replicas, run_options):
-        self._barrier = barrier
-        self._num_replicas = num_replicas
-        self._run_options = run_options
-
-    def after_create_session(self, session, coord):
-        # A DeadlineExceededError goes to train(), whose message names the missing workers.
-        logging.info("Waiting for all %d replicas to join.", self._num_replicas)
-        session.run(self._barrier, options=self._run_options)
-        logging.info("All %d replicas joined.", self._num_replicas)
-
-
-class _StepHook(tf.compat.v1.train.SessionRunHook):
-    """A hook that reads the global step (`self._global_step`)."""
-
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
-
-
-class _StopOnNonFiniteLossHook(_StepHook):
-    """Raises BertTfError when the loss is NaN or Inf, before that step can be checkpointed.
-
-    By the time a step's loss is seen, its update has already been applied, so the weights in
-    the session may be poisoned. This hook comes before the checkpoint saver in the hook list
-    (its after_run raises first, so that step is not saved) and the exception skips the
-    save-on-close, so the last checkpoint on disk is the last good one. (Like
-    tf.compat.v1.train.NanTensorHook, but it also catches Inf and names the step.)
-    """
-
-    def __init__(self, loss, model_dir):
-        self._loss = loss
-        self._model_dir = model_dir
-
-    def before_run(self, run_context):
-        return tf.compat.v1.train.SessionRunArgs(self._loss)
-
-    def after_run(self, run_context, run_values):
-        if np.all(np.isfinite(run_values.results)):
-            return
-        step = run_context.session.run(self._global_step)
-        raise errors.BertTfError(
-            f"Training diverged: the loss became {run_values.results} at step {step}, which was "
-            f"not saved, so '{self._model_dir}' still holds the last good checkpoint "
-            f"({tf.train.latest_checkpoint(self._model_dir)}); lower --learning_rate (and for "
-            "fp16 use loss scaling) and run again to resume from it.")
-
-
-class _RefuseNonFiniteWeightsListener(tf.compat.v1.train.CheckpointSaverListener):
-    """Raises BertTfError instead of saving trainable weights that hold NaN or Inf.
-
-    Catches what the loss check cannot: an update from non-finite gradients after a finite loss.
-    Only trainable variables are checked (gradient accumulators or loss-scale state may hold
-    Inf transiently by design).
-    """
-
-    def begin(self):
-        self._weights_finite = tf.reduce_all([
-            tf.reduce_all(tf.math.is_finite(v)) for v in tf.compat.v1.trainable_variables()
-            if v.dtype.base_dtype.is_floating] or [True])
-
-    def before_save(self, session, global_step_value):
-        if not session.run(self._weights_finite):
-            raise errors.BertTfError(
-                f"Training diverged: the weights hold NaN or Inf at step {global_step_value}, so "
-                "they were not saved; lower --learning_rate (and for fp16 use loss scaling) and "
-                "run again to resume from the last good checkpoint.")
-
-
-class _StopOnSignalHook(_StepHook):
-    """Stops every worker after the same step: on SIGTERM / SIGINT to any of them (recorded
-    by `_SignalHandlers`), or when the chief's evaluation asks to stop early.
-
-    Without a strategy it stops the session after the current step; under a multi-worker
-    strategy every worker all-reduces its [signal, early stop] flags after each step
-    (`distribute.any_worker_flag`), so all workers stop after the same step (an early stop
-    decided after step N takes effect after step N + 1 there). The chief's
-    CheckpointSaverHook saves the last step when the session closes.
-    """
-
-    def __init__(self, any_worker=None, run_options=None):
-        """`run_options`: those of a training step, so that the flags' all-reduce waits for a
-        dead worker no longer than the step would (`--step_timeout_secs`)."""
-        self.signal_number = None  # Set by _SignalHandlers.
-        self.early_stop = False  # Set by _EvaluateHook.
-        self.stopped_at = None  # The step a signal (to any worker) stopped training after.
-        self._flag, self._any = any_worker if any_worker is not None else (None, None)
-        self._run_options = run_options
-
-    @property
-    def single_process(self):
-        return self._any is None
-
-    def after_run(self, run_context, run_values):
-        if self._any is not None:
-            # Its own run after the step's: launched in the same run as the step's all-reduces,
-            # the collectives could start in another order on each worker and deadlock.
-            flags = [1.0 if self.signal_number else 0.0, 1.0 if self.early_stop else 0.0]
-            results = run_context.session.run(self._any, feed_dict={self._flag: flags},
-                                              options=self._run_options)
-            signalled, early_stop = (float(x) > 0 for x in results)
-        else:
-            signalled, early_stop = self.signal_number is not None, self.early_stop
-        if signalled and self.stopped_at is None:
-            self.stopped_at = int(run_context.session.run(self._global_step))
-            logging.info("Stopping after step %d: %s.", self.stopped_at,
-                         "a worker got a stop signal" if self.signal_number is None else
-                         f"got signal {self.signal_number}")
-        if signalled or early_stop:
-            run_context.request_stop()
-
-
-class _SignalHandlers:
-    """Routes SIGTERM / SIGINT to a `_StopOnSignalHook` while training (main thread only).
-
-    After `grace_secs` without the session closing, or on a second signal, the process exits
-    at once with 128 + the signal number: the newest whole checkpoint stays the one named in
-    the `checkpoint` state file.
-    """
-
-    def __init__(self, hook, grace_secs):
-        self._hook = hook
-        self._grace_secs = grace_secs
-        self._previous = {}
-        self._done = threading.Event()
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *exc_info):
-        self._done.set()
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum, frame):
-        del frame
-        if self._hook.signal_number is not None:
-            os._exit(128 + signum)
-        self._hook.signal_number = signum
-        threading.Thread(target=self._exit_after_grace, args=(signum,), daemon=True).start()
-
-    def _exit_after_grace(self, signum):
-        if not self._done.wait(self._grace_secs):
-            sys.stderr.write(f"error: got signal {signum} but the current step and its "
-                             f"checkpoint did not finish within --preemption_grace_secs="
-                             f"{self._grace_secs:g}; the newest whole checkpoint is the one "
-                             "the checkpoint state file names.\n")
-            sys.stderr.flush()
-            os._exit(128 + signum)
-
-
-class _EvaluateHook(_StepHook):
-    """Every `every_n_steps` steps (chief only): saves that step's checkpoint through the
-    chief's saver hook, calls `evaluate_fn(step, checkpoint_path)` and stops training when it
-    returns True (through `stop_hook`, so that every worker stops)."""
-
-    def __init__(self, evaluate_fn, every_n_steps, saver_hook, stop_hook):
-        self._evaluate_fn, self._every_n_steps = evaluate_fn, every_n_steps
-        self._saver_hook, self._stop_hook = saver_hook, stop_hook
-        self._last_evaluated = None
-
-    def before_run(self, run_context):
-        return tf.compat.v1.train.SessionRunArgs(self._global_step)
-
-    def after_run(self, run_context, run_values):
-        # The step read before this run's update: only a run that may have completed a
-        # multiple of every_n_steps (with accumulation, not every run updates) reads it again.
-        if (int(run_values.results) + 1) % self._every_n_steps:
-            return
-        session = run_context.session
-        step = int(session.run(self._global_step))
-        if step % self._every_n_steps or step == self._last_evaluated:
-            return
-        self._last_evaluated = step
-        self._saver_hook._save(session, step)  # A no-op if this step is saved already.
-        checkpoint_path = f"{self._saver_hook._save_path}-{step}"
-        if self._evaluate_fn(step, checkpoint_path):
-            self._stop_hook.early_stop = True
-            if self._stop_hook.single_process:
-                run_context.request_stop()
-
-
-class _CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
-    """CheckpointSaverHook that never rewrites the checkpoint the state file points at.
-
-    The stock hook saves right after the session starts, i.e. re-saves model.ckpt-N after
-    restoring it. TF truncates and rewrites a checkpoint's .index in place, so a kill during that
-    save would break the only checkpoint `checkpoint` names. The weights at step N are the ones
-    just restored, so that save is skipped.
-    """
-
-    def after_create_session(self, session, coord):
-        """The stock hook's start (graph.pbtxt, the graph and meta graph in the events file,
-        the step's checkpoint), with graph.pbtxt through `write_graph_text` (the stock
-        pure-Python text_format took 1-3 s of every run for a BERT training graph on 2
-        cores) and one GraphDef for it and the meta graph."""
-        from tensorflow.python.framework import meta_graph
-
-        del coord
-        global_step = session.run(self._global_step_tensor)
-        graph = tf.compat.v1.get_default_graph()
-        graph_def = graph.as_graph_def(add_shapes=True)
-        if self._save_graph_def:
-            write_graph_text(graph_def, self._checkpoint_dir, "graph.pbtxt")
-        saver = self._get_saver()
-        self._summary_writer.add_graph(graph)
-        self._summary_writer.add_meta_graph(meta_graph.create_meta_graph_def(
-            graph_def=graph_def, saver_def=saver.saver_def if saver else None))
-        self._save(session, global_step)  # The checkpoint of the state at `global_step`.
-        self._timer.update_last_triggered_step(global_step)
-
-    def _save(self, session, step):
-        latest = tf.train.latest_checkpoint(self._checkpoint_dir)
-        if latest and os.path.basename(latest) == f"{os.path.basename(self._save_path)}-{step}":
-            return False
-        try:
-            return super()._save(session, step)
-        except (tf.errors.OpError, OSError) as e:
-            if not checkpoints.is_write_error(e):
-                raise
-            checkpoints.remove_partial_writes(self._checkpoint_dir)  # Gives the space back.
-            raise errors.BertTfError(checkpoints.write_failure_message(
-                e, f"checkpoint {step}", self._checkpoint_dir)) from None
-
-
-class _SummarySaverHook(tf.compat.v1.train.SummarySaverHook):
-    """SummarySaverHook whose training steps all fetch the same tensors.
-
-    The stock hook adds the merged summary to a step's fetches only every `save_steps`, and a
-    session builds (and grappler optimizes) one executor per distinct set of fetches: the first
-    summary-less step paid a second graph optimization and warm-up, ~2.4 s for MiniLM on 2
-    cores. When every summary is a scalar this hook fetches them at every step and still
-    writes them every `save_steps`. bert_tf's own scalars (loss, learning rate, gradient norm)
-    are computed by the step anyway; a scalar of something the step does not compute (say a
-    norm over all weights) now runs every step. Any other summary (a histogram, an image)
-    keeps the stock behaviour.
-    """
-
-    def begin(self):
-        super().begin()
-        self._every_step_summaries = None  # The scaffold's summary op exists once the session does.
-
-    def before_run(self, run_context):
-        run_args = super().before_run(run_context)
-        if self._every_step_summaries is None:
-            summaries = self._get_summary_op() or []
-            scalars = all(_is_scalar_summary(tensor.op) for tensor in summaries)
-            self._every_step_summaries = summaries if scalars else []
-        if self._every_step_summaries and "summary" not in run_args.fetches:
-            # after_run writes a summary only on the steps it requested one.
-            run_args.fetches["summary"] = self._every_step_summaries
-        return run_args
-
-
-def _is_scalar_summary(op):
-    """Whether a summary op is a ScalarSummary, or merges only those."""
-    if op.type == "MergeSummary":
-        return all(_is_scalar_summary(tensor.op) for tensor in op.inputs)
-    return op.type == "ScalarSummary"
-
-
-class _ProgressHook(tf.compat.v1.train.StepCounterHook):
-    """StepCounterHook that also records "examples_per_sec" and logs loss, speed and ETA.
-
-    Every `every_n_steps` global steps it writes the "global_step/sec" and "examples_per_sec"
-    summaries and logs e.g. `step 120/1000 loss=3.21 steps/sec=4.1 examples/sec=131 ETA 0:03:34`.
-    Rates are over the last interval; examples/sec = steps/sec * examples_per_step. The
-    `training_metrics` (name -> scalar) of that step are logged after it and written as
-    summaries too.
-    """
-
-    def __init__(self, loss, max_steps, examples_per_step, every_n_steps, output_dir,
-                 training_metrics=None):
-        super().__init__(every_n_steps=every_n_steps, output_dir=output_dir)
-        self._loss = loss
-        self._max_steps = max_steps
-        self._examples_per_step = examples_per_step
-        self._metrics = dict(training_metrics or {})
-        self._last_loss = None
-        self._last_metrics = {}
-
-    def before_run(self, run_context):
-        return tf.compat.v1.train.SessionRunArgs(
-            [self._global_step_tensor, self._loss, self._metrics])
-
-    def after_run(self, run_context, run_values):
-        stale_global_step, self._last_loss, self._last_metrics = run_values.results
-        # The step read races with the update, so two runs can read the same value; that is not
-        # the "global step has not been increased" the parent warns about, so silence it.
-        self._last_global_step = None
-        super().after_run(run_context, run_values._replace(results=stale_global_step))
-
-    def _log_and_record(self, elapsed_steps, elapsed_time, global_step):
-        steps_per_sec = elapsed_steps / elapsed_time
-        examples_per_sec = (None if self._examples_per_step is None
-                            else steps_per_sec * self._examples_per_step)
-        if self._summary_writer is not None:
-            values = [tf.compat.v1.Summary.Value(tag=self._summary_tag,
-                                                 simple_value=steps_per_sec)]
-            if examples_per_sec is not None:
-                values.append(tf.compat.v1.Summary.Value(tag="examples_per_sec",
-                                                         simple_value=examples_per_sec))
-            values += [tf.compat.v1.Summary.Value(tag=name, simple_value=float(value))
-                       for name, value in sorted(self._last_metrics.items())]
-            self._summary_writer.add_summary(tf.compat.v1.Summary(value=values), global_step)
-        line = progress_line(global_step, self._max_steps, self._last_loss, steps_per_sec,
-                             examples_per_sec)
-        metrics = " ".join(f"{name}={value:.4g}"
-                           for name, value in sorted(self._last_metrics.items()))
-        logging.info("%s", f"{line} {metrics}" if metrics else line)
-
-
 def _checkpoint_restorer(checkpoint_path, action):
     """A function of a session that restores every variable of the default graph from
     `checkpoint_path`; one in the released layout (no global_step, e.g. --export_release_dir or
@@ -1094,16 +780,6 @@ def _restoring_session_creator(scaffold, checkpoint_path, session_config, action
     return tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, config=session_config)
 
 
-def progress_line(step, max_steps, loss, steps_per_sec, examples_per_sec=None):
-    """`step 120/1000 loss=3.21 steps/sec=4.1 examples/sec=131 ETA 0:03:34` (ETA at this rate)."""
-    eta_secs = max(max_steps - step, 0) / steps_per_sec if steps_per_sec > 0 else 0
-    speed = f"steps/sec={steps_per_sec:.3g}"
-    if examples_per_sec is not None:
-        speed += f" examples/sec={examples_per_sec:.0f}"
-    return (f"step {step}/{max_steps} loss={loss:.4g} {speed} "
-            f"ETA {datetime.timedelta(seconds=round(eta_secs))}")
-
-
 # ---------------------------------------------------------------------------------- small helpers
 
 
@@ -1136,80 +812,6 @@ def _split_batch(batch):
         yield {key: value[i] for key, value in batch.items()}
 
 
-def write_graph_text(graph_def, directory, name):
-    """Writes `graph_def` as a text proto to directory/name (atomically, as
-    `tf.io.write_graph(..., as_text=True)` does); returns the path.
-
-    With upb protobuf (`api_implementation.Type() == "upb"`) `str(message)` is its C text
-    encoder: ~10x faster than `text_format.MessageToString` and parsed back to the same
-    GraphDef (only the order of map entries and the spelling of floats may differ). Other
-    protobuf builds and big-endian hosts (whose tensor contents tf.io.write_graph swaps)
-    go through `tf.io.write_graph`.
-    """
-    from google.protobuf.internal import api_implementation
-    from tensorflow.python.lib.io import file_io
-
-    if api_implementation.Type() != "upb" or sys.byteorder == "big":
-        return tf.io.write_graph(graph_def, directory, name, as_text=True)
-    tf.io.gfile.makedirs(directory)
-    path = os.path.join(directory, name)
-    file_io.atomic_write_string_to_file(path, str(graph_def))
-    return path
-
-
-def write_scalar_summaries(directory, values, step):
-    """Writes each scalar in `values` as a TensorBoard summary at `step` under `directory`."""
-    writer = tf.compat.v1.summary.FileWriter(directory)
-    summary = tf.compat.v1.Summary(value=[
-        tf.compat.v1.Summary.Value(tag=key, simple_value=float(value))
-        for key, value in sorted(values.items()) if np.ndim(value) == 0])
-    writer.add_summary(summary, step)
-    writer.close()
-
-
-def enable_xla_cpu_jit():
-    """Lets sessions with XLA auto-clustering compile clusters on the CPU as well.
-
-    TF's `--tf_xla_cpu_global_jit` flag fixes the CPU device's clustering policy when TF first
-    creates its devices (which listing devices, reading a checkpoint or an eager op may do), so
-    this must run before that; scripts do it while parsing `--use_xla`. TF may have parsed
-    TF_XLA_FLAGS at import already, so the parsed flag is also set directly where TF exposes it.
-    """
-    xla_flags = os.environ.get("TF_XLA_FLAGS", "")
-    if "--tf_xla_cpu_global_jit" not in xla_flags:
-        os.environ["TF_XLA_FLAGS"] = (xla_flags + " --tf_xla_cpu_global_jit").strip()
-    try:
-        from tensorflow.python import pywrap_tfe
-
-        pywrap_tfe.TF_SetTfXlaCpuGlobalJit(True)
-    except (ImportError, AttributeError):  # another TF build: the environment variable remains
-        pass
-
-
-def session_config(use_xla=False, intra_op_parallelism_threads=0,
-                   inter_op_parallelism_threads=0):
-    """The session ConfigProto every run uses.
-
-    Args:
-      use_xla: turn on XLA auto-clustering (global_jit_level ON_1); on CPU see
-        `enable_xla_cpu_jit`, which this calls (in time only before TF creates its devices).
-      intra_op_parallelism_threads: threads inside one op (0: one per core).
-      inter_op_parallelism_threads: ops run concurrently (0: TF's default).
-
-    Returns:
-      tf.compat.v1.ConfigProto with allow_soft_placement.
-    """
-    config = tf.compat.v1.ConfigProto(
-        allow_soft_placement=True,
-        intra_op_parallelism_threads=intra_op_parallelism_threads,
-        inter_op_parallelism_threads=inter_op_parallelism_threads)
-    if use_xla:
-        config.graph_options.optimizer_options.global_jit_level = (
-            tf.compat.v1.OptimizerOptions.ON_1)
-        enable_xla_cpu_jit()
-    return config
-
-
 def run_config(run_options, strategy=None):
     """The `RunConfig` of a training run.
 
@@ -1228,4 +830,4 @@ def run_config(run_options, strategy=None):
         startup_timeout_secs=run_options.distribution.startup_timeout_secs,
         preemption_grace_secs=run_options.preemption_grace_secs,
         exact_resume=run_options.exact_resume,
-        session_config=session_config(use_xla=run_options.use_xla))
+        session_config=session_lib.session_config(use_xla=run_options.use_xla))

@@ -23,7 +23,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
-from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import hooks
 
 HISTORY_FILE = "eval_history.jsonl"
 BEST_DIR = "best"
@@ -163,7 +163,7 @@ class Validation:
         """Appends `results` to eval_history.jsonl and writes them to TensorBoard (eval/)."""
         path = os.path.join(self.output_dir, HISTORY_FILE)
         fileio.append_line(path, json.dumps(results, sort_keys=True))
-        estimator_lib.write_scalar_summaries(os.path.join(self.output_dir, "eval"), results,
+        hooks.write_scalar_summaries(os.path.join(self.output_dir, "eval"), results,
                                              int(results["global_step"]))
         logging.info("Evaluation at step %d: %s", results["global_step"],
                      ", ".join(f"{key} = {value:.6g}" for key, value in sorted(results.items())))

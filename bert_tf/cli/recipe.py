@@ -1,6 +1,8 @@
 """Raw text -> pre-trained model in one command (scripts/pretrain_recipe.py,
 `make pretrain-example`): the chain the README's "Pre-training from your own text" describes,
-at a size that runs on a laptop.
+at a size that runs on a laptop. It sits with the command line because it composes the
+scripts: each stage's options are built from that stage's own flag groups, so a stage runs
+with the defaults its script has.
 
 Stages, each writing under --output_dir:
 
@@ -63,8 +65,7 @@ def _write_config(options, vocab_size, path):
     config["vocab_size"] = vocab_size
     config["max_position_embeddings"] = max(config.get("max_position_embeddings", 512),
                                             options.phase2_seq_length)
-    with open(path, "w") as f:
-        json.dump(config, f, indent=2)
+    fileio.atomic_write_text(path, json.dumps(config, indent=2))
     return path
 
 
