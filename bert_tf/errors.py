@@ -26,28 +26,6 @@ class Preempted(Exception):  # noqa: N818 (a stop, not an error)
         self.signal_number = signal_number
 
 
-def require_file(path, flag=None, what="file"):
-    """Raises `BertTfError` unless `path` names an existing file.
-
-    Args:
-      path: the path to check.
-      flag: the command-line flag that gave the path, named in the message.
-      what: what the file is, e.g. "BERT config" or "vocab file".
-
-    Returns:
-      `path`, so the call can be used inline.
-    """
-    source = f"--{flag}" if flag else what
-    if not path:
-        raise BertTfError(f"{source}: no {what} given; pass the path of the {what}.")
-    from bert_tf import fileio
-
-    if not fileio.is_file(path):
-        raise BertTfError(f"{source}: {what} '{path}' does not exist or is not a file; "
-                          "check the path.")
-    return path
-
-
 def short_tf_error(error):
     """The gist of a TensorFlow error for a one-line message: its first line without TF's
     internal node names ("{{function_node ...}}") and op suffixes (" [Op:...]")."""

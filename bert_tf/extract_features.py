@@ -20,7 +20,6 @@ example) -> `write_jsonl` (a temp file renamed at the end, so no half output has
 
 import dataclasses
 import json
-import os
 import re
 import time
 
@@ -28,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, modeling, tokenization
+from bert_tf import fileio, modeling, tokenization
 from bert_tf.data import packing
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints
@@ -368,21 +367,12 @@ def write_jsonl(records, output_file):
     Returns:
       The number of records written.
     """
-    output_dir = os.path.dirname(output_file)
-    if output_dir:
-        tf.io.gfile.makedirs(output_dir)
-    temp_file = f"{output_file}.tmp-{os.getpid()}"
     count = 0
-    try:
-        with tf.io.gfile.GFile(temp_file, "w") as writer:
-            for record in records:
-                writer.write(json.dumps(record) + "\n")
-                count += 1
-        tf.io.gfile.rename(temp_file, output_file, overwrite=True)
-    except BaseException:
-        if tf.io.gfile.exists(temp_file):
-            tf.io.gfile.remove(temp_file)
-        raise
+    with fileio.replaced_on_success(output_file) as temp_file, \
+            tf.io.gfile.GFile(temp_file, "w") as writer:
+        for record in records:
+            writer.write(json.dumps(record) + "\n")
+            count += 1
     return count
 
 
@@ -461,9 +451,9 @@ def _check_features_fit_config(features, bert_config, vocab_file, bert_config_fi
 
 
 def _require_path(path, flag, what):
-    """`errors.require_file` for local paths; an existence check for remote (gs://...) ones."""
+    """`fileio.require_file` for local paths; an existence check for remote (gs://...) ones."""
     if path and "://" in path:
         if not tf.io.gfile.exists(path):
             raise BertTfError(f"--{flag}: {what} '{path}' does not exist; check the path.")
         return path
-    return errors.require_file(path, flag=flag, what=what)
+    return fileio.require_file(path, flag=flag, what=what)

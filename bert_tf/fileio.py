@@ -6,11 +6,12 @@ leaves a half-written file under the final name and an earlier complete file
 survives until the new one is complete.
 """
 
+import contextlib
 import glob
 import os
 import tempfile
 
-from bert_tf.errors import BertTfError, require_file
+from bert_tf.errors import BertTfError
 
 
 def is_remote(path):
@@ -187,6 +188,51 @@ def copy_file(source, target):
     tf.io.gfile.rename(tmp, target, overwrite=True)
 
 
+@contextlib.contextmanager
+def replaced_on_success(path):
+    """Yields a temporary path beside `path` to write the whole file to; when the block ends
+    without an error the file is renamed to `path` (replacing an earlier one), else removed,
+    so `path` never holds a half-written file. Local or remote."""
+    import tensorflow as tf
+
+    make_parent_dir(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        yield tmp
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+        raise
+
+
+class _Aborted(Exception):  # noqa: N818 (a signal to the contexts, never raised out)
+    """Passed to `replaced_on_success` contexts so that they remove their files."""
+
+
+class WholeFiles:
+    """Several files written at once, each whole or not at all (`replaced_on_success`):
+    `files` are open on temporary names; `close()` renames every one into place, `abort()`
+    removes them, leaving earlier files under the final names as they were.
+
+    Args:
+      paths: the final names.
+      open_fn: opens a temporary name for writing (e.g. `tf.io.TFRecordWriter`); the result
+        is a context manager that closes the file.
+    """
+
+    def __init__(self, paths, open_fn):
+        self._stack = contextlib.ExitStack()
+        temporary = [self._stack.enter_context(replaced_on_success(path)) for path in paths]
+        self.files = [self._stack.enter_context(open_fn(path)) for path in temporary]
+
+    def close(self):
+        self._stack.close()
+
+    def abort(self):
+        self._stack.__exit__(_Aborted, _Aborted(), None)
+
+
 def append_line(path, line):
     """Appends `line` and a newline to the text file `path` (created if missing), synced to
     disk before it returns, so a crash right after keeps it."""
@@ -247,3 +293,23 @@ def expand_input_files(input_file, flag="input_file",
                 require_file(pattern, flag=flag, what="input file")
             paths.append(pattern)
     return list(dict.fromkeys(paths))
+
+
+def require_file(path, flag=None, what="file"):
+    """Raises `BertTfError` unless `path` names an existing file.
+
+    Args:
+      path: the path to check.
+      flag: the command-line flag that gave the path, named in the message.
+      what: what the file is, e.g. "BERT config" or "vocab file".
+
+    Returns:
+      `path`, so the call can be used inline.
+    """
+    source = f"--{flag}" if flag else what
+    if not path:
+        raise BertTfError(f"{source}: no {what} given; pass the path of the {what}.")
+    if not is_file(path):
+        raise BertTfError(f"{source}: {what} '{path}' does not exist or is not a file; "
+                          "check the path.")
+    return path

@@ -29,7 +29,7 @@ import collections
 import re
 import unicodedata
 
-from bert_tf import errors
+from bert_tf import errors, fileio
 
 # The original pipeline's [UNK] and word-length limit. Note: the last Google release of
 # tokenization.py defaults max_input_chars_per_word to 200; bert_tf's contract
@@ -128,7 +128,7 @@ def _read_vocab_lines(vocab_file):
             with tf.io.gfile.GFile(vocab_file, "r") as reader:
                 content = reader.read()
         else:
-            errors.require_file(vocab_file, what="vocab file")
+            fileio.require_file(vocab_file, what="vocab file")
             with open(vocab_file, encoding="utf-8", newline="\n") as reader:
                 content = reader.read()
     except UnicodeDecodeError as e:

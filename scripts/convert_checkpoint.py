@@ -13,7 +13,7 @@ See `bert_tf/tools/conversion.py` for the name mapping and what each direction w
 
 from absl import flags
 
-from bert_tf import errors
+from bert_tf import errors, fileio
 from bert_tf.cli import flags as bert_flags
 from bert_tf.tools import conversion
 
@@ -34,7 +34,7 @@ def main(_):
         conversion.convert_hf_to_tf(FLAGS.hf_dir, FLAGS.output_dir,
                                     skip_unknown=FLAGS.skip_unknown_keys, task=FLAGS.task)
     else:
-        errors.require_file(FLAGS.bert_config_file, flag="bert_config_file", what="BERT config")
+        fileio.require_file(FLAGS.bert_config_file, flag="bert_config_file", what="BERT config")
         if not FLAGS.init_checkpoint:
             raise errors.BertTfError("--init_checkpoint: not given; pass the checkpoint prefix, "
                                      "e.g. .../bert_model.ckpt.")

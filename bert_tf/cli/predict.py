@@ -10,7 +10,7 @@ import time
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
 from bert_tf.serving import export
 from bert_tf.serving.export import TASKS, PredictConfig, newest_export
@@ -72,7 +72,7 @@ def read_records(path, input_format, task):
 
     source = path or "<stdin>"
     if path:
-        errors.require_file(path, flag="input_file", what="input file")
+        fileio.require_file(path, flag="input_file", what="input file")
         with fileio.open_text(path, encoding="utf-8-sig") as f:
             lines = f.read().splitlines()
     else:
@@ -164,24 +164,23 @@ def run_predict(options):
     if records is None:
         records = read_records(options.input_file, options.input_format,
                                predictor.config.task)
-    chunk = options.batch_size * 16
-    output = (open(options.output_file + ".tmp", "w", encoding="utf-8")
-              if options.output_file else sys.stdout)
-    start = time.time()
-    try:
-        for begin in range(0, len(records), chunk):
-            for record in _answer_records(predictor, records[begin:begin + chunk], options):
-                output.write(json.dumps(record, ensure_ascii=False) + "\n")
-            output.flush()
-            logging.info("%d of %d lines answered (%.1f/s)", min(begin + chunk, len(records)),
-                         len(records), min(begin + chunk, len(records)) /
-                         max(time.time() - start, 1e-9))
-    except BaseException:
-        if options.output_file:
-            output.close()
-            os.remove(options.output_file + ".tmp")
-        raise
-    if options.output_file:
-        output.close()
-        os.replace(options.output_file + ".tmp", options.output_file)
+    if not options.output_file:
+        _write_answers(predictor, records, options, sys.stdout)
+    else:
+        with fileio.replaced_on_success(options.output_file) as path, \
+                open(path, "w", encoding="utf-8") as output:
+            _write_answers(predictor, records, options, output)
     return len(records)
+
+
+def _write_answers(predictor, records, options, output):
+    """Writes one JSON line per record to `output` as the answers come, with progress."""
+    chunk = options.batch_size * 16
+    start = time.time()
+    for begin in range(0, len(records), chunk):
+        for record in _answer_records(predictor, records[begin:begin + chunk], options):
+            output.write(json.dumps(record, ensure_ascii=False) + "\n")
+        output.flush()
+        logging.info("%d of %d lines answered (%.1f/s)", min(begin + chunk, len(records)),
+                     len(records), min(begin + chunk, len(records)) /
+                     max(time.time() - start, 1e-9))

@@ -26,7 +26,8 @@ from bert_tf import fileio
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
 from bert_tf.data import corpus, pretraining_data, vocab
-from bert_tf.errors import BertTfError, require_file
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import require_file
 from bert_tf.runs.pretraining import run_pretraining
 
 # Masked positions per sequence: BERT's 20 at 128, NVIDIA's 80 at 512 (~15 %, rounded up).

@@ -109,7 +109,7 @@ def _read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):
     unbalanced); csv files use standard CSV quoting. `line_number` is the 1-based line
     where the row ends.
     """
-    errors.require_file(path, flag="data_dir", what="data file")
+    fileio.require_file(path, flag="data_dir", what="data file")
     with fileio.open_text(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
         try:

@@ -326,8 +326,9 @@ class _ShardWriter:
     def __init__(self, output_dir, num_shards):
         self.paths = [os.path.join(output_dir, f"corpus-{i:05d}-of-{num_shards:05d}.txt")
                       for i in range(num_shards)]
-        self._tmp = [f"{path}.tmp-{os.getpid()}" for path in self.paths]
-        self._files = [open(tmp, "w", encoding="utf-8") for tmp in self._tmp]
+        self._shards = fileio.WholeFiles(
+            self.paths, lambda path: open(path, "w", encoding="utf-8"))
+        self._files = self._shards.files
         self.num_documents = self.num_sentences = 0
 
     def write(self, sentences):
@@ -338,15 +339,10 @@ class _ShardWriter:
         self.num_sentences += len(sentences)
 
     def close(self):
-        for f, tmp, path in zip(self._files, self._tmp, self.paths, strict=True):
-            f.close()
-            os.replace(tmp, path)
+        self._shards.close()
 
     def abort(self):
-        for f, tmp in zip(self._files, self._tmp, strict=True):
-            f.close()
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        self._shards.abort()
 
 
 def _make_dir(path):

@@ -57,7 +57,7 @@ def _check_label(path, line_number, value, num_choices):
 
 def read_swag(path, split):
     """`MultipleChoiceExample`s of a SWAG CSV file (see the module docstring)."""
-    errors.require_file(path, flag="data_dir", what="SWAG file")
+    fileio.require_file(path, flag="data_dir", what="SWAG file")
     with fileio.open_text(path, encoding="utf-8-sig", newline="") as f:
         rows = list(csv.reader(f))
     if not rows:
@@ -93,7 +93,7 @@ def read_swag(path, split):
 
 def read_jsonl(path, split):
     """`MultipleChoiceExample`s of a jsonl file (see the module docstring)."""
-    errors.require_file(path, flag="data_dir", what="jsonl file")
+    fileio.require_file(path, flag="data_dir", what="jsonl file")
     examples, num_choices = [], None
     with fileio.open_text(path, encoding="utf-8-sig") as f:
         for line_number, line in enumerate(f, start=1):

@@ -103,7 +103,7 @@ def read_conll(path, set_type="train", require_labels=True):
     Raises:
       BertTfError: missing file, or a line with a token but no tag (when required).
     """
-    errors.require_file(path, flag="data_dir", what="CoNLL file")
+    fileio.require_file(path, flag="data_dir", what="CoNLL file")
     examples = []
     words, labels, line_numbers = [], [], []
 

@@ -65,7 +65,8 @@ from absl import logging
 
 from bert_tf import fileio, tokenization
 from bert_tf.data import parallel, tfrecords
-from bert_tf.errors import BertTfError, require_file
+from bert_tf.errors import BertTfError
+from bert_tf.fileio import require_file
 
 # Progress lines at most this often (seconds).
 PROGRESS_INTERVAL_S = 5.0

@@ -115,7 +115,7 @@ def load_squad_dataset(input_file, flag=None):
     Raises:
       errors.BertTfError: the file is missing, is not JSON or does not have that structure.
     """
-    errors.require_file(input_file, flag=flag, what="SQuAD JSON file")
+    fileio.require_file(input_file, flag=flag, what="SQuAD JSON file")
     source = f"--{flag} {input_file}" if flag else f"SQuAD file {input_file}"
     expected = ('expected SQuAD JSON: {"data": [{"paragraphs": [{"context": ..., '
                 '"qas": [{"id": ..., "question": ..., "answers": [...]}]}]}]}')

@@ -255,23 +255,22 @@ class _WholeOrNothing:
 class AtomicRecordWriter(_WholeOrNothing):
     """Writes one TFRecord file whole or not at all, on any path `tf.io.gfile` supports.
 
-    Records go to `<path>.tmp-<pid>`, renamed to `path` by `close()`; `abort()` (or leaving a
-    `with` block by an exception) deletes it, so an interrupted run never leaves a half-written
-    file under `path` and an earlier complete file there survives.
+    Records go to a temporary name beside `path`, renamed to `path` by `close()`; `abort()`
+    (or leaving a `with` block by an exception) deletes it, so an interrupted run never leaves
+    a half-written file under `path` and an earlier complete file there survives.
 
     Args:
       path: the TFRecord file to write (local, or e.g. gs://...).
     """
 
     def __init__(self, path):
-        import os
-
         import tensorflow as tf
 
-        self._gfile = tf.io.gfile
+        from bert_tf import fileio
+
         self.path = path
-        self._tmp_path = f"{path}.tmp-{os.getpid()}"
-        self._writer = tf.io.TFRecordWriter(self._tmp_path)
+        self._file = fileio.WholeFiles([path], tf.io.TFRecordWriter)
+        self._writer = self._file.files[0]
         self.num_written = 0
         self._closed = False
 
@@ -282,20 +281,15 @@ class AtomicRecordWriter(_WholeOrNothing):
 
     def close(self):
         """Finishes the file and renames it to `path` (once)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._writer.close()
-        self._gfile.rename(self._tmp_path, self.path, overwrite=True)
+        if not self._closed:
+            self._closed = True
+            self._file.close()
 
     def abort(self):
         """Deletes the temporary file; `path` is left as it was."""
-        if self._closed:
-            return
-        self._closed = True
-        self._writer.close()
-        if self._gfile.exists(self._tmp_path):
-            self._gfile.remove(self._tmp_path)
+        if not self._closed:
+            self._closed = True
+            self._file.abort()
 
 
 class RoundRobinRecordWriter(_WholeOrNothing):

@@ -12,7 +12,7 @@ Scores are fractions in [0, 1] (conlleval prints the same numbers times 100; see
 import collections
 import dataclasses
 
-from bert_tf import errors
+from bert_tf import errors, fileio
 
 # conlleval uses this token as the sentence boundary; it behaves like an "O" tag.
 _BOUNDARY_TAG = "O"
@@ -180,7 +180,7 @@ def evaluate_conll_file(path):
 
     Blank lines separate sentences; `-DOCSTART-` lines are skipped.
     """
-    errors.require_file(path, what="CoNLL predictions file")
+    fileio.require_file(path, what="CoNLL predictions file")
     gold_sentences, predicted_sentences = [], []
     gold, predicted = [], []
     with open(path, encoding="utf-8") as f:

@@ -19,7 +19,7 @@ import re
 import string
 import sys
 
-from bert_tf import errors
+from bert_tf import errors, fileio
 from bert_tf.data.squad import load_squad_dataset
 
 _PUNCTUATION = frozenset(string.punctuation)
@@ -234,7 +234,7 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0, source=
 
 
 def _load_json_dict(path, what, flag=None):
-    errors.require_file(path, flag=flag, what=what)
+    fileio.require_file(path, flag=flag, what=what)
     try:
         with open(path, encoding="utf-8") as f:
             obj = json.load(f)

@@ -21,7 +21,7 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
 from bert_tf.serving import backends, export
 
@@ -85,7 +85,7 @@ def _assets(export_dir):
 def _check_inputs(export_dir, output_file, quantize, optimize):
     if quantize not in QUANTIZE_MODES:
         raise BertTfError(f"--quantize={quantize}: use one of {', '.join(QUANTIZE_MODES)}.")
-    errors.require_file(os.path.join(export_dir or "", "saved_model.pb"), flag="export_dir",
+    fileio.require_file(os.path.join(export_dir or "", "saved_model.pb"), flag="export_dir",
                         what="SavedModel (saved_model.pb)")
     if not output_file:
         raise BertTfError("--output_file: required; where to write the .onnx model.")
@@ -131,9 +131,8 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
     del model.metadata_props[:]
     for key, text in metadata.items():
         model.metadata_props.add(key=key, value=text)
-    tmp = output_file + ".tmp"
-    onnx.save(model, tmp)
-    os.replace(tmp, output_file)
+    with fileio.replaced_on_success(output_file) as tmp:
+        onnx.save(model, tmp)
     logging.info("Wrote %s (%s, inputs %s, outputs %s)", output_file,
                  "INT8 weights" if quantize == "int8" else "fp32", sorted(input_keys.values()),
                  sorted(output_keys.values()))

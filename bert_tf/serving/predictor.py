@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, modeling, precision, tokenization
+from bert_tf import fileio, modeling, precision, tokenization
 from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.data import packing
@@ -138,7 +138,7 @@ class Predictor:
         except ImportError:
             raise BertTfError("Predictor.from_onnx needs onnxruntime: pip install "
                               "bert_tf[onnx].") from None
-        errors.require_file(path, what="ONNX model")
+        fileio.require_file(path, what="ONNX model")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = intra_op_num_threads
         session = onnxruntime.InferenceSession(path, options,
@@ -168,8 +168,8 @@ class Predictor:
             version_2_with_negative, null_score_diff_threshold.
         """
         checkpoint = checkpoints.resolve_checkpoint(output_dir_or_prefix)
-        errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
-        errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
+        fileio.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
+        fileio.require_file(vocab_file, flag="vocab_file", what="vocab file")
         if label_list is None and task in ("classifier", "ner"):
             label_list = base.labels_next_to(checkpoint)
         config = export.PredictConfig(task=task, do_lower_case=do_lower_case,

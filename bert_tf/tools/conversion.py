@@ -527,11 +527,10 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
     safetensors_numpy = _import_safetensors()
     os.makedirs(output_dir, exist_ok=True)
     weights_path = os.path.join(output_dir, HF_WEIGHTS_NAME)
-    tmp_path = weights_path + ".tmp"
-    # transformers refuses safetensors files without this metadata.
-    safetensors_numpy.save_file(hf, tmp_path, metadata={"format": "pt"})
-    os.chmod(tmp_path, 0o644)  # safetensors creates the file owner-only; match the other files.
-    os.replace(tmp_path, weights_path)
+    with fileio.replaced_on_success(weights_path) as tmp_path:
+        # transformers refuses safetensors files without this metadata.
+        safetensors_numpy.save_file(hf, tmp_path, metadata={"format": "pt"})
+        os.chmod(tmp_path, 0o644)  # safetensors makes the file owner-only; match the others.
     _write_json(hf_config, os.path.join(output_dir, HF_CONFIG_NAME))
     if vocab_file is None:
         vocab_file = os.path.join(os.path.dirname(bert_config_file), VOCAB_NAME)

@@ -24,7 +24,7 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import errors, fileio, modeling, optimization
+from bert_tf import fileio, modeling, optimization
 from bert_tf.errors import BertTfError, short_tf_error
 
 tf1 = tf.compat.v1
@@ -292,10 +292,10 @@ def export_release_checkpoint(init_checkpoint, bert_config_file, output_dir, voc
       The names of the variables written.
     """
     fileio.require_local(output_dir, "output_dir", "export_checkpoint.py writes")
-    errors.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
+    fileio.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
     modeling.BertConfig.from_json_file(bert_config_file)  # A bad config stops here.
     if vocab_file:
-        errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
+        fileio.require_file(vocab_file, flag="vocab_file", what="vocab file")
     tensors = read_tf_checkpoint(resolve_checkpoint(init_checkpoint))
     kept = {name: value for name, value in tensors.items()
             if not optimization.is_optimizer_state(name)

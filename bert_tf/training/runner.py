@@ -20,7 +20,7 @@ import contextlib
 
 from absl import logging
 
-from bert_tf import errors, fileio, modeling, optimization, tokenization
+from bert_tf import fileio, modeling, optimization, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints, distribute, run_lock, validation
 from bert_tf.training import estimator as estimator_lib
@@ -72,7 +72,7 @@ def load_bert_config(model):
     Returns:
       The `modeling.BertConfig`.
     """
-    errors.require_file(model.bert_config_file, flag="bert_config_file",
+    fileio.require_file(model.bert_config_file, flag="bert_config_file",
                         what="BERT config file")
     bert_config = modeling.BertConfig.from_json_file(model.bert_config_file)
     if model.max_seq_length > bert_config.max_position_embeddings:
@@ -106,7 +106,7 @@ def make_tokenizer(tokenizer_options, bert_config, model):
       model: `options.ModelOptions` (names the config file and the init checkpoint).
     """
     vocab_file = tokenizer_options.vocab_file
-    errors.require_file(vocab_file, flag="vocab_file", what="vocab file")
+    fileio.require_file(vocab_file, flag="vocab_file", what="vocab file")
     tokenization.validate_case_matches_checkpoint(tokenizer_options.do_lower_case,
                                                   model.init_checkpoint)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file,
