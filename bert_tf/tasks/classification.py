@@ -466,10 +466,10 @@ class ClassificationTask(base.FinetuningTask):
         return probabilities_from_logits(logits, self.is_regression, self.multi_label)
 
     def run_files(self):
-        return {} if self.is_regression else {"label_list.txt": self._label_file_text()}
+        return {} if self.is_regression else {base.LABEL_LIST_FILE: self._label_file_text()}
 
     def export_files(self):
-        files = {"label_list.txt": self._label_file_text()}
+        files = {base.LABEL_LIST_FILE: self._label_file_text()}
         t = self.task_options
         if self.windowed:
             files["windows.txt"] = (

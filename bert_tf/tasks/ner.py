@@ -206,7 +206,7 @@ class NerTask(base.FinetuningTask):
         return feature_spec(seq_length, self.windowed)
 
     def run_files(self):
-        return {"label_list.txt": self._label_file_text()}
+        return {base.LABEL_LIST_FILE: self._label_file_text()}
 
     def metric_names(self, options):
         del options
@@ -239,7 +239,7 @@ class NerTask(base.FinetuningTask):
         return None
 
     def export_files(self):
-        return {"label_list.txt": self._label_file_text()}
+        return {base.LABEL_LIST_FILE: self._label_file_text()}
 
     def _label_file_text(self):
         return "".join(f"{label}\n" for label in self.label_list)

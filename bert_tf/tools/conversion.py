@@ -62,6 +62,7 @@ from absl import logging
 
 from bert_tf import fileio, modeling
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import base
 from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
@@ -105,7 +106,6 @@ _HF_TIED_KEYS = {
     "cls.predictions.decoder.bias": "cls.predictions.bias",
 }
 _HF_PREFIX = "bert."
-LABEL_LIST_NAME = "label_list.txt"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -575,7 +575,7 @@ def _tf_task_to_hf(config, init_checkpoint, head, label_list_file):
         hf_config["problem_type"] = head.problem_type
     if head.has_labels:
         labels = _read_label_list(label_list_file or os.path.join(
-            os.path.dirname(checkpoints.resolve_checkpoint(init_checkpoint)), LABEL_LIST_NAME))
+            os.path.dirname(checkpoints.resolve_checkpoint(init_checkpoint)), base.LABEL_LIST_FILE))
         if len(labels) != num_outputs:
             raise BertTfError(f"--label_list: {len(labels)} labels but the head has "
                               f"{num_outputs} outputs; pass the label_list.txt of this run.")
@@ -628,7 +628,7 @@ def _make_model_dir(google, config, hf_config, head, output_dir):
     id2label = hf_config.get("id2label")
     if head.has_labels and id2label:
         labels = [id2label[key] for key in sorted(id2label, key=int)]
-        fileio.atomic_write_text(os.path.join(output_dir, LABEL_LIST_NAME),
+        fileio.atomic_write_text(os.path.join(output_dir, base.LABEL_LIST_FILE),
                     "".join(f"{label}\n" for label in labels))
 
 
