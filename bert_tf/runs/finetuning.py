@@ -14,17 +14,14 @@ runs the same command, trains on its share of the records, and only the chief wr
 features in a private temporary directory and stop after training).
 """
 
-import atexit
 import os
-import shutil
-import tempfile
 
 from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
 from bert_tf.serving import export
-from bert_tf.training import checkpoints, runner, validation
+from bert_tf.training import runner, validation
 
 
 def run_finetuning(task, options):
@@ -41,10 +38,9 @@ def run_finetuning(task, options):
     splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
     validation.check_options(options.run.validation, task.metric_names(options),
                              task.can_evaluate(splits), task.eval_flags)
-    training = training_args(options, splits["train"])
+    training = runner.training_args(options, splits["train"])
     strategy = runner.make_strategy(options.run, options.train)
-    runner.create_output_dir(options.run)
-    with runner.lock_output_dir(options.run, strategy):
+    with runner.claim_output_dir(options.run, strategy):
         estimator = runner.make_estimator(
             task.model_fn(bert_config, init_checkpoint, training), options.run, options.train,
             strategy, eval_batch_size=options.evaluation and options.evaluation.eval_batch_size,
@@ -52,7 +48,7 @@ def run_finetuning(task, options):
         chief = runner.is_chief(strategy)
         for name, text in (task.run_files().items() if chief else ()):
             fileio.atomic_write_text(os.path.join(options.run.output_dir, name), text)
-        cache_dir = feature_cache_dir(chief, options.run.output_dir)
+        cache_dir = runner.feature_cache_dir(chief, options.run.output_dir)
 
         def features(split, is_training=False):
             path = os.path.join(cache_dir, task.feature_files[split])
@@ -93,7 +89,7 @@ def _evaluate_predict_export(task, estimator, features, splits, options, checkpo
                               options.tokenizer.vocab_file)
     # Evaluation and export restore every variable from `restored`; prediction keeps
     # `checkpoint`, as without one it reads --init_checkpoint through the model's initializers.
-    restored = checkpoint or untrained_run_checkpoint(estimator, options)
+    restored = checkpoint or runner.untrained_run_checkpoint(estimator, options)
     results = None
     if options.do_eval:
         logging.info("***** Evaluating %d examples *****", len(splits["eval"]))
@@ -112,19 +108,6 @@ def _evaluate_predict_export(task, estimator, features, splits, options, checkpo
             {**task.export_files(), **export.prediction_assets(task, options)},
             checkpoint_path=restored, text_signature=export.text_signature(task, options))
     return results
-
-
-def untrained_run_checkpoint(estimator, options):
-    """What a run without --do_train evaluates and exports: None (the latest checkpoint of
-    --output_dir) when --output_dir has one, else the checkpoint of --init_checkpoint (a
-    prefix, or a directory's latest), so a trained run re-exports from a new --output_dir."""
-    if (options.train.do_train or not options.model.init_checkpoint
-            or estimator.latest_checkpoint()):
-        return None
-    checkpoint = checkpoints.resolve_checkpoint(options.model.init_checkpoint)
-    logging.info("--output_dir '%s' has no checkpoint: using --init_checkpoint %s.",
-                 options.run.output_dir, checkpoint)
-    return checkpoint
 
 
 def prepare_run(task, options):
@@ -152,49 +135,3 @@ def check_actions(options, actions):
         raise BertTfError(f"nothing to do: pass at least one of {listed} or --export_dir.")
 
 
-def training_args(options, train_examples):
-    """The optimizer and precision keyword arguments every task's `model_fn_builder` takes.
-
-    Without --do_train the schedule is 1 step and no warmup (the model_fn still builds in
-    eval and predict mode).
-    """
-    num_train_steps, num_warmup_steps = 1, 0
-    if options.train.do_train:
-        num_train_steps, num_warmup_steps = train_steps(len(train_examples), options)
-    train = options.train
-    return dict(learning_rate=train.learning_rate, num_train_steps=num_train_steps,
-                num_warmup_steps=num_warmup_steps, optimizer=train.optimizer,
-                num_accumulation_steps=train.num_accumulation_steps,
-                compute_dtype=options.model.compute_dtype,
-                trainable=runner.trainable_selection(train))
-
-
-def train_steps(num_examples, options):
-    """(num_train_steps, num_warmup_steps) in optimizer updates.
-
-    `--num_train_steps` if given, else num_examples / train_batch_size * num_train_epochs
-    (rounded down, as the original); warmup is `--warmup_proportion` of it.
-    """
-    train = options.train
-    if train.num_train_steps:
-        steps = train.num_train_steps
-    else:
-        steps = int(num_examples / train.train_batch_size * options.num_train_epochs)
-    if steps < 1:
-        raise BertTfError(
-            f"--num_train_epochs={options.num_train_epochs} over {num_examples} training "
-            f"examples at --train_batch_size={train.train_batch_size} makes no optimizer "
-            "update; train for more epochs, use a smaller batch or pass --num_train_steps.")
-    return steps, int(steps * options.warmup_proportion)
-
-
-def feature_cache_dir(chief, output_dir):
-    """Where this process writes its cached TFRecord features: `output_dir` on the chief; a
-    private temporary directory, removed when the process exits, on the other workers."""
-    if chief:
-        return output_dir
-    path = tempfile.mkdtemp(prefix="bert_tf_worker_features_")
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    logging.info("Not the chief: caching features in %s (removed at exit), not in "
-                 "--output_dir.", path)
-    return path

@@ -32,8 +32,7 @@ def run_pretraining(options):
      record_limits) = prepare_run(options)
     train, run = options.train, options.run
     strategy = runner.make_strategy(run, train)
-    runner.create_output_dir(run)
-    with runner.lock_output_dir(run, strategy):
+    with runner.claim_output_dir(run, strategy):
         model_fn = pretraining.model_fn_builder(
             bert_config=bert_config, init_checkpoint=init_checkpoint,
             learning_rate=train.learning_rate, num_train_steps=train.num_train_steps,

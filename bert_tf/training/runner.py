@@ -8,15 +8,18 @@ same steps, each done here once:
      (`resolve_init_checkpoint`) and build the tokenizer (`make_tokenizer`): all before any
      graph is built or anything is written, so bad input stops the run with one line and an
      untouched `--output_dir`;
-  2. create the strategy, `--output_dir` (`create_output_dir`), hold the directory's lock for
-     the rest of the run on the chief (`lock_output_dir`, so a second run on it stops before
-     writing anything), and create the Estimator (`make_estimator`);
-  3. read TFRecords through one input pipeline (`record_input_fn`);
+  2. create the strategy, then `--output_dir`, whose lock the chief holds for the rest of the
+     run (`claim_output_dir`, so a second run on it stops before writing anything), and the
+     Estimator (`make_estimator`);
+  3. read TFRecords through one input pipeline (`input_pipeline.record_input_fn`);
   4. train; only the chief (`is_chief`) evaluates and writes results (`evaluate`,
      `write_results`).
 """
 
+import atexit
 import contextlib
+import shutil
+import tempfile
 
 from absl import logging
 
@@ -135,16 +138,13 @@ def trainable_selection(train):
                                            train.freeze_layers)
 
 
-def create_output_dir(run):
-    """Creates `--output_dir` (the first thing a run writes, after every check)."""
-    return fileio.ensure_output_dir(run.output_dir)
-
-
-def lock_output_dir(run, strategy):
-    """A context manager holding the lock of `--output_dir` (`training.run_lock`) on the chief,
-    entered right after `create_output_dir`: a second run on the directory stops there with
-    `BertTfError` (a killed run's lock is taken over). The other workers of a multi-worker run
-    write to the chief's directory by design, so they take no lock."""
+def claim_output_dir(run, strategy):
+    """Creates `--output_dir` (the first thing a run writes, after every check) and returns a
+    context manager holding its lock (`training.run_lock`) on the chief: a second run on the
+    directory stops there with `BertTfError` (a killed run's lock is taken over). The other
+    workers of a multi-worker run write to the chief's directory by design, so they take no
+    lock."""
+    fileio.ensure_output_dir(run.output_dir)
     return run_lock.hold(run.output_dir) if is_chief(strategy) else contextlib.nullcontext()
 
 
@@ -247,3 +247,62 @@ def write_results(output_dir, results, header=()):
 # ------------------------------------------------------------------------------------- input
 
 
+def training_args(options, train_examples):
+    """The optimizer and precision keyword arguments every task's `model_fn_builder` takes.
+
+    Without --do_train the schedule is 1 step and no warmup (the model_fn still builds in
+    eval and predict mode).
+    """
+    num_train_steps, num_warmup_steps = 1, 0
+    if options.train.do_train:
+        num_train_steps, num_warmup_steps = train_steps(len(train_examples), options)
+    train = options.train
+    return dict(learning_rate=train.learning_rate, num_train_steps=num_train_steps,
+                num_warmup_steps=num_warmup_steps, optimizer=train.optimizer,
+                num_accumulation_steps=train.num_accumulation_steps,
+                compute_dtype=options.model.compute_dtype,
+                trainable=trainable_selection(train))
+
+
+def train_steps(num_examples, options):
+    """(num_train_steps, num_warmup_steps) in optimizer updates.
+
+    `--num_train_steps` if given, else num_examples / train_batch_size * num_train_epochs
+    (rounded down, as the original); warmup is `--warmup_proportion` of it.
+    """
+    train = options.train
+    if train.num_train_steps:
+        steps = train.num_train_steps
+    else:
+        steps = int(num_examples / train.train_batch_size * options.num_train_epochs)
+    if steps < 1:
+        raise BertTfError(
+            f"--num_train_epochs={options.num_train_epochs} over {num_examples} training "
+            f"examples at --train_batch_size={train.train_batch_size} makes no optimizer "
+            "update; train for more epochs, use a smaller batch or pass --num_train_steps.")
+    return steps, int(steps * options.warmup_proportion)
+
+
+def feature_cache_dir(chief, output_dir):
+    """Where this process writes its cached TFRecord features: `output_dir` on the chief; a
+    private temporary directory, removed when the process exits, on the other workers."""
+    if chief:
+        return output_dir
+    path = tempfile.mkdtemp(prefix="bert_tf_worker_features_")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    logging.info("Not the chief: caching features in %s (removed at exit), not in "
+                 "--output_dir.", path)
+    return path
+
+
+def untrained_run_checkpoint(estimator, options):
+    """What a run without --do_train evaluates and exports: None (the latest checkpoint of
+    --output_dir) when --output_dir has one, else the checkpoint of --init_checkpoint (a
+    prefix, or a directory's latest), so a trained run re-exports from a new --output_dir."""
+    if (options.train.do_train or not options.model.init_checkpoint
+            or estimator.latest_checkpoint()):
+        return None
+    checkpoint = checkpoints.resolve_checkpoint(options.model.init_checkpoint)
+    logging.info("--output_dir '%s' has no checkpoint: using --init_checkpoint %s.",
+                 options.run.output_dir, checkpoint)
+    return checkpoint
