@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 
+from bert_tf.data import processors
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GLUE = os.path.join(REPO, "tests", "data", "glue")
 TOPICS = os.path.join(REPO, "tests", "data", "finetune", "topics")
@@ -75,11 +77,10 @@ def parse_args():
 def glue_lengths(tokenizer, max_seq_length):
     """Word pieces of every shipped GLUE sample example as the classifier packs it, and the
     texts of those examples (the filler words)."""
-    from bert_tf.data import classification as classification_data
 
     lengths, texts = [], []
     for directory, task in GLUE_TASKS.items():
-        processor = classification_data.get_processor(task)
+        processor = processors.get_processor(task)
         data_dir = os.path.join(GLUE, directory)
         for example in (processor.get_train_examples(data_dir) +
                         processor.get_dev_examples(data_dir)):

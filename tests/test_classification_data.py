@@ -10,7 +10,7 @@ import os
 import pytest
 
 from bert_tf import errors, tokenization
-from bert_tf.data import classification
+from bert_tf.data import classification, processors
 
 GLUE_DIR = os.path.join(os.path.dirname(__file__), "data", "glue")
 VOCAB_FILE = os.path.join(
@@ -113,7 +113,7 @@ PARSE_CASES = [
 @pytest.mark.parametrize("task,directory,split,count,first", PARSE_CASES,
                          ids=[f"{c[0]}-{c[2]}" for c in PARSE_CASES])
 def test_glue_processor_parses_published_layout(task, directory, split, count, first):
-    processor = classification.get_processor(task)
+    processor = processors.get_processor(task)
     examples = getattr(processor, f"get_{split}_examples")(_data_dir(directory))
     assert len(examples) == count
     example = examples[0]
@@ -123,29 +123,29 @@ def test_glue_processor_parses_published_layout(task, directory, split, count, f
 
 
 def test_glue_label_lists():
-    assert classification.get_processor("CoLA").get_labels() == ["0", "1"]
-    assert classification.get_processor("mnli").get_labels() == [
+    assert processors.get_processor("CoLA").get_labels() == ["0", "1"]
+    assert processors.get_processor("mnli").get_labels() == [
         "contradiction", "entailment", "neutral"]
-    assert classification.get_processor("qnli").get_labels() == ["entailment", "not_entailment"]
-    stsb = classification.get_processor("sts_b")
+    assert processors.get_processor("qnli").get_labels() == ["entailment", "not_entailment"]
+    stsb = processors.get_processor("sts_b")
     assert stsb.is_regression and stsb.get_labels() is None
-    assert not classification.get_processor("mrpc").is_regression
+    assert not processors.get_processor("mrpc").is_regression
 
 
 def test_all_labels_of_train_files_are_read():
-    labels = [e.label for e in classification.get_processor("qnli").get_train_examples(
+    labels = [e.label for e in processors.get_processor("qnli").get_train_examples(
         _data_dir("QNLI"))]
     assert labels == ["not_entailment", "not_entailment", "entailment"]
-    scores = [e.label for e in classification.get_processor("sts-b").get_train_examples(
+    scores = [e.label for e in processors.get_processor("sts-b").get_train_examples(
         _data_dir("STS-B"))]
     assert scores == [5.0, 3.8]
     # The label of a dev MNLI row is gold_label (last column), not label1.
-    dev = classification.get_processor("mnli").get_dev_examples(_data_dir("MNLI"))
+    dev = processors.get_processor("mnli").get_dev_examples(_data_dir("MNLI"))
     assert [e.label for e in dev] == ["neutral", "contradiction"]
 
 
 def test_xnli_filters_language_and_maps_contradictory():
-    processor = classification.get_processor("xnli")  # default language zh
+    processor = processors.get_processor("xnli")  # default language zh
     train = processor.get_train_examples(_data_dir("XNLI"))
     assert [e.label for e in train] == ["neutral", "entailment", "contradiction"]
     assert train[0].text_b == "产品 和 地理 是 什么 使 奶油 抹 霜 工作 ."
@@ -154,16 +154,16 @@ def test_xnli_filters_language_and_maps_contradictory():
         ("他一句话也没说。", "contradiction"), ("他告诉他的妈妈他已经回到家了。", "entailment")]
     assert len(processor.get_test_examples(_data_dir("XNLI"))) == 1
 
-    english = classification.get_processor("xnli", language="en")
+    english = processors.get_processor("xnli", language="en")
     assert len(english.get_train_examples(_data_dir("XNLI"))) == 1
     assert [e.text_a for e in english.get_dev_examples(_data_dir("XNLI"))] == [
         "And he said, Mama, I'm home."]
     with pytest.raises(errors.BertTfError, match="no rows for language 'fr'"):
-        classification.get_processor("xnli", language="fr").get_dev_examples(_data_dir("XNLI"))
+        processors.get_processor("xnli", language="fr").get_dev_examples(_data_dir("XNLI"))
 
 
 def test_csv_task_by_header_names():
-    processor = classification.get_processor("csv", text_a_column="review",
+    processor = processors.get_processor("csv", text_a_column="review",
                                               label_column="label")
     train = processor.get_train_examples(_data_dir("csv"))
     # Quoted fields keep their commas; doubled quotes become one.
@@ -179,7 +179,7 @@ def test_csv_task_by_header_names():
 
 def test_csv_task_by_index_pair_and_explicit_labels(tmp_path):
     (tmp_path / "train.tsv").write_text("a\tb\tyes\nc\td\tno\n", encoding="utf-8")
-    processor = classification.get_processor("tsv", text_a_column="0", text_b_column=1,
+    processor = processors.get_processor("tsv", text_a_column="0", text_b_column=1,
                                               label_column="2", header=False,
                                               labels="yes,no")
     train = processor.get_train_examples(str(tmp_path))
@@ -189,7 +189,7 @@ def test_csv_task_by_index_pair_and_explicit_labels(tmp_path):
 
 
 def test_csv_labels_from_data_dir_before_reading_train():
-    processor = classification.get_processor("csv", text_a_column="review",
+    processor = processors.get_processor("csv", text_a_column="review",
                                               data_dir=_data_dir("csv"))
     assert processor.get_labels() == ["negative", "neutral", "positive"]
     assert processor.get_dev_examples(_data_dir("csv"))[0].label == "neutral"
@@ -197,7 +197,7 @@ def test_csv_labels_from_data_dir_before_reading_train():
 
 def test_csv_regression(tmp_path):
     (tmp_path / "train.csv").write_text("text,score\nok,0.5\nbad,x\n", encoding="utf-8")
-    processor = classification.get_processor("csv", text_a_column="text",
+    processor = processors.get_processor("csv", text_a_column="text",
                                               label_column="score", regression=True)
     assert processor.is_regression and processor.get_labels() is None
     with pytest.raises(errors.BertTfError, match=r"train\.csv:3: score 'x' is not a number"):
@@ -209,7 +209,7 @@ def test_csv_regression(tmp_path):
 
 def test_unknown_task_names_the_valid_ones():
     with pytest.raises(errors.BertTfError) as info:
-        classification.get_processor("glue-foo")
+        processors.get_processor("glue-foo")
     message = str(info.value)
     assert "--task_name" in message and "'glue-foo'" in message
     for name in ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "mnli-mm", "qnli", "rte",
@@ -219,16 +219,16 @@ def test_unknown_task_names_the_valid_ones():
 
 def test_option_the_task_does_not_take():
     with pytest.raises(errors.BertTfError, match="no option 'language' .it has none"):
-        classification.get_processor("cola", language="de")
+        processors.get_processor("cola", language="de")
     with pytest.raises(errors.BertTfError,
                        match="no option 'text_a_column' .its options are language"):
-        classification.get_processor("xnli", text_a_column="premise")
+        processors.get_processor("xnli", text_a_column="premise")
     # None means "flag not given" and is ignored.
-    assert classification.get_processor("cola", language=None).get_labels() == ["0", "1"]
+    assert processors.get_processor("cola", language=None).get_labels() == ["0", "1"]
 
 
 def test_missing_column_names_file_column_and_columns():
-    processor = classification.get_processor("csv", text_a_column="body")
+    processor = processors.get_processor("csv", text_a_column="body")
     with pytest.raises(errors.BertTfError) as info:
         processor.get_train_examples(_data_dir("csv"))
     message = str(info.value)
@@ -238,20 +238,20 @@ def test_missing_column_names_file_column_and_columns():
 
 def test_column_name_without_header():
     with pytest.raises(errors.BertTfError, match="text_a_column 'review' is a name"):
-        classification.get_processor("csv", text_a_column="review", header=False)
+        processors.get_processor("csv", text_a_column="review", header=False)
 
 
 def test_label_not_in_label_list_names_file_line_and_labels(tmp_path):
     (tmp_path / "train.tsv").write_text(
         "sentence\tlabel\ngood film\t1\nbad film\tnegative\n", encoding="utf-8")
     with pytest.raises(errors.BertTfError) as info:
-        classification.get_processor("sst-2").get_train_examples(str(tmp_path))
+        processors.get_processor("sst-2").get_train_examples(str(tmp_path))
     message = str(info.value)
     assert f"{tmp_path / 'train.tsv'}:3" in message
     assert "'negative'" in message and "(0, 1)" in message
 
     (tmp_path / "dev.csv").write_text("text,label\nfine,maybe\n", encoding="utf-8")
-    processor = classification.get_processor("csv", text_a_column="text", labels=["yes", "no"])
+    processor = processors.get_processor("csv", text_a_column="text", labels=["yes", "no"])
     with pytest.raises(errors.BertTfError, match=r"dev\.csv:2: label 'maybe'.*\(yes, no\)"):
         processor.get_dev_examples(str(tmp_path))
 
@@ -262,7 +262,7 @@ def test_malformed_row_names_file_and_line(tmp_path):
         "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n\n1\tonly one sentence\n",
         encoding="utf-8")
     with pytest.raises(errors.BertTfError) as info:
-        classification.get_processor("rte").get_dev_examples(str(tmp_path))
+        processors.get_processor("rte").get_dev_examples(str(tmp_path))
     message = str(info.value)
     assert f"{tmp_path / 'dev.tsv'}:4" in message  # the blank line 3 is skipped, not counted
     assert "2 field(s)" in message and "at least 4" in message
@@ -270,7 +270,7 @@ def test_malformed_row_names_file_and_line(tmp_path):
 
 def test_missing_file_names_it(tmp_path):
     with pytest.raises(errors.BertTfError, match=r"dev_mismatched\.tsv.*does not exist"):
-        classification.get_processor("mnli-mm").get_dev_examples(str(tmp_path))
+        processors.get_processor("mnli-mm").get_dev_examples(str(tmp_path))
 
 
 # ---- Features.
@@ -337,7 +337,7 @@ def _read_records(path, max_seq_length, float_label=False):
 
 
 def test_tfrecords_round_trip(tokenizer, tmp_path):
-    processor = classification.get_processor("mrpc")
+    processor = processors.get_processor("mrpc")
     examples = processor.get_train_examples(_data_dir("MRPC"))
     examples, _ = classification.pad_examples_to_batch_multiple(examples, 3)
     output_file = str(tmp_path / "train.tf_record")
@@ -357,7 +357,7 @@ def test_tfrecords_round_trip(tokenizer, tmp_path):
 
 
 def test_regression_tfrecords_store_float_label(tokenizer, tmp_path):
-    processor = classification.get_processor("sts-b")
+    processor = processors.get_processor("sts-b")
     examples = processor.get_train_examples(_data_dir("STS-B"))
     output_file = str(tmp_path / "train.tf_record")
     classification.file_based_convert_examples_to_features(examples, None, 16, tokenizer,
@@ -367,7 +367,7 @@ def test_regression_tfrecords_store_float_label(tokenizer, tmp_path):
 
 
 def test_feature_cache_reuses_and_rebuilds(tokenizer, tmp_path):
-    processor = classification.get_processor("cola")
+    processor = processors.get_processor("cola")
     examples = processor.get_train_examples(_data_dir("CoLA"))
     labels = processor.get_labels()
     output_file = str(tmp_path / "train.tf_record")

@@ -13,7 +13,7 @@ from finetune_helpers import FINETUNE_DATA, options, write_tiny_config
 
 from bert_tf.data import classification as classification_data
 from bert_tf.data import multiple_choice as mc_data
-from bert_tf.data import packing
+from bert_tf.data import packing, processors
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as metrics
 from bert_tf.runs import finetuning
@@ -117,7 +117,7 @@ def test_max_context_windows_hand_worked():
 
 def test_multi_label_csv_reads_label_sets_and_rejects_unknown_label(tmp_path):
     (tmp_path / "train.tsv").write_text("text\tlabels\nx y\ta|b\nz\t\nw\tb\n")
-    processor = classification_data.get_processor(
+    processor = processors.get_processor(
         "tsv", text_a_column="text", label_column="labels", multi_label=True)
     examples = processor.get_train_examples(str(tmp_path))
     assert processor.get_labels() == ["a", "b"]

@@ -10,7 +10,7 @@ positive labels is 0.0; Matthews correlation and Pearson/Spearman of a constant 
 import numpy as np
 
 from bert_tf import errors
-from bert_tf.data import classification as classification_data
+from bert_tf.data import processors
 
 # GLUE metric sets. Keys are the canonical task names of `bert_tf.data.classification`.
 _ACCURACY_TASKS = ("sst-2", "qnli", "rte", "wnli", "mnli", "mnli-mm", "xnli", "csv", "tsv")
@@ -116,7 +116,7 @@ def glue_metrics(task_name, predictions, labels, is_regression=False):
       labels: gold label ids (or real values), one per example.
       is_regression: score as STS-B does whatever the task (a regression csv/tsv task).
     """
-    task = classification_data.normalize_task_name(task_name)
+    task = processors.normalize_task_name(task_name)
     task = _TASK_ALIASES.get(task, task)
     if is_regression:
         task = "sts-b"

@@ -20,6 +20,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.data import classification as classification_data
+from bert_tf.data import processors
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as classification_metrics
 from bert_tf.tasks import base, heads, model_fn_parts
@@ -311,7 +312,7 @@ class ClassificationTask(base.FinetuningTask):
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.ClassifierOptions`."""
         self.task_options = task_options
-        self.task_name = classification_data.normalize_task_name(task_options.task_name)
+        self.task_name = processors.normalize_task_name(task_options.task_name)
         self.processor = None
         self.head_labels = None
         self.class_weights = None
@@ -337,7 +338,7 @@ class ClassificationTask(base.FinetuningTask):
         labels = t.labels
         if labels is None and self.task_name in ("csv", "tsv"):
             labels = self.head_labels
-        self.processor = classification_data.get_processor(
+        self.processor = processors.get_processor(
             t.task_name, text_a_column=t.text_a_column, text_b_column=t.text_b_column,
             label_column=t.label_column, labels=labels, header=t.has_header,
             regression=t.regression, language=t.language, multi_label=t.multi_label or None,
