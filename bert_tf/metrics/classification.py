@@ -111,7 +111,7 @@ def glue_metrics(task_name, predictions, labels, is_regression=False):
     their mean); STS-B: {"pearson", "spearman", "corr"} (corr = their mean).
 
     Args:
-      task_name: a task name of `bert_tf.data.classification.PROCESSORS` (case-insensitive).
+      task_name: a task name of `bert_tf.data.processors.PROCESSORS` (case-insensitive).
       predictions: predicted label ids (or real values for STS-B), one per example.
       labels: gold label ids (or real values), one per example.
       is_regression: score as STS-B does whatever the task (a regression csv/tsv task).
