@@ -4,12 +4,11 @@ under `~`.
 
 Every training script (run_pretraining.py and the four fine-tuning scripts) trains a few
 steps of a tiny model, evaluates, predicts and exports, then runs the same command again,
-which resumes and trains nothing. SIGTERM mid-training, then the same command, is run for
-run_pretraining.py and run_classifier.py only (the stop and resume code is shared by every
-script). `--init_checkpoint` as a relative directory and as a relative prefix, and
-re-exporting (and evaluating) a trained output directory from a new one without training,
-are run with run_classifier.py; `--output_dir=~/out`, then `--init_checkpoint=~/out`, with
-run_pretraining.py. About 2 minutes on 2 cores.
+which resumes and trains nothing; each is stopped by SIGTERM mid-training, then the same
+command resumes from the checkpoint it wrote. `--init_checkpoint` as a relative directory
+and as a relative prefix, and re-exporting (and evaluating) a trained output directory from
+a new one without training, are run with run_classifier.py; `--output_dir=~/out`, then
+`--init_checkpoint=~/out`, with run_pretraining.py. About 3 minutes on 2 cores.
 """
 
 import json
@@ -171,7 +170,7 @@ def _stop_with_sigterm(workspace, script, steps, at_step):
     return int(stopped[0])
 
 
-@pytest.mark.parametrize("script", ["run_pretraining.py", "run_classifier.py"])
+@pytest.mark.parametrize("script", list(ARGS))
 def test_sigterm_then_the_same_command_resumes_from_its_checkpoint(workspace, script):
     steps = 400
     step = _stop_with_sigterm(workspace, script, steps, at_step=3)
