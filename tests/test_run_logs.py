@@ -26,7 +26,8 @@ def _save_pretrained_checkpoint(prefix):
 @pytest.fixture(scope="module")
 def run_log(tmp_path_factory, minilm_dir):
     """The stderr of run_classifier.py from --init_checkpoint: one step of training, then a
-    second run that resumes it and trains, evaluates, predicts and exports."""
+    second run that resumes it and trains (evaluating every step and keeping the best
+    checkpoint), evaluates, predicts and exports."""
     root = tmp_path_factory.mktemp("run_logs")
     data_dir = root / "data"
     data_dir.mkdir()
@@ -43,9 +44,11 @@ def run_log(tmp_path_factory, minilm_dir):
     first = run_script("run_classifier.py", *args, "--num_train_steps=1")
     assert_ok(first)
     second = run_script("run_classifier.py", *args, "--num_train_steps=2", "--do_eval",
-                        "--do_predict", f"--export_dir={root / 'export'}")
+                        "--do_predict", f"--export_dir={root / 'export'}",
+                        "--eval_every_n_steps=1", "--best_checkpoint_metric=eval_accuracy")
     assert_ok(second)
     assert os.listdir(root / "export")  # Every stage ran.
+    assert (root / "out" / "best" / "checkpoint").is_file()
     return init, first.stderr.splitlines(), second.stderr.splitlines()
 
 

@@ -478,9 +478,7 @@ def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False, task=None):
     checkpoints.write_tf_checkpoint(google, prefix)
     if task is not None:
         # The state file makes the directory a model_dir whose latest checkpoint is this one.
-        state = (f'model_checkpoint_path: "{TF_CHECKPOINT_NAME}"\n'
-                       f'all_model_checkpoint_paths: "{TF_CHECKPOINT_NAME}"\n')
-        fileio.atomic_write_text(os.path.join(output_dir, "checkpoint"), state)
+        checkpoints.write_state(output_dir, TF_CHECKPOINT_NAME)
     _write_json(_bert_config_json(config), os.path.join(output_dir, TF_CONFIG_NAME))
     _copy_if_present(os.path.join(hf_dir, VOCAB_NAME), os.path.join(output_dir, VOCAB_NAME))
     logging.info("Wrote %d variables to %s", len(google), prefix)

@@ -142,8 +142,18 @@ def set_aside_unreadable(model_dir):
         logging.warning("Checkpoint %s cannot be read (%s): moved it to %s/; resuming from %s.",
                         os.path.basename(bad), reason, corrupt_dir, os.path.basename(path))
     kept = [p for p in paths if p not in {bad for bad, _ in unreadable}]
-    tf.compat.v1.train.update_checkpoint_state(model_dir, path, all_model_checkpoint_paths=kept)
+    write_state(model_dir, path, kept)
     return path
+
+
+def write_state(directory, newest, prefixes=None):
+    """Writes `directory`'s `checkpoint` state file, naming `newest` its latest checkpoint and
+    `prefixes` (default: `newest` alone) all of them, relative to `directory` (so the
+    directory can be moved), whole or not at all. Checkpoints must lie in `directory`."""
+    names = [os.path.basename(prefix) for prefix in (prefixes or [newest])]
+    fileio.atomic_write_text(os.path.join(directory, "checkpoint"), "".join(
+        [f'model_checkpoint_path: "{os.path.basename(newest)}"\n'] +
+        [f'all_model_checkpoint_paths: "{name}"\n' for name in names]))
 
 
 def check_init_checkpoint(prefix, flag="init_checkpoint"):

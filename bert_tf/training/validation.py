@@ -23,7 +23,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
-from bert_tf.training import hooks
+from bert_tf.training import checkpoints, hooks
 
 HISTORY_FILE = "eval_history.jsonl"
 BEST_DIR = "best"
@@ -180,8 +180,7 @@ class Validation:
                                  json.dumps({**results, "checkpoint": name}, indent=2,
                                             sort_keys=True) + "\n")
         # TF's state file too, so `--init_checkpoint=output_dir/best` finds it.
-        tf.compat.v1.train.update_checkpoint_state(self.best_dir, name,
-                                                   all_model_checkpoint_paths=[name])
+        checkpoints.write_state(self.best_dir, name)
         if previous and os.path.basename(previous["checkpoint"]) != name:
             for old in tf.io.gfile.glob(previous["checkpoint"] + ".*"):
                 tf.io.gfile.remove(old)
