@@ -330,3 +330,16 @@ def test_input_fn_without_params_and_distribute_seam(tmp_path):
     with pytest.raises(TypeError, match="train_distribute must be a tf.distribute strategy"):
         make_estimator(str(tmp_path / "other"), train_distribute=object()).train(
             make_input_fn(X, Y), max_steps=2)
+
+
+def test_scalar_summaries_written_within_one_second_all_survive(tmp_path):
+    """Event files are named by the second they are opened in: an evaluation's summaries and
+    the final evaluation's, written in the same second, must not replace each other."""
+    with tf.Graph().as_default():
+        for step in (10, 20, 30):
+            hooks.write_scalar_summaries(str(tmp_path), {"eval_loss": 1.0 / step}, step)
+        hooks.write_scalar_summaries(str(tmp_path), {"eval_loss": 0.5}, 10)
+    steps = sorted(event.step for path in glob.glob(str(tmp_path / "*"))
+                   for event in tf.compat.v1.train.summary_iterator(path)
+                   if any(value.tag == "eval_loss" for value in event.summary.value))
+    assert steps == [10, 10, 20, 30]

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import uuid
 
 import numpy as np
 import tensorflow as tf
@@ -383,7 +384,10 @@ def write_graph_text(graph_def, directory, name):
 
 def write_scalar_summaries(directory, values, step):
     """Writes each scalar in `values` as a TensorBoard summary at `step` under `directory`."""
-    writer = tf.compat.v1.summary.FileWriter(directory)
+    # An event file is named by the second it is opened in: without a suffix of its own, a
+    # second write within that second (an evaluation, then the final one) replaces the first.
+    writer = tf.compat.v1.summary.FileWriter(directory,
+                                             filename_suffix=f".{uuid.uuid4().hex[:12]}")
     summary = tf.compat.v1.Summary(value=[
         tf.compat.v1.Summary.Value(tag=key, simple_value=float(value))
         for key, value in sorted(values.items()) if np.ndim(value) == 0])
