@@ -42,8 +42,8 @@ CANNOT_RUN = {
         "CI runs both (.ci/run: make test, then make demo with its accuracy checked)",
     ("docs/pretraining.md", "enwiki-latest-pages-articles.xml.bz2"):
         "needs the English Wikipedia dump and a GPU cluster; `make pretrain-example` runs the "
-        "same four stages on the shipped corpus (scripts/pretrain_recipe.py, "
-        "tests/test_corpus.py)",
+        "same four stages on the shipped corpus (scripts/pretrain_recipe.py; tests/test_recipe.py "
+        "runs it small)",
     ("docs/training-runs.md", 'kill -TERM "$PID"'):
         "needs a run to stop at a chosen moment; tests/test_relative_paths.py and "
         "tests/test_faults.py send SIGTERM to real runs and resume them",

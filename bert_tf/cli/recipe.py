@@ -71,7 +71,7 @@ def _write_config(options, vocab_size, path):
 
 
 def _records(options, text_dir, vocab_file, seq_length, output_file, dupe_factor):
-    config = pretraining_data.PretrainingDataConfig(
+    config = bert_options.PretrainingDataConfig(
         vocab_file=vocab_file, do_lower_case=True, do_whole_word_mask=False,
         max_seq_length=seq_length, max_predictions_per_seq=_predictions(seq_length),
         random_seed=options.random_seed, dupe_factor=dupe_factor,
