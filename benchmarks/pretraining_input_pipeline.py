@@ -24,7 +24,10 @@ sys.path.insert(0, ROOT)
 
 import tensorflow as tf  # noqa: E402
 
-from bert_tf import modeling  # noqa: E402
+from bert_tf import (
+    fileio,
+    modeling,  # noqa: E402
+)
 from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf.training import estimator as estimator_lib  # noqa: E402
 
@@ -72,7 +75,7 @@ def main():
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
 
-    files = pretraining.expand_input_files(args.input_file)
+    files = fileio.expand_input_files(args.input_file)
     config = modeling.BertConfig.from_json_file(args.bert_config_file)
     result = {"config": os.path.basename(args.bert_config_file), "batch_size": args.batch_size,
               "max_seq_length": args.max_seq_length, "cpus": os.cpu_count()}
