@@ -24,10 +24,7 @@ sys.path.insert(0, ROOT)
 
 import tensorflow as tf  # noqa: E402
 
-from bert_tf import (
-    fileio,
-    modeling,  # noqa: E402
-)
+from bert_tf import fileio, modeling  # noqa: E402
 from bert_tf.tasks import pretraining  # noqa: E402
 from bert_tf.training import estimator as estimator_lib  # noqa: E402
 
