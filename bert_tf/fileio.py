@@ -115,8 +115,10 @@ def atomic_write_text(path, text):
     filesystem through `tf.io.gfile`: the rename is as atomic as that filesystem makes it);
     the directory is created if needed."""
     if is_remote(path):
-        make_parent_dir(path)
-        _remote_write_then_rename(path, text)
+        import tensorflow as tf
+
+        with replaced_on_success(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:
+            f.write(text)
         return
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -131,22 +133,6 @@ def atomic_write_text(path, text):
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
-        raise
-
-
-def _remote_write_then_rename(path, text):
-    import uuid
-
-    import tensorflow as tf
-
-    tmp = f"{path}.tmp{uuid.uuid4().hex}"
-    try:
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(text)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-    except BaseException:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
         raise
 
 
@@ -183,9 +169,8 @@ def copy_file(source, target):
     if not is_remote(source) and not is_remote(target) and (
             os.path.abspath(source) == os.path.abspath(target)):
         return
-    tmp = f"{target}.tmp{os.getpid()}"
-    tf.io.gfile.copy(source, tmp, overwrite=True)
-    tf.io.gfile.rename(tmp, target, overwrite=True)
+    with replaced_on_success(target) as tmp:
+        tf.io.gfile.copy(source, tmp, overwrite=True)
 
 
 @contextlib.contextmanager
