@@ -46,17 +46,16 @@ import weakref
 import tensorflow as tf
 from absl import logging
 
+from bert_tf import options
 from bert_tf.errors import BertTfError, short_tf_error
 
 tf1 = tf.compat.v1
 
 STRATEGY_NAMES = ("none", "mirrored", "multi_worker", "tpu")
-# How long a multi-worker step may wait for the other workers. It must cover the longest pause
-# of any worker, e.g. the chief writing a large checkpoint while the others wait for it.
-DEFAULT_STEP_TIMEOUT_SECS = 300
-# How long workers wait for each other to start (TF start-up, building the graph) and to join
-# the first step (which also optimizes the graph and restores a checkpoint).
-DEFAULT_STARTUP_TIMEOUT_SECS = 600
+# How long a multi-worker step may wait for the others, and how long workers wait for each
+# other to start and to join the first step (see `options.DistributionOptions`).
+DEFAULT_STEP_TIMEOUT_SECS = options.DistributionOptions.step_timeout_secs
+DEFAULT_STARTUP_TIMEOUT_SECS = options.DistributionOptions.startup_timeout_secs
 # Seconds between the progress lines of a wait.
 PROGRESS_INTERVAL_SECS = 30
 
