@@ -452,6 +452,7 @@ def _head(pieces, lengths):
 def _pair_lengths(length_a, length_b, budget):
     """`packing.truncate_seq_pair`'s lengths: pop from the longer ([B] each; b on a tie)
     until the two hold at most `budget` pieces."""
+    budget = tf.constant(budget, length_a.dtype)
     fits = length_a + length_b <= budget
     # The shorter one is kept whole if the longer one can fill the rest without getting
     # shorter than it; else both end at half the budget, a with the odd piece.
@@ -511,7 +512,7 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, max_query_length=None):
             pair_a, pair_b = _pair_lengths(length_a, length_b, budget)
             single = tf.equal(length_b, 0)
             length_a = tf.where(single, tf.minimum(length_a, seq_length - 2), pair_a)
-            length_b = tf.where(single, 0, pair_b)
+            length_b = tf.where(single, tf.zeros_like(pair_b), pair_b)
     has_second = length_b > 0 if max_query_length is None else tf.ones_like(length_b, tf.bool)
     second_sep = tf.RaggedTensor.from_tensor(specials * sep_id,
                                              lengths=tf.cast(has_second, tf.int64))
