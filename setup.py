@@ -23,10 +23,6 @@ setuptools.setup(
         "gpu": ["tensorflow[and-cuda]>=2.16"],
         # Reading / writing Hugging Face checkpoints (scripts/convert_checkpoint.py).
         "convert": ["safetensors"],
-        # Text-in export signatures (serving_text). tensorflow-text declares `tensorflow`, which
-        # clashes with tensorflow-cpu: with the [cpu] build install it with --no-deps (the
-        # Makefile does), matching TensorFlow's minor version.
-        "serving": ["tensorflow-text>=2.21,<2.22"],
         # scripts/export_onnx.py and Predictor.from_onnx.
         "onnx": ["tf2onnx>=1.17", "onnx>=1.16", "onnxruntime>=1.18"],
         # Sentence splitting in scripts/prepare_corpus.py (Wikimedia's sentencex).
