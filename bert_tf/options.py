@@ -328,6 +328,7 @@ class BenchmarkOptions(_FromFlags):
     trace_file: str | None
     check_onednn: bool
     distribution: DistributionOptions = _group(DistributionOptions)
+    api: str = "graph"  # "tf2": the step through bert_tf.tf2 beside graph mode (tf2_benchmark).
 
 
 @dataclasses.dataclass(frozen=True)
