@@ -82,6 +82,7 @@ class BertEncoderLayer(keras.layers.Layer):
                             autocast=False)  # The builders cast to the compute dtype themselves.
         self._google_names = list(values)
 
+    @property
     def variables_by_name(self):
         """dict Google name -> Keras variable, in creation order."""
         return dict(zip(self._google_names, self.weights, strict=True))
@@ -100,7 +101,7 @@ class BertEncoderLayer(keras.layers.Layer):
           of num_hidden_layers [B, S, H]), in the layer's compute dtype.
         """
         # The Keras variables' tf.Variables: the builders read them as graph-mode code does.
-        variables = {name: weight.value for name, weight in self.variables_by_name().items()}
+        variables = {name: weight.value for name, weight in self.variables_by_name.items()}
         with tf2.variables_from(variables):
             return tf2.bert_outputs(
                 self.bert_config, inputs["input_word_ids"], inputs["input_mask"],
@@ -115,12 +116,12 @@ class BertEncoderLayer(keras.layers.Layer):
           The names the checkpoint lacked (only with `allow_missing`; else they raise).
         """
         self._build_once()
-        return tf2.load_variables(self.variables_by_name(), checkpoint, allow_missing)
+        return tf2.load_variables(self.variables_by_name, checkpoint, allow_missing)
 
     def save_checkpoint(self, checkpoint_prefix):
         """Writes the weights in Google's layout (e.g. "out/bert_model.ckpt"); returns it."""
         self._build_once()
-        return tf2.save_variables(self.variables_by_name(), checkpoint_prefix)
+        return tf2.save_variables(self.variables_by_name, checkpoint_prefix)
 
     def _build_once(self):
         if not self.built:

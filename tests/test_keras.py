@@ -54,7 +54,7 @@ def trained(minilm_converted, topics):
     keras.utils.set_random_seed(1)
     model, encoder = classifier(os.path.join(minilm_converted, "bert_config.json"), num_labels)
     assert encoder.load_checkpoint(os.path.join(minilm_converted, "bert_model.ckpt")) == []
-    start = {name: w.numpy().copy() for name, w in encoder.variables_by_name().items()}
+    start = {name: w.numpy().copy() for name, w in encoder.variables_by_name.items()}
     model.compile(
         optimizer=keras.optimizers.AdamW(
             keras.optimizers.schedules.PolynomialDecay(LEARNING_RATE, STEPS, 0.0),
@@ -75,7 +75,7 @@ def test_fit_reaches_run_classifiers_dev_accuracy(trained, topics, minilm_topics
     assert len(dev_y) == 80
     assert accuracy >= expected - 0.05, (accuracy, expected)
     name = "bert/encoder/layer_5/output/dense/kernel"
-    assert np.abs(encoder.variables_by_name()[name].numpy() - start[name]).max() > 0
+    assert np.abs(encoder.variables_by_name[name].numpy() - start[name]).max() > 0
     assert len(history.history["loss"]) == 1
 
 
@@ -99,7 +99,7 @@ def test_names_map_to_graph_modes_and_checkpoints_round_trip(trained, minilm_con
     _, encoder, _, _ = trained
     module = tf2.BertEncoder(os.path.join(minilm_converted, "bert_config.json"))
     google = [v.name[:-len(":0")] for v in module.trainable_variables]
-    assert list(encoder.variables_by_name()) == google
+    assert list(encoder.variables_by_name) == google
     assert [w.name for w in encoder.trainable_weights] == [bert_keras.keras_name(n)
                                                            for n in google]
     assert all("/" not in w.name for w in encoder.trainable_weights)
