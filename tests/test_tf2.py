@@ -141,7 +141,6 @@ def test_bf16_forward_stays_within_graph_modes(minilm, encoder, inputs):
                                   ("sequence_output", sequence, inputs[1])):
         graph_error = _max_difference(graph_bf16, fp32[key], mask)
         eager_error = _max_difference(outputs[key], fp32[key], mask)
-        print(key, graph_error, eager_error, _max_difference(outputs[key], graph_bf16, mask))
         assert 0 < graph_error < 0.1
         assert eager_error <= 2 * graph_error, key
 
