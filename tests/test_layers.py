@@ -13,6 +13,7 @@ TIERS = (
     ("model", ("bert_tf/modeling.py", "bert_tf/tokenization.py", "bert_tf/optimization.py")),
     ("data", ("bert_tf/data/", "bert_tf/metrics/")),
     ("training", ("bert_tf/training/",)),
+    ("tf2", ("bert_tf/tf2.py", "bert_tf/keras.py")),
     ("tasks", ("bert_tf/tasks/",)),
     ("serving", ("bert_tf/serving/",)),
     ("runs", ("bert_tf/runs/", "bert_tf/tools/", "bert_tf/extract_features.py")),
