@@ -197,9 +197,18 @@ def _read_vocab(vocab):
 # the checks would be most of the ops a batch runs.
 
 
+def _masked(values, mask):
+    """The values [...] where `mask` (same shape) is True, in row-major order: what
+    `tf.boolean_mask` gives, in 2 kernels rather than ~10 (a batch runs many)."""
+    return tf.gather_nd(values, tf.where(mask))
+
+
 def _lookup(keys, code_points):
     """(found bool [N], index int32 [N]) of `code_points` [N] in the sorted `keys` [K]."""
-    index = tf.minimum(tf.searchsorted(keys, code_points, out_type=tf.int32), len(keys) - 1)
+    # `tf.searchsorted` itself, without its reshapes around the op.
+    index = tf.raw_ops.LowerBound(sorted_inputs=keys[None], values=code_points[None],
+                                  out_type=tf.int32)[0]
+    index = tf.minimum(index, len(keys) - 1)
     return tf.equal(tf.gather(keys, index), code_points), index
 
 
@@ -236,7 +245,7 @@ def _map_code_points(table, code_points, row_ids):
     defaults = tf.pad(defaults, [[0, 0], [0, width - defaults.shape[1]]])
     outputs = tf.where(found[:, None], tf.gather(table.outputs, index), defaults)
     lengths = tf.where(found, tf.gather(table.lengths, index), default_lengths)
-    return (tf.boolean_mask(outputs, tf.sequence_mask(lengths, width)),
+    return (_masked(outputs, tf.sequence_mask(lengths, width)),
             tf.repeat(row_ids, lengths))
 
 
@@ -245,40 +254,51 @@ def _same_row_as_previous(row_ids):
     return tf.concat([[False], tf.equal(row_ids[1:], row_ids[:-1])], axis=0)
 
 
-def _final_sigmas(sigma_context, code_points, row_ids):
-    """bool [N]: a capital sigma that `str.lower` makes a final sigma: after a cased code
-    point and not before one, case-ignorable code points skipped, within its string."""
-    context = _values(sigma_context, code_points)
-    counted = tf.not_equal(context, _CASE_IGNORABLE)
-    counted_through = tf.cumsum(tf.cast(counted, tf.int32))  # counted ones up to i
-    counted_before = counted_through - tf.cast(counted, tf.int32)
-    # Index 0 of these is a sentinel (no such code point); position p is at p + 1.
-    positions = tf.concat([[0], tf.cast(tf.where(counted)[:, 0], tf.int32) + 1], axis=0)
-    padded_rows = tf.concat([[-1], row_ids], axis=0)
-    padded_context = tf.concat([[_OTHER], context], axis=0)
+def _lower_final_sigmas(sigma_context, code_points, row_ids):
+    """Code points [N] with each capital sigma that `str.lower` makes a final sigma replaced
+    by one: a sigma after a cased code point and not before one, case-ignorable code points
+    skipped, within its string. (Only a batch with a capital sigma runs the lookups.)"""
 
-    def cased_at(rank):
-        """Whether the `rank`-th counted code point exists in the same string and is cased."""
-        valid = (rank >= 0) & (rank < tf.size(positions) - 1)
-        position = tf.gather(positions, tf.where(valid, rank + 1, 0))
-        return (tf.equal(tf.gather(padded_rows, position), row_ids)
-                & tf.equal(tf.gather(padded_context, position), _CASED))
+    def lower_final_sigmas():
+        context = _values(sigma_context, code_points)
+        counted = tf.not_equal(context, _CASE_IGNORABLE)
+        counted_through = tf.cumsum(tf.cast(counted, tf.int32))  # counted ones up to i
+        counted_before = counted_through - tf.cast(counted, tf.int32)
+        # Index 0 of these is a sentinel (no such code point); position p is at p + 1.
+        positions = tf.concat([[0], tf.cast(tf.where(counted)[:, 0], tf.int32) + 1], axis=0)
+        padded_rows = tf.concat([[-1], row_ids], axis=0)
+        padded_context = tf.concat([[_OTHER], context], axis=0)
 
-    # A sigma is counted (cased), so the next counted one has rank counted_through.
-    return (tf.equal(code_points, _CAPITAL_SIGMA) & cased_at(counted_before - 1)
-            & ~cased_at(counted_through))
+        def cased_at(rank):
+            """Whether the `rank`-th counted code point is in the same string and cased."""
+            valid = (rank >= 0) & (rank < tf.size(positions) - 1)
+            position = tf.gather(positions, tf.where(valid, rank + 1, 0))
+            return (tf.equal(tf.gather(padded_rows, position), row_ids)
+                    & tf.equal(tf.gather(padded_context, position), _CASED))
+
+        # A sigma is counted (cased), so the next counted one has rank counted_through.
+        final = (sigmas & cased_at(counted_before - 1) & ~cased_at(counted_through))
+        return tf.where(final, _FINAL_SIGMA, code_points)
+
+    sigmas = tf.equal(code_points, _CAPITAL_SIGMA)
+    return tf.cond(tf.reduce_any(sigmas), lower_final_sigmas, lambda: code_points)
 
 
 def _reorder_combining_marks(combining_classes, code_points, row_ids):
     """NFD's canonical ordering: each run of combining marks (class > 0) stably sorted by
-    class. Runs never cross strings, so the row ids stay as they are."""
+    class. Runs never cross strings, so the row ids stay as they are. (Only a batch with two
+    marks in a row runs the sort.)"""
     classes = _values(combining_classes, code_points)
     marks = classes > 0
     continues_run = marks & tf.concat([[False], marks[:-1]], axis=0) & _same_row_as_previous(
         row_ids)
-    run = tf.cumsum(tf.cast(~continues_run, tf.int64))
-    order = tf.argsort(run * _COMBINING_CLASSES + tf.cast(classes, tf.int64), stable=True)
-    return tf.gather(code_points, order)
+
+    def reorder():
+        run = tf.cumsum(tf.cast(~continues_run, tf.int64))
+        order = tf.argsort(run * _COMBINING_CLASSES + tf.cast(classes, tf.int64), stable=True)
+        return tf.gather(code_points, order)
+
+    return tf.cond(tf.reduce_any(continues_run), reorder, lambda: code_points)
 
 
 def _split_words(whitespace, code_points, row_ids):
@@ -292,9 +312,9 @@ def _split_words(whitespace, code_points, row_ids):
     starts = ~spaces & after_space
     word_ids = tf.cumsum(tf.cast(starts, tf.int64)) - 1
     words = tf.RaggedTensor.from_value_rowids(
-        tf.boolean_mask(code_points, ~spaces), tf.boolean_mask(word_ids, ~spaces),
+        _masked(code_points, ~spaces), _masked(word_ids, ~spaces),
         nrows=tf.reduce_sum(tf.cast(starts, tf.int64)), validate=False)
-    return words, tf.boolean_mask(row_ids, starts)
+    return words, _masked(row_ids, starts)
 
 
 class GraphTokenizer(tf.Module):
@@ -368,8 +388,7 @@ class GraphTokenizer(tf.Module):
         """Steps 1-3 of the module docstring on flat code points [N] and their row ids."""
         tables = self._tables
         if tables.second is not None:
-            final = _final_sigmas(tables.sigma_context, code_points, row_ids)
-            code_points = tf.where(final, _FINAL_SIGMA, code_points)
+            code_points = _lower_final_sigmas(tables.sigma_context, code_points, row_ids)
         code_points, row_ids = _map_code_points(tables.first, code_points, row_ids)
         if tables.second is not None:
             code_points = _reorder_combining_marks(tables.combining_classes, code_points,
@@ -409,8 +428,9 @@ class GraphTokenizer(tf.Module):
         Without a loop: every candidate piece at every character position of every word is
         looked up at once, giving each position's longest piece and so the position after it
         (`following`, a fixed point at the word's end and at a `failed` sink). The greedy
-        split visits following^j(0) for j = 0, 1, ...: computed for every j < 2^k with k
-        pointer-doubling steps, 2^k > max_chars_per_word >= the number of pieces.
+        split visits following^j(0) for j = 0, 1, ...: computed for every j < 2^k by
+        pointer doubling, k growing until every word's path has reached a fixed point
+        (2^k > the most pieces of a word; at most max_chars_per_word).
 
         Returns:
           (piece ids int32 [P], their words' indices into the S words int32 [P] (in order),
@@ -436,23 +456,37 @@ class GraphTokenizer(tf.Module):
         chosen = found & tf.equal(lengths, tf.gather(best, at))
         best_id = tf.math.unsorted_segment_max(tf.where(chosen, ids, -1), at, num_positions)
 
+        # `following` and `piece_at` are [S, width] tables, flattened: word w's position p is
+        # at w * width + p, so that following^(2^k) is one flat gather of itself.
         num_words = tf.size(num_chars)
-        failed = tf.reduce_max(tf.concat([num_chars, [0]], axis=0)) + 1  # the sink's index
-        cells = tf.stack([owner, position], axis=1)
+        failed = tf.reduce_max(tf.concat([num_chars, [0]], axis=0)) + 1  # the sink's position
+        width = failed + 1
+        word_base = tf.range(num_words) * width
+        cells = tf.gather(word_base, owner) + position
         following = tf.tensor_scatter_nd_update(
-            tf.tile(tf.range(failed + 1)[None], [num_words, 1]), cells,
-            tf.where(best > 0, position + best, failed))
-        piece_at = tf.tensor_scatter_nd_update(
-            tf.fill([num_words, failed + 1], -1), cells, best_id)
-        visited = tf.zeros([num_words, 1], tf.int32)  # following^j(0), j < 2^k
-        jump = following  # following^(2^k)
-        for _ in range(self.max_chars_per_word.bit_length()):
-            visited = tf.concat([visited, tf.gather(jump, visited, batch_dims=1)], axis=1)
-            jump = tf.gather(jump, jump, batch_dims=1)
+            tf.reshape(word_base[:, None] + tf.range(width)[None], [-1]), cells[:, None],
+            tf.where(best > 0, cells + best, cells - position + failed))
+        piece_at = tf.scatter_nd(cells[:, None], best_id, [num_words * width])
+
+        def unfinished(visited, jump):
+            """Some path has not yet reached a fixed point (its word's end or the sink)."""
+            del jump
+            last = visited[:, -1]
+            return tf.reduce_any(tf.not_equal(tf.gather(following, last), last))
+
+        def double(visited, jump):
+            """following^j(0) for j < 2^k, following^(2^k) -> the same for k + 1."""
+            return tf.concat([visited, tf.gather(jump, visited)], axis=1), tf.gather(jump, jump)
+
+        visited, _ = tf.while_loop(
+            unfinished, double, (word_base[:, None], following),
+            shape_invariants=(tf.TensorShape([None, None]), following.shape),
+            maximum_iterations=self.max_chars_per_word.bit_length())
+        visited -= word_base[:, None]
         split = tf.equal(visited[:, -1], num_chars)
         pieces = (visited < num_chars[:, None]) & split[:, None]
-        return (tf.boolean_mask(tf.gather(piece_at, visited, batch_dims=1), pieces),
-                tf.boolean_mask(tf.tile(tf.range(num_words)[:, None],
+        return (_masked(tf.gather(piece_at, visited + word_base[:, None]), pieces),
+                _masked(tf.tile(tf.range(num_words)[:, None],
                                         [1, tf.shape(visited)[1]]), pieces),
                 split)
 
@@ -467,7 +501,7 @@ def _head(pieces, lengths):
         pieces.row_starts(), row_ids)
     keep = position < tf.gather(lengths, row_ids)
     return tf.RaggedTensor.from_value_rowids(
-        tf.boolean_mask(pieces.values, keep), tf.boolean_mask(row_ids, keep),
+        _masked(pieces.values, keep), _masked(row_ids, keep),
         nrows=pieces.nrows(), validate=False)
 
 
