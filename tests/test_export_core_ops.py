@@ -1,7 +1,8 @@
 """Every export kind (classifier, multi-label, regression, SQuAD, NER, multiple choice) is made
 of core TensorFlow ops only: a fresh Python that never imports tensorflow_text loads it with
 `tf.saved_model.load` and runs every signature, the text ones included, and every op type of
-its graph (nodes and function library) is registered in that plain TensorFlow."""
+its graph (nodes and function library) is registered in that plain TensorFlow. The multiple
+choice export's serving_text packs each choice as run_multiple_choice.py does."""
 
 import csv
 import json
@@ -12,9 +13,12 @@ import sys
 import pytest
 from finetune_helpers import DATA, FINETUNE_DATA, TOPICS, only_export, options, write_tiny_config
 
+from bert_tf import tokenization
+from bert_tf.data import multiple_choice as mc_data
 from bert_tf.runs import finetuning
 
 SEQ = 16
+STRINGS = ["Größe: ¡Ünïcödé! 中文 naïve", "a second, rather longer text " * 4]
 
 # Loads each export in plain TensorFlow, lists its op types and runs every signature.
 _CHECK_EXPORTS = r"""
@@ -25,9 +29,9 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.framework import op_def_registry
 
-STRINGS = ["Größe: ¡Ünïcödé! 中文 naïve", "a second, rather longer text " * 4]
+STRINGS = json.loads(sys.argv[1])
 report = {}
-for path in sys.argv[1:]:
+for path in sys.argv[2:]:
     saved_model = saved_model_pb2.SavedModel()
     with open(path + "/saved_model.pb", "rb") as f:
         saved_model.ParseFromString(f.read())
@@ -41,11 +45,17 @@ for path in sys.argv[1:]:
     for name, signature in loaded.signatures.items():
         inputs = {}
         for key, spec in signature.structured_input_signature[1].items():
-            if spec.dtype == tf.string:
+            if spec.dtype == tf.string and spec.shape.rank == 2:  # endings [B, choices]
+                inputs[key] = tf.constant([[f"{text} ending {j}" for j in range(spec.shape[1])]
+                                           for text in STRINGS])
+            elif spec.dtype == tf.string:
                 inputs[key] = tf.constant(STRINGS)
             else:  # ids [2, 12]: 12 is a multiple of the choices of a multiple-choice model
                 inputs[key] = tf.ones([2, 12], spec.dtype)
-        outputs[name] = {key: value.shape.as_list() for key, value in signature(**inputs).items()}
+        served = signature(**inputs)
+        outputs[name] = {key: value.shape.as_list() for key, value in served.items()}
+        if "input_ids" in served:
+            outputs[name]["input_ids_values"] = served["input_ids"].numpy().tolist()
     report[path] = {"ops": sorted(ops),
                     "unregistered": sorted(op for op in ops if op_def_registry.get(op) is None),
                     "outputs": outputs}
@@ -97,9 +107,10 @@ def exports(tmp_path_factory, vocab_file):
     return paths
 
 
-def test_every_export_loads_and_runs_in_plain_tensorflow(exports):
+def test_every_export_loads_and_runs_in_plain_tensorflow(exports, vocab_file):
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, "-c", _CHECK_EXPORTS, *exports.values()],
+    result = subprocess.run([sys.executable, "-c", _CHECK_EXPORTS, json.dumps(STRINGS),
+                             *exports.values()],
                             capture_output=True, text=True, timeout=600, env=env,
                             cwd=os.path.dirname(next(iter(exports.values()))))
     assert result.returncode == 0, result.stderr[-3000:]
@@ -117,4 +128,15 @@ def test_every_export_loads_and_runs_in_plain_tensorflow(exports):
             signatures.add("serving_text_pair")
         assert set(checked["outputs"]) == signatures, kind
         for name, outputs in checked["outputs"].items():
-            assert all(shape[0] == 2 for shape in outputs.values()), (kind, name, outputs)
+            shapes = {key: shape for key, shape in outputs.items() if key != "input_ids_values"}
+            assert all(shape[0] == 2 for shape in shapes.values()), (kind, name, shapes)
+
+    served = report[exports["multiple_choice"]]["outputs"]["serving_text"]["input_ids_values"]
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    for text, ids in zip(STRINGS, served, strict=True):
+        endings = [f"{text} ending {j}" for j in range(mc_data.SWAG_CHOICES)]
+        expected, _, _ = mc_data.convert_example(mc_data.MultipleChoiceExample(
+            "t", text, endings), mc_data.SWAG_CHOICES, SEQ, tokenizer)
+        width = len(ids) // mc_data.SWAG_CHOICES
+        assert [ids[j * width:(j + 1) * width] for j in range(mc_data.SWAG_CHOICES)] == [
+            expected[j * SEQ:j * SEQ + width] for j in range(mc_data.SWAG_CHOICES)]
