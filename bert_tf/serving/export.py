@@ -70,7 +70,8 @@ def text_signature(task, options):
         do_lower_case=options.tokenizer.do_lower_case,
         max_seq_length=options.model.max_seq_length,
         max_query_length=squad_settings.get("max_query_length"),
-        pairs=task.name == "classifier")
+        pairs=task.name == "classifier",
+        num_choices=getattr(task, "num_choices", None))
 
 
 def export_saved_model(estimator, export_dir_base, extra_files=None, checkpoint_path=None,

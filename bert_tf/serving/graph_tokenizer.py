@@ -15,9 +15,10 @@ the word pieces `FullTokenizer.tokenize` gives, grouped by word. It runs FullTok
      which becomes a final sigma after a cased letter not followed by one (case-ignorable
      characters skipped); a per-code-point class table decides that in the graph;
   3. words are the runs of code points that Python's `str.split()` does not split on;
-  4. a word of more than `max_chars_per_word` characters is [UNK]; the others get
-     greedy longest-match-first WordPiece, vectorised over words: each `tf.while_loop` step
-     looks every candidate piece of every unfinished word up in a `tf.lookup` hash table.
+  4. a word of more than `max_chars_per_word` characters is [UNK]; a word in the vocab is its
+     own piece; the others get greedy longest-match-first WordPiece without a loop: every
+     candidate piece at every position is looked up in a `tf.lookup` hash table at once, and
+     the greedy path through the positions is followed by pointer doubling.
 
 Core TensorFlow has no Unicode normalisation op (`NormalizeUTF8` is tensorflow-text's), so
 NFD is precomputed: when the tokenizer is built, Python's `unicodedata` (the one FullTokenizer
@@ -192,11 +193,22 @@ def _read_vocab(vocab):
 # ------------------------------------------------------------------ graph helpers (flat)
 # Strings are handled as flat int32 code points with int64 row ids (which string each
 # code point belongs to), so that each step is a few vectorised ops over the whole batch.
+# Ragged tensors are made with validate=False: their row ids are sorted by construction, and
+# the checks would be most of the ops a batch runs.
+
+
+def _masked(values, mask):
+    """The values [...] where `mask` (same shape) is True, in row-major order: what
+    `tf.boolean_mask` gives, in 2 kernels rather than ~10 (a batch runs many)."""
+    return tf.gather_nd(values, tf.where(mask))
 
 
 def _lookup(keys, code_points):
     """(found bool [N], index int32 [N]) of `code_points` [N] in the sorted `keys` [K]."""
-    index = tf.minimum(tf.searchsorted(keys, code_points, out_type=tf.int32), len(keys) - 1)
+    # `tf.searchsorted` itself, without its reshapes around the op.
+    index = tf.raw_ops.LowerBound(sorted_inputs=keys[None], values=code_points[None],
+                                  out_type=tf.int32)[0]
+    index = tf.minimum(index, len(keys) - 1)
     return tf.equal(tf.gather(keys, index), code_points), index
 
 
@@ -233,7 +245,7 @@ def _map_code_points(table, code_points, row_ids):
     defaults = tf.pad(defaults, [[0, 0], [0, width - defaults.shape[1]]])
     outputs = tf.where(found[:, None], tf.gather(table.outputs, index), defaults)
     lengths = tf.where(found, tf.gather(table.lengths, index), default_lengths)
-    return (tf.boolean_mask(outputs, tf.sequence_mask(lengths, width)),
+    return (_masked(outputs, tf.sequence_mask(lengths, width)),
             tf.repeat(row_ids, lengths))
 
 
@@ -242,40 +254,51 @@ def _same_row_as_previous(row_ids):
     return tf.concat([[False], tf.equal(row_ids[1:], row_ids[:-1])], axis=0)
 
 
-def _final_sigmas(sigma_context, code_points, row_ids):
-    """bool [N]: a capital sigma that `str.lower` makes a final sigma: after a cased code
-    point and not before one, case-ignorable code points skipped, within its string."""
-    context = _values(sigma_context, code_points)
-    counted = tf.not_equal(context, _CASE_IGNORABLE)
-    counted_through = tf.cumsum(tf.cast(counted, tf.int32))  # counted ones up to i
-    counted_before = counted_through - tf.cast(counted, tf.int32)
-    # Index 0 of these is a sentinel (no such code point); position p is at p + 1.
-    positions = tf.concat([[0], tf.cast(tf.where(counted)[:, 0], tf.int32) + 1], axis=0)
-    padded_rows = tf.concat([[-1], row_ids], axis=0)
-    padded_context = tf.concat([[_OTHER], context], axis=0)
+def _lower_final_sigmas(sigma_context, code_points, row_ids):
+    """Code points [N] with each capital sigma that `str.lower` makes a final sigma replaced
+    by one: a sigma after a cased code point and not before one, case-ignorable code points
+    skipped, within its string. (Only a batch with a capital sigma runs the lookups.)"""
 
-    def cased_at(rank):
-        """Whether the `rank`-th counted code point exists in the same string and is cased."""
-        valid = (rank >= 0) & (rank < tf.size(positions) - 1)
-        position = tf.gather(positions, tf.where(valid, rank + 1, 0))
-        return (tf.equal(tf.gather(padded_rows, position), row_ids)
-                & tf.equal(tf.gather(padded_context, position), _CASED))
+    def lower_final_sigmas():
+        context = _values(sigma_context, code_points)
+        counted = tf.not_equal(context, _CASE_IGNORABLE)
+        counted_through = tf.cumsum(tf.cast(counted, tf.int32))  # counted ones up to i
+        counted_before = counted_through - tf.cast(counted, tf.int32)
+        # Index 0 of these is a sentinel (no such code point); position p is at p + 1.
+        positions = tf.concat([[0], tf.cast(tf.where(counted)[:, 0], tf.int32) + 1], axis=0)
+        padded_rows = tf.concat([[-1], row_ids], axis=0)
+        padded_context = tf.concat([[_OTHER], context], axis=0)
 
-    # A sigma is counted (cased), so the next counted one has rank counted_through.
-    return (tf.equal(code_points, _CAPITAL_SIGMA) & cased_at(counted_before - 1)
-            & ~cased_at(counted_through))
+        def cased_at(rank):
+            """Whether the `rank`-th counted code point is in the same string and cased."""
+            valid = (rank >= 0) & (rank < tf.size(positions) - 1)
+            position = tf.gather(positions, tf.where(valid, rank + 1, 0))
+            return (tf.equal(tf.gather(padded_rows, position), row_ids)
+                    & tf.equal(tf.gather(padded_context, position), _CASED))
+
+        # A sigma is counted (cased), so the next counted one has rank counted_through.
+        final = (sigmas & cased_at(counted_before - 1) & ~cased_at(counted_through))
+        return tf.where(final, _FINAL_SIGMA, code_points)
+
+    sigmas = tf.equal(code_points, _CAPITAL_SIGMA)
+    return tf.cond(tf.reduce_any(sigmas), lower_final_sigmas, lambda: code_points)
 
 
 def _reorder_combining_marks(combining_classes, code_points, row_ids):
     """NFD's canonical ordering: each run of combining marks (class > 0) stably sorted by
-    class. Runs never cross strings, so the row ids stay as they are."""
+    class. Runs never cross strings, so the row ids stay as they are. (Only a batch with two
+    marks in a row runs the sort.)"""
     classes = _values(combining_classes, code_points)
     marks = classes > 0
     continues_run = marks & tf.concat([[False], marks[:-1]], axis=0) & _same_row_as_previous(
         row_ids)
-    run = tf.cumsum(tf.cast(~continues_run, tf.int64))
-    order = tf.argsort(run * _COMBINING_CLASSES + tf.cast(classes, tf.int64), stable=True)
-    return tf.gather(code_points, order)
+
+    def reorder():
+        run = tf.cumsum(tf.cast(~continues_run, tf.int64))
+        order = tf.argsort(run * _COMBINING_CLASSES + tf.cast(classes, tf.int64), stable=True)
+        return tf.gather(code_points, order)
+
+    return tf.cond(tf.reduce_any(continues_run), reorder, lambda: code_points)
 
 
 def _split_words(whitespace, code_points, row_ids):
@@ -289,9 +312,9 @@ def _split_words(whitespace, code_points, row_ids):
     starts = ~spaces & after_space
     word_ids = tf.cumsum(tf.cast(starts, tf.int64)) - 1
     words = tf.RaggedTensor.from_value_rowids(
-        tf.boolean_mask(code_points, ~spaces), tf.boolean_mask(word_ids, ~spaces),
-        nrows=tf.reduce_sum(tf.cast(starts, tf.int64)))
-    return words, tf.boolean_mask(row_ids, starts)
+        _masked(code_points, ~spaces), _masked(word_ids, ~spaces),
+        nrows=tf.reduce_sum(tf.cast(starts, tf.int64)), validate=False)
+    return words, _masked(row_ids, starts)
 
 
 class GraphTokenizer(tf.Module):
@@ -355,7 +378,7 @@ class GraphTokenizer(tf.Module):
         words, word_rows = self._words(decoded.flat_values, decoded.value_rowids())
         return tf.RaggedTensor.from_value_rowids(
             self._word_pieces(words), word_rows,
-            nrows=tf.shape(strings, out_type=tf.int64)[0])
+            nrows=tf.shape(strings, out_type=tf.int64)[0], validate=False)
 
     def tokenize_flat(self, strings):
         """The word-piece ids of each string: int32 RaggedTensor [B, (pieces)]."""
@@ -365,8 +388,7 @@ class GraphTokenizer(tf.Module):
         """Steps 1-3 of the module docstring on flat code points [N] and their row ids."""
         tables = self._tables
         if tables.second is not None:
-            final = _final_sigmas(tables.sigma_context, code_points, row_ids)
-            code_points = tf.where(final, _FINAL_SIGMA, code_points)
+            code_points = _lower_final_sigmas(tables.sigma_context, code_points, row_ids)
         code_points, row_ids = _map_code_points(tables.first, code_points, row_ids)
         if tables.second is not None:
             code_points = _reorder_combining_marks(tables.combining_classes, code_points,
@@ -375,64 +397,98 @@ class GraphTokenizer(tf.Module):
         return _split_words(tables.whitespace, code_points, row_ids)
 
     def _word_pieces(self, words):
-        """Greedy longest-match-first WordPiece of words [W, (chars)]: int32 [W, (pieces)].
+        """WordPiece of words [W, (chars)]: int32 [W, (pieces)].
 
-        Each loop step takes the next piece of every unfinished word: all its candidates
-        (the longest first) are looked up at once and the longest found is kept; a word with
-        a part no piece matches fails and becomes [UNK], as a too long word does.
+        A word in the vocab is its own piece (one lookup for all words); the others are split
+        by `_split_words`; a too long word, or one with a part no piece matches, is [UNK].
         """
         word_strings = tf.strings.unicode_encode(words, "UTF-8")
         num_chars = tf.cast(words.row_lengths(), tf.int32)
         num_words = tf.size(num_chars)
         too_long = num_chars > self.max_chars_per_word
-        empty = tf.zeros([0], tf.int32)
-
-        def next_pieces(active, start, piece_words, piece_ids, failed):
-            """One piece for each of the `active` words [A], whose next piece starts at
-            character `start` [A]."""
-            remaining = tf.gather(num_chars, active) - start
-            longest = tf.where(start > 0, self._max_continuation_chars, self._max_start_chars)
-            candidates = tf.ragged.range(tf.minimum(remaining, longest), 0, -1)  # lengths
-            owner = tf.cast(candidates.value_rowids(), tf.int32)  # index into active
-            lengths = candidates.flat_values
-            owner_start = tf.gather(start, owner)
-            texts = tf.strings.substr(tf.gather(word_strings, tf.gather(active, owner)),
-                                      owner_start, lengths, unit="UTF8_CHAR")
-            texts = tf.where(owner_start > 0, tf.strings.join(["##", texts]), texts)
-            ids = tf.cast(self._vocab_table.lookup(texts), tf.int32)
-            num_active = tf.size(active)
-            found = ids >= 0
-            best = tf.maximum(tf.math.unsorted_segment_max(
-                tf.where(found, lengths, 0), owner, num_active), 0)
-            chosen = found & tf.equal(lengths, tf.gather(best, owner))
-            best_id = tf.math.unsorted_segment_max(tf.where(chosen, ids, -1), owner, num_active)
-            matched = best > 0
-            start += best
-            more = matched & (start < tf.gather(num_chars, active))
-            return (tf.boolean_mask(active, more), tf.boolean_mask(start, more),
-                    tf.concat([piece_words, tf.boolean_mask(active, matched)], 0),
-                    tf.concat([piece_ids, tf.boolean_mask(best_id, matched)], 0),
-                    tf.concat([failed, tf.boolean_mask(active, ~matched)], 0))
-
-        active = tf.cast(tf.where(~too_long & (num_chars > 0))[:, 0], tf.int32)
-        loop_vars = (active, tf.zeros_like(active), empty, empty, empty)
-        _, _, piece_words, piece_ids, failed = tf.while_loop(
-            lambda active, *_: tf.size(active) > 0, next_pieces, loop_vars,
-            shape_invariants=(tf.TensorShape([None]),) * len(loop_vars),
-            maximum_iterations=self.max_chars_per_word)
-        unknown = too_long | tf.cast(tf.maximum(tf.math.unsorted_segment_max(
-            tf.ones_like(failed), failed, num_words), 0), tf.bool)
-        kept = ~tf.gather(unknown, piece_words)
-        unknown_words = tf.cast(tf.where(unknown)[:, 0], tf.int32)
-        piece_words = tf.concat([tf.boolean_mask(piece_words, kept), unknown_words], 0)
-        piece_ids = tf.concat([tf.boolean_mask(piece_ids, kept),
-                               tf.fill(tf.shape(unknown_words), self.unk_id)], 0)
-        # Pieces were found step by step for all words: a stable sort by word puts each
-        # word's pieces together, in order.
+        whole_ids = tf.cast(self._vocab_table.lookup(word_strings), tf.int32)
+        to_split = tf.cast(tf.where(~too_long & (whole_ids < 0))[:, 0], tf.int32)
+        split_ids, split_owner, split = self._split_words(tf.gather(word_strings, to_split),
+                                                          tf.gather(num_chars, to_split))
+        split_ok = tf.scatter_nd(to_split[:, None], split, [num_words])
+        whole_ids = tf.where(too_long | ((whole_ids < 0) & ~split_ok), self.unk_id, whole_ids)
+        one_piece = tf.cast(tf.where(~split_ok)[:, 0], tf.int32)
+        piece_words = tf.concat([one_piece, tf.gather(to_split, split_owner)], axis=0)
+        piece_ids = tf.concat([tf.gather(whole_ids, one_piece), split_ids], axis=0)
+        # Each word's pieces are together and in order in one of the two parts: a stable sort
+        # by word interleaves the parts.
         order = tf.argsort(piece_words, stable=True)
         return tf.RaggedTensor.from_value_rowids(
             tf.gather(piece_ids, order), tf.cast(tf.gather(piece_words, order), tf.int64),
-            nrows=tf.cast(num_words, tf.int64))
+            nrows=tf.cast(num_words, tf.int64), validate=False)
+
+    def _split_words(self, word_strings, num_chars):
+        """Greedy longest-match-first split of words [S] of `num_chars` [S] characters.
+
+        Without a loop: every candidate piece at every character position of every word is
+        looked up at once, giving each position's longest piece and so the position after it
+        (`following`, a fixed point at the word's end and at a `failed` sink). The greedy
+        split visits following^j(0) for j = 0, 1, ...: computed for every j < 2^k by
+        pointer doubling, k growing until every word's path has reached a fixed point
+        (2^k > the most pieces of a word; at most max_chars_per_word).
+
+        Returns:
+          (piece ids int32 [P], their words' indices into the S words int32 [P] (in order),
+          bool [S]: the word has a split).
+        """
+        positions = tf.ragged.range(num_chars)  # [S, (chars)]
+        owner = tf.cast(positions.value_rowids(), tf.int32)
+        position = positions.flat_values
+        longest = tf.where(position > 0, self._max_continuation_chars, self._max_start_chars)
+        candidates = tf.ragged.range(
+            tf.minimum(longest, tf.gather(num_chars, owner) - position))  # [positions, (n)]
+        at = tf.cast(candidates.value_rowids(), tf.int32)  # index into position
+        lengths = candidates.flat_values + 1
+        starts = tf.gather(position, at)
+        texts = tf.strings.substr(tf.gather(word_strings, tf.gather(owner, at)), starts,
+                                  lengths, unit="UTF8_CHAR")
+        texts = tf.where(starts > 0, tf.strings.join(["##", texts]), texts)
+        ids = tf.cast(self._vocab_table.lookup(texts), tf.int32)
+        num_positions = tf.size(position)
+        found = ids >= 0
+        best = tf.maximum(tf.math.unsorted_segment_max(
+            tf.where(found, lengths, 0), at, num_positions), 0)
+        chosen = found & tf.equal(lengths, tf.gather(best, at))
+        best_id = tf.math.unsorted_segment_max(tf.where(chosen, ids, -1), at, num_positions)
+
+        # `following` and `piece_at` are [S, width] tables, flattened: word w's position p is
+        # at w * width + p, so that following^(2^k) is one flat gather of itself.
+        num_words = tf.size(num_chars)
+        failed = tf.reduce_max(tf.concat([num_chars, [0]], axis=0)) + 1  # the sink's position
+        width = failed + 1
+        word_base = tf.range(num_words) * width
+        cells = tf.gather(word_base, owner) + position
+        following = tf.tensor_scatter_nd_update(
+            tf.reshape(word_base[:, None] + tf.range(width)[None], [-1]), cells[:, None],
+            tf.where(best > 0, cells + best, cells - position + failed))
+        piece_at = tf.scatter_nd(cells[:, None], best_id, [num_words * width])
+
+        def unfinished(visited, jump):
+            """Some path has not yet reached a fixed point (its word's end or the sink)."""
+            del jump
+            last = visited[:, -1]
+            return tf.reduce_any(tf.not_equal(tf.gather(following, last), last))
+
+        def double(visited, jump):
+            """following^j(0) for j < 2^k, following^(2^k) -> the same for k + 1."""
+            return tf.concat([visited, tf.gather(jump, visited)], axis=1), tf.gather(jump, jump)
+
+        visited, _ = tf.while_loop(
+            unfinished, double, (word_base[:, None], following),
+            shape_invariants=(tf.TensorShape([None, None]), following.shape),
+            maximum_iterations=self.max_chars_per_word.bit_length())
+        visited -= word_base[:, None]
+        split = tf.equal(visited[:, -1], num_chars)
+        pieces = (visited < num_chars[:, None]) & split[:, None]
+        return (_masked(tf.gather(piece_at, visited + word_base[:, None]), pieces),
+                _masked(tf.tile(tf.range(num_words)[:, None],
+                                        [1, tf.shape(visited)[1]]), pieces),
+                split)
 
 
 # ----------------------------------------------------------------------------- packing
@@ -445,8 +501,8 @@ def _head(pieces, lengths):
         pieces.row_starts(), row_ids)
     keep = position < tf.gather(lengths, row_ids)
     return tf.RaggedTensor.from_value_rowids(
-        tf.boolean_mask(pieces.values, keep), tf.boolean_mask(row_ids, keep),
-        nrows=pieces.nrows())
+        _masked(pieces.values, keep), _masked(row_ids, keep),
+        nrows=pieces.nrows(), validate=False)
 
 
 def _pair_lengths(length_a, length_b, budget):

@@ -1,14 +1,16 @@
 """The text-in signatures of an export: WordPiece tokenization and packing inside the graph.
 
 `serving_text` (and, for sentence-pair classifiers, `serving_text_pair`) take string tensors
-[batch] (`text`, `text_b`; `question`, `context` for SQuAD), tokenize them in the graph with
+[batch] (`text`, `text_b`; `question`, `context` for SQuAD; `context` and `endings` [batch,
+num_choices] for multiple choice), tokenize them in the graph with
 `graph_tokenizer.GraphTokenizer` (`tokenization.FullTokenizer` in core TensorFlow ops, so the
 export loads wherever TensorFlow does) and feed the same model as the id signatures, so TF
 Serving or `tf.saved_model.load` answers raw strings.
 
 Packing is `graph_tokenizer.pack_inputs`, bert_tf's rule (`bert_tf.data.packing`): `[CLS] a
 [SEP] (b [SEP])`, a pair cut by popping from the longer side, SQuAD's question cut to
-`max_query_length` pieces then the context to what is left (one window: the first
+`max_query_length` pieces then the context to what is left, multiple choice's `[CLS] context
+[SEP] ending [SEP]` for each choice, one after another (one window: the first
 max_seq_length tokens; the `Predictor` of `predictor` windows long contexts). What still differs
 from the id path is listed in README "Predicting and serving".
 """
@@ -28,13 +30,14 @@ class TextSignature:
     """What the text signatures of an export need.
 
     Attributes:
-      input_names: ("text",) (classifier: also a "text_b" pair signature; NER), or
-        ("question", "context") (SQuAD).
+      input_names: ("text",) (classifier: also a "text_b" pair signature; NER),
+        ("question", "context") (SQuAD) or ("context", "endings") (multiple choice).
       vocab_file: the vocab file (one token a line).
       do_lower_case: the tokenizer's casing.
       max_seq_length: the packed length limit, specials included.
       max_query_length: SQuAD: most question pieces kept.
       pairs: also a `serving_text_pair` signature (text, text_b), for classifiers.
+      num_choices: multiple choice: the endings of each context.
     """
 
     input_names: tuple
@@ -43,6 +46,7 @@ class TextSignature:
     max_seq_length: int
     max_query_length: int | None = None
     pairs: bool = False
+    num_choices: int | None = None
 
 
 def text_features(spec, strings):
@@ -51,32 +55,44 @@ def text_features(spec, strings):
     Args:
       spec: a `TextSignature`.
       strings: {input name: tf.string [B]}: `spec.input_names`, or "text" and "text_b" (an
-        empty text_b packs that row as a single text).
+        empty text_b packs that row as a single text); "endings" is [B, num_choices].
 
     Returns:
-      {"input_ids", "input_mask", "segment_ids"}: int64 [B, S], S the longest packed row.
+      {"input_ids", "input_mask", "segment_ids"}: int64 [B, S], S the longest packed row
+      (multiple choice: [B, num_choices * S]).
     """
     tokenizer = graph_tokenizer.GraphTokenizer(spec.vocab_file, spec.do_lower_case)
+    if "endings" in strings:
+        # One [CLS] context [SEP] ending [SEP] sequence per choice, as run_multiple_choice.py.
+        strings = {"text": tf.repeat(strings["context"], spec.num_choices),
+                   "text_b": tf.reshape(strings["endings"], [-1])}
     names = ("question", "context") if "question" in strings else ("text", "text_b")
     segments = [tokenizer.tokenize(strings[name]) for name in names if name in strings]
     packed = graph_tokenizer.pack_inputs(
         segments, spec.max_seq_length, tokenizer.cls_id, tokenizer.sep_id,
         max_query_length=spec.max_query_length if "question" in strings else None)
     width = tf.reduce_max(tf.reduce_sum(packed["input_mask"], axis=1))
-    return {name: tf.cast(packed[key][:, :width], tf.int64) for name, key in (
+    features = {name: tf.cast(packed[key][:, :width], tf.int64) for name, key in (
         ("input_ids", "input_word_ids"), ("input_mask", "input_mask"),
         ("segment_ids", "input_type_ids"))}
+    if spec.num_choices:  # [B * num_choices, S] -> [B, num_choices * S]
+        features = {name: tf.reshape(value, [-1, spec.num_choices * width])
+                    for name, value in features.items()}
+    return features
 
 
 def receivers(spec):
     """The text signatures' string inputs and the features they make.
 
     Returns:
-      ({signature name: {input name: tf.string [None] tensor}}, {"input_ids", "input_mask",
-      "segment_ids": int64 [B, S]}). With `spec.pairs`, `serving_text` feeds "text" only and
-      "text_b" defaults to empty strings (a single text); `serving_text_pair` feeds both.
+      ({signature name: {input name: tf.string [None] tensor ("endings": [None,
+      num_choices])}}, {"input_ids", "input_mask", "segment_ids": int64 [B, S]}). With
+      `spec.pairs`, `serving_text` feeds "text" only and "text_b" defaults to empty strings
+      (a single text); `serving_text_pair` feeds both.
     """
-    strings = {name: tf.compat.v1.placeholder(tf.string, [None], name=f"{name}_text")
+    shapes = {"endings": [None, spec.num_choices]}
+    strings = {name: tf.compat.v1.placeholder(tf.string, shapes.get(name, [None]),
+                                              name=f"{name}_text")
                for name in spec.input_names}
     signatures = {SIGNATURE_NAME: dict(strings)}
     if spec.pairs:
