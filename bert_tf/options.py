@@ -14,7 +14,9 @@ type is another options class) is read from the same flags.
     EvalOptions         --do_eval and its batch size
     FinetuneOptions     a fine-tuning run (run_classifier / run_ner / run_squad)
     PretrainOptions     a pre-training run (run_pretraining)
-    PredictOptions      scripts/predict.py (OnnxExportOptions: scripts/export_onnx.py)
+    PredictOptions      scripts/predict.py (OnnxExportOptions: scripts/export_onnx.py,
+                        TfliteExportOptions: export_tflite.py, EncoderExportOptions:
+                        export_encoder.py)
 
 Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.cli.flags.parse`).
 """
@@ -264,6 +266,7 @@ class PredictOptions(_FromFlags):
 
     export_dir: str | None
     onnx_file: str | None
+    tflite_file: str | None
     task: str | None  # --init_checkpoint only; an export or ONNX file names its own.
     input_file: str | None  # None: stdin.
     input_format: str  # "text" or "jsonl".
@@ -271,7 +274,7 @@ class PredictOptions(_FromFlags):
     batch_size: int
     labels: list[str] | None
     top_k: int
-    pooling: str
+    pooling: str | None  # None: an embedding export's pooling, else "cls".
     doc_stride: int
     max_query_length: int
     n_best_size: int
@@ -291,6 +294,25 @@ class OnnxExportOptions(_FromFlags):
     quantize: str  # "none" or "int8".
     opset: int
     optimize: bool  # Fuse to ONNX Runtime's BERT operators first.
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderExportOptions(_FromFlags):
+    """scripts/export_encoder.py (see `bert_tf.serving.encoder_export`)."""
+
+    export_dir: str
+    pooling: str  # "cls" or "mean": the `embedding` output.
+    model: ModelOptions = _group(ModelOptions)
+    tokenizer: TokenizerOptions = _group(TokenizerOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class TfliteExportOptions(_FromFlags):
+    """scripts/export_tflite.py (see `bert_tf.serving.tflite_export`)."""
+
+    export_dir: str
+    output_file: str
+    quantize: str  # "none", "dynamic" (int8 weights) or "float16" (float16 weights).
 
 
 @dataclasses.dataclass(frozen=True)

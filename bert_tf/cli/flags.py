@@ -601,6 +601,7 @@ def define_predict_flags(flag_values=FLAGS):
     path("export_dir", "An export of run_*.py --export_dir (<export_dir>/<timestamp>); it "
            "carries the task, vocab and settings.")
     path("onnx_file", "An ONNX model written by scripts/export_onnx.py.")
+    path("tflite_file", "A TFLite model written by scripts/export_tflite.py.")
     flags.DEFINE_enum("task", None, list(export.TASKS),
                       "With --init_checkpoint: what the checkpoint predicts (fill_mask: a "
                       "pre-training checkpoint; embed: any).", flag_values=flag_values)
@@ -614,8 +615,9 @@ def define_predict_flags(flag_values=FLAGS):
                          flag_values=flag_values)
     flags.DEFINE_integer("top_k", 5, "fill_mask: tokens listed per [MASK].",
                          flag_values=flag_values)
-    flags.DEFINE_enum("pooling", "cls", list(predictor.POOLINGS),
-                      "embed: the final layer at [CLS], or its mean over the real tokens.",
+    flags.DEFINE_enum("pooling", None, list(predictor.POOLINGS),
+                      "embed: the final layer at [CLS], or its mean over the real tokens "
+                      "(default: an embedding export's own pooling, else cls).",
                       flag_values=flag_values)
 
 
@@ -637,6 +639,36 @@ def define_onnx_export_flags(flag_values=FLAGS):
                          "Fuse to ONNX Runtime's BERT operators (Attention, "
                          "SkipLayerNormalization, BiasGelu) before writing / quantizing.",
                          flag_values=flag_values)
+
+
+def define_encoder_export_flags(flag_values=FLAGS):
+    """The flags of scripts/export_encoder.py (`EncoderExportOptions`): the checkpoint, its
+    config and vocab, the export directory and the pooling."""
+    from bert_tf.serving import encoder_export
+
+    define_model_flags(128, flag_values)
+    define_precision_flags(flag_values)
+    define_tokenizer_flags(flag_values)
+    define_path("export_dir", None,
+                "Where to write the SavedModel (as <export_dir>/<timestamp>).",
+                flag_values=flag_values)
+    flags.DEFINE_enum("pooling", "cls", list(encoder_export.POOLINGS),
+                      "The `embedding` output: the final layer at [CLS], or its mean over the "
+                      "real tokens.", flag_values=flag_values)
+
+
+def define_tflite_export_flags(flag_values=FLAGS):
+    """The flags of scripts/export_tflite.py (`TfliteExportOptions`)."""
+    from bert_tf.serving import tflite_export
+
+    define_path("export_dir", None,
+                "The export to convert (<export_dir>/<timestamp> of run_*.py or "
+                "export_encoder.py).", flag_values=flag_values)
+    define_path("output_file", None, "Where to write the .tflite model.",
+                flag_values=flag_values)
+    flags.DEFINE_enum("quantize", "none", list(tflite_export.QUANTIZE_MODES),
+                      "dynamic: int8 weights, activations quantized at run time; float16: "
+                      "float16 weights.", flag_values=flag_values)
 
 
 def define_multiple_choice_flags(flag_values=FLAGS):

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from bert_tf import errors
 from bert_tf.errors import BertTfError
-from bert_tf.serving import export
+from bert_tf.serving import encoder_export, export
 from bert_tf.serving import text_signature as serving_text
 from bert_tf.tasks import classification, model_fn_parts, ner, pretraining, squad
 from bert_tf.training import estimator as estimator_lib
@@ -132,10 +132,8 @@ def task_outputs(config, bert_config, compute_dtype):
 
     def embed(features):
         def head(model, _):
-            sequence = tf.cast(model.get_sequence_output(), tf.float32)  # [B, S, H]
-            mask = tf.cast(features["input_mask"], tf.float32)[:, :, None]
-            return {"cls": sequence[:, 0],
-                    "mean": tf.reduce_sum(sequence * mask, 1) / tf.reduce_sum(mask, 1)}
+            return encoder_export.sentence_embeddings(model.get_sequence_output(),
+                                                      features["input_mask"])
 
         return encoder.build(features, predict_mode, head)
 

@@ -32,7 +32,7 @@ from bert_tf.data import ner as ner_data
 from bert_tf.data import packing
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
-from bert_tf.serving import backends, export
+from bert_tf.serving import backends, encoder_export, export
 from bert_tf.tasks import (
     base,
     classification,
@@ -43,7 +43,7 @@ from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
 
-POOLINGS = ("cls", "mean")
+POOLINGS = encoder_export.POOLINGS
 MASK_TOKEN = "[MASK]"
 _SEQUENCE_FEATURES = export.SERVING_INPUT_NAMES
 _LOG_EVERY_SECS = 10.0
@@ -72,19 +72,6 @@ def _read_assets(read, source):
         raise BertTfError(f"{source}: {export.PREDICT_CONFIG_FILE} is not JSON ({e}).") \
             from None
     return export.PredictConfig.from_dict(values, source), files[export.VOCAB_FILE]
-
-
-def _tokenizer_from_text(vocab_text, do_lower_case):
-    """A FullTokenizer over vocab file contents (written to a temporary file)."""
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8",
-                                     delete=False) as f:
-        f.write(vocab_text)
-    try:
-        return tokenization.FullTokenizer(f.name, do_lower_case=do_lower_case)
-    finally:
-        os.remove(f.name)
 
 
 # -------------------------------------------------------------------------------- predictor
@@ -127,7 +114,7 @@ class Predictor:
                 return f.read()
 
         config, vocab_text = _read_assets(read, f"export {path} (assets.extra/)")
-        tokenizer = _tokenizer_from_text(vocab_text, config.do_lower_case)
+        tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
         return cls(backends.SavedModelBackend(path), config, tokenizer, batch_size)
 
     @classmethod
@@ -147,7 +134,7 @@ class Predictor:
         config, vocab_text = _read_assets(
             lambda name: metadata.get(backends.ONNX_ASSET_PREFIX + name),
             f"ONNX model {path} (metadata)")
-        tokenizer = _tokenizer_from_text(vocab_text, config.do_lower_case)
+        tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
         return cls(backends.OnnxBackend(path, session), config, tokenizer, batch_size)
 
     @classmethod
@@ -380,18 +367,28 @@ class Predictor:
                             for m in range(features.tokens.count(MASK_TOKEN))])
         return results
 
-    def embed(self, texts, pooling="cls"):
+    def embed(self, texts, pooling=None):
         """Sentence vectors: the final layer at [CLS] ("cls") or averaged over the real
-        tokens ("mean"); float32 [len(texts), hidden_size]."""
+        tokens ("mean"); float32 [len(texts), hidden_size].
+
+        An embedding export (scripts/export_encoder.py) answers its own pooling (the
+        default); a checkpoint either (default "cls").
+        """
         self._require("embed")
+        exported = self.config.pooling
+        pooling = pooling or exported or "cls"
         if pooling not in POOLINGS:
             raise BertTfError(f"pooling={pooling!r}: use one of {', '.join(POOLINGS)}.")
+        if exported and pooling != exported:
+            raise BertTfError(f"this export's embedding is {exported}-pooled; ask for "
+                              f"pooling={exported!r}, or re-export with "
+                              f"scripts/export_encoder.py --pooling={pooling}.")
+        key = "embedding" if exported else pooling
         packed = [packing.pack_and_pad(self.tokenizer.tokenize(text), None, self.tokenizer,
                                        self.config.max_seq_length) for text in texts]
         outputs = self._run(packed)
-        width = outputs[0][pooling].shape[-1] if outputs else 0
-        return np.asarray([output[pooling] for output in outputs],
-                          np.float32).reshape(-1, width)
+        width = outputs[0][key].shape[-1] if outputs else 0
+        return np.asarray([output[key] for output in outputs], np.float32).reshape(-1, width)
 
 
 def _word_starts(char_to_word, num_words):
