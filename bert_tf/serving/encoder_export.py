@@ -36,7 +36,8 @@ def sentence_embeddings(sequence_output, input_mask):
       tokens}.
     """
     sequence = tf.cast(sequence_output, tf.float32)
-    mask = tf.cast(input_mask, tf.float32)[:, :, None]  # [B, S, 1]
+    # expand_dims, not [:, :, None]: TFLite's built-in StridedSlice has no new axes.
+    mask = tf.expand_dims(tf.cast(input_mask, tf.float32), -1)  # [B, S, 1]
     return {"cls": sequence[:, 0],
             "mean": tf.reduce_sum(sequence * mask, 1) / tf.reduce_sum(mask, 1)}
 

@@ -5,10 +5,11 @@
     predictor.answer(["Who?"], ["Ada wrote it."])  # SQuAD: text, score, char offsets, n-best
     predictor.tag(["Ada lives in Paris"])          # NER: words, tags, char spans
 
-Three backends run the same model: an export (`from_saved_model`, which reads what it needs
+Four backends run the same model: an export (`from_saved_model`, which reads what it needs
 from the export's assets.extra/), a checkpoint (`from_checkpoint`: a run's --output_dir or a
-prefix, plus the config, vocab and task) and an ONNX file (`from_onnx`, made by
-scripts/export_onnx.py, which stores the same assets in the model's metadata).
+prefix, plus the config, vocab and task), an ONNX file (`from_onnx`, made by
+scripts/export_onnx.py, which stores the same assets in the model's metadata) and a TFLite
+file (`from_tflite`, made by scripts/export_tflite.py, the assets in its metadata too).
 
 Pre- and post-processing are the library's own, so the answers are those of
 `run_*.py --do_predict` on the same checkpoint: `classification.convert_single_example`,
@@ -79,7 +80,7 @@ def _read_assets(read, source):
 
 class Predictor:
     """A fine-tuned BERT that answers text; build it with `from_saved_model`,
-    `from_checkpoint` or `from_onnx`.
+    `from_checkpoint`, `from_onnx` or `from_tflite`.
 
     Attributes:
       config: the `export.PredictConfig`.
@@ -132,10 +133,32 @@ class Predictor:
                                                providers=["CPUExecutionProvider"])
         metadata = session.get_modelmeta().custom_metadata_map
         config, vocab_text = _read_assets(
-            lambda name: metadata.get(backends.ONNX_ASSET_PREFIX + name),
+            lambda name: metadata.get(backends.ASSET_METADATA_PREFIX + name),
             f"ONNX model {path} (metadata)")
         tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
         return cls(backends.OnnxBackend(path, session), config, tokenizer, batch_size)
+
+    @classmethod
+    def from_tflite(cls, path, batch_size=32, num_threads=None):
+        """Loads a TFLite model written by scripts/export_tflite.py (fp32, dynamic INT8 or
+        float16), run by LiteRT (the `[tflite]` extra)."""
+        try:
+            from ai_edge_litert import interpreter as litert
+        except ImportError:
+            raise BertTfError("Predictor.from_tflite needs LiteRT: pip install "
+                              "\"bert-tf[tflite]\" (or pip install ai-edge-litert).") from None
+        fileio.require_file(path, what="TFLite model")
+        with tf.io.gfile.GFile(path, "rb") as f:
+            model = f.read()
+        try:
+            files = backends.tflite_assets(model)
+            interpreter = litert.Interpreter(model_content=model, num_threads=num_threads)
+        except (ValueError, RuntimeError) as e:
+            raise BertTfError(f"TFLite model {path} cannot be loaded ({e}); pass a .tflite "
+                              "file written by scripts/export_tflite.py.") from None
+        config, vocab_text = _read_assets(files.get, f"TFLite model {path} (metadata)")
+        tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
+        return cls(backends.TfliteBackend(path, interpreter), config, tokenizer, batch_size)
 
     @classmethod
     def from_checkpoint(cls, output_dir_or_prefix, bert_config_file, vocab_file, task,
