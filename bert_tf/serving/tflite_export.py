@@ -77,9 +77,8 @@ def convert(export_dir, quantize="none"):
 def add_metadata(model, files):
     """`model` (TFLite flatbuffer bytes) with each {name: text} of `files` as a metadata buffer
     named `backends.ASSET_METADATA_PREFIX + name`."""
-    from tensorflow.lite.tools import flatbuffer_utils
-
     import numpy as np
+    from tensorflow.lite.tools import flatbuffer_utils
 
     model_object = flatbuffer_utils.read_model_from_bytearray(model)
     schema = flatbuffer_utils.schema_fb
