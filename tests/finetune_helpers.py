@@ -580,6 +580,19 @@ def encoder_export_options(**values):
         bert_flags.parse(bert_flags.define_encoder_export_flags, **values))
 
 
+def random_bert_inputs(seed, batch_size=3, seq_length=20):
+    """int32 input_ids / input_mask / segment_ids [batch_size, seq_length] of random ids
+    after [CLS], padded rows and a second segment, the first row full length."""
+    rng = np.random.RandomState(seed)
+    lengths = rng.randint(4, seq_length + 1, size=batch_size)
+    lengths[0] = seq_length
+    mask = (np.arange(seq_length)[None] < lengths[:, None]).astype(np.int32)
+    ids = rng.randint(1000, 20000, size=(batch_size, seq_length)).astype(np.int32) * mask
+    ids[:, 0] = 101
+    segments = ((np.arange(seq_length)[None] >= lengths[:, None] // 2) * mask).astype(np.int32)
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+
+
 def check_warmup_requests(export_path):
     """Parses the export's assets.extra/tf_serving_warmup_requests with TF Serving's own
     protos and runs each request's inputs through the loaded signature it names: one request

@@ -171,8 +171,9 @@ def _write_warmup_requests(export_path, extra_files):
         return
     config = json.loads(extra_files[PREDICT_CONFIG_FILE])
     tokenizer = tokenizer_from_text(extra_files[VOCAB_FILE], config["do_lower_case"])
-    warmup.write_warmup_requests(export_path, tokenizer, config["max_seq_length"],
-                                 config["task"])
+    warmup.write_warmup_requests(
+        export_path, tokenizer, config["max_seq_length"],
+        config.get("max_query_length") if config["task"] == "squad" else None)
 
 
 def tokenizer_from_text(vocab_text, do_lower_case):

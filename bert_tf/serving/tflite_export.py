@@ -16,8 +16,11 @@ sidecar directory could be separated from its model, and a model with another's 
 wrongly without a word.
 """
 
+import contextlib
 import os
 import re
+import sys
+import tempfile
 
 import tensorflow as tf
 from absl import logging
@@ -48,6 +51,26 @@ def _unsupported_ops(error):
     return sorted(names)
 
 
+@contextlib.contextmanager
+def _converter_diagnostics():
+    """Sends what the converter's C++ code prints to stderr (MLIR diagnostics, which begin
+    "error: " like the scripts' own one-line errors) to a temporary file, and from there to
+    the debug log."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", "replace")
+            if text.strip():
+                logging.debug("TFLite converter output:\n%s", text)
+
+
 def convert(export_dir, quantize="none"):
     """The TFLite flatbuffer (bytes) of `export_dir`'s serving_default signature, without
     metadata.
@@ -56,6 +79,8 @@ def convert(export_dir, quantize="none"):
       BertTfError: naming the export and the ops when the graph needs ops that are not
         TFLite built-ins.
     """
+    from tensorflow.lite.python.convert_phase import ConverterError
+
     serving_text.available()  # Registers tf-text's ops: the export's graph has them.
     converter = tf.lite.TFLiteConverter.from_saved_model(export_dir, signature_keys=[SIGNATURE])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
@@ -64,8 +89,9 @@ def convert(export_dir, quantize="none"):
     if quantize == "float16":
         converter.target_spec.supported_types = [tf.float16]
     try:
-        return converter.convert()
-    except tf.lite.ConverterError as e:
+        with _converter_diagnostics():
+            return converter.convert()
+    except ConverterError as e:
         ops = _unsupported_ops(e)
         if not ops:
             raise

@@ -81,12 +81,13 @@ def prediction_log(signature_name, inputs):
     return _field(_PREDICTION_LOG_PREDICT_LOG, _field(_PREDICT_LOG_REQUEST, request))
 
 
-def _id_inputs(tokenizer, max_seq_length, pairs):
+def _id_inputs(tokenizer, max_seq_length, max_query_length):
     """int64 input_ids / input_mask / segment_ids [2, S]: the short and the long text packed
-    as the Predictor packs them (`pairs`: each after QUESTION, as SQuAD), S the longer one."""
-    rows = [packing.pack_and_pad(tokenizer.tokenize(QUESTION) if pairs else
-                                 tokenizer.tokenize(text),
-                                 tokenizer.tokenize(text) if pairs else None,
+    as the text signatures pack them (with `max_query_length`, SQuAD's: each after QUESTION cut
+    to that many pieces), S the longer one."""
+    question = tokenizer.tokenize(QUESTION)[:max_query_length] if max_query_length else None
+    rows = [packing.pack_and_pad(list(question) if question else tokenizer.tokenize(text),
+                                 tokenizer.tokenize(text) if question else None,
                                  tokenizer, max_seq_length)
             for text in (SHORT_TEXT, LONG_TEXT)]
     width = max(sum(row.input_mask) for row in rows)
@@ -94,7 +95,7 @@ def _id_inputs(tokenizer, max_seq_length, pairs):
             for name in ("input_ids", "input_mask", "segment_ids")}
 
 
-def signature_inputs(signature_def, tokenizer, max_seq_length, pairs):
+def signature_inputs(signature_def, tokenizer, max_seq_length, max_query_length=None):
     """{input name: numpy array} for one request to a signature (see the module docstring)."""
     inputs, ids = {}, None
     for name, info in signature_def.inputs.items():
@@ -102,19 +103,19 @@ def signature_inputs(signature_def, tokenizer, max_seq_length, pairs):
         if dtype == tf.string:
             inputs[name] = np.asarray([text.encode() for text in _TEXT_INPUTS[name]], object)
         else:
-            ids = ids or _id_inputs(tokenizer, max_seq_length, pairs)
+            ids = ids or _id_inputs(tokenizer, max_seq_length, max_query_length)
             inputs[name] = ids[name].astype(dtype.as_numpy_dtype)
     return inputs
 
 
-def write_warmup_requests(export_path, tokenizer, max_seq_length, task):
+def write_warmup_requests(export_path, tokenizer, max_seq_length, max_query_length=None):
     """Writes `<export_path>/assets.extra/tf_serving_warmup_requests`: one request per
     signature of the export.
 
     Args:
       export_path: a SavedModel directory written by `export.export_saved_model`.
       tokenizer: the export's `FullTokenizer`; max_seq_length: its packed length limit.
-      task: the export's task ("squad" packs question-context pairs).
+      max_query_length: SQuAD's: the id requests pack question-context pairs.
 
     Returns:
       The file's path.
@@ -127,7 +128,7 @@ def write_warmup_requests(export_path, tokenizer, max_seq_length, task):
     with tf.io.TFRecordWriter(path) as writer:
         for name in sorted(signatures):
             writer.write(prediction_log(name, signature_inputs(
-                signatures[name], tokenizer, max_seq_length, pairs=task == "squad")))
+                signatures[name], tokenizer, max_seq_length, max_query_length)))
     logging.info("Wrote %s (%d requests: %s)", path, len(signatures),
                  ", ".join(sorted(signatures)))
     return path
