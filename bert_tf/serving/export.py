@@ -8,7 +8,8 @@ size, any seq up to the model's `max_position_embeddings`) and returning the tas
 A signature's inputs are typed, so one signature cannot take both dtypes; numpy arrays and
 Python lists of either integer type work with both. With tensorflow-text, text-in signatures
 (`bert_tf.serving.text_signature`) take strings. `assets.extra/` carries the vocab, the BERT
-config, the label list and `predict_config.json`, which the Predictor reads.
+config, the label list and `predict_config.json`, which the Predictor reads, and TF Serving's
+`tf_serving_warmup_requests` (`bert_tf.serving.warmup`).
 """
 
 import dataclasses
