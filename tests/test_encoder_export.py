@@ -135,3 +135,14 @@ def test_bad_input_stops_before_writing(minilm_converted, tmp_path):
                         "--max_seq_length=1000")
     assert_clean_error(result, "--max_seq_length=1000", "max_position_embeddings")
     assert not export_dir.exists()
+    # A config that does not fit the checkpoint (a restored resource variable would take the
+    # checkpoint's shape without a word).
+    config = json.loads(open(files["bert_config_file"], encoding="utf-8").read())
+    wrong_config = tmp_path / "bert_config.json"
+    wrong_config.write_text(json.dumps({**config, "intermediate_size": 64}))
+    result = run_script("export_encoder.py", f"--bert_config_file={wrong_config}",
+                        f"--vocab_file={files['vocab_file']}", f"--export_dir={export_dir}",
+                        f"--init_checkpoint={files['init_checkpoint']}")
+    assert_clean_error(result, "intermediate/dense/kernel", "[384, 1536]", "[384, 64]",
+                       "bert_config.json")
+    assert not [path for path in export_dir.rglob("saved_model.pb")]
