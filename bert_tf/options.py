@@ -16,7 +16,9 @@ type is another options class) is read from the same flags.
     EvalOptions         --do_eval and its batch size
     FinetuneOptions     a fine-tuning run (run_classifier / run_ner / run_squad)
     PretrainOptions     a pre-training run (run_pretraining)
-    PredictOptions      scripts/predict.py (OnnxExportOptions: scripts/export_onnx.py)
+    PredictOptions      scripts/predict.py (OnnxExportOptions: scripts/export_onnx.py,
+                        TfliteExportOptions: export_tflite.py, EncoderExportOptions:
+                        export_encoder.py)
 
 Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.cli.flags.parse`).
 """
@@ -278,6 +280,7 @@ class PredictOptions(_FromFlags):
 
     export_dir: str | None = None
     onnx_file: str | None = None
+    tflite_file: str | None = None
     task: str | None = None  # --init_checkpoint only; an export or ONNX file names its own.
     input_file: str | None = None  # None: stdin.
     input_format: str = "text"  # "text" or "jsonl".
@@ -285,7 +288,7 @@ class PredictOptions(_FromFlags):
     batch_size: int = 32
     labels: list[str] | None = None
     top_k: int = 5
-    pooling: str = "cls"
+    pooling: str | None = None  # None: an embedding export's pooling, else "cls".
     doc_stride: int = SquadOptions.doc_stride
     max_query_length: int = SquadOptions.max_query_length
     n_best_size: int = SquadOptions.n_best_size
@@ -317,6 +320,25 @@ class TfHubExportOptions(_FromFlags):
     preprocessor_export_path: str | None = None  # The preprocessor SavedModel; None: none.
     seq_length: int = 128  # The preprocessor's packed length.
     tokenizer: TokenizerOptions = _group(TokenizerOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderExportOptions(_FromFlags):
+    """scripts/export_encoder.py (see `bert_tf.serving.encoder_export`)."""
+
+    export_dir: str | None = None
+    pooling: str = "cls"  # "cls" or "mean": the `embedding` output.
+    model: ModelOptions = _group(ModelOptions)
+    tokenizer: TokenizerOptions = _group(TokenizerOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class TfliteExportOptions(_FromFlags):
+    """scripts/export_tflite.py (see `bert_tf.serving.tflite_export`)."""
+
+    export_dir: str | None = None
+    output_file: str | None = None
+    quantize: str = "none"  # "none", "dynamic" (int8 weights) or "float16" (float16 weights).
 
 
 @dataclasses.dataclass(frozen=True)

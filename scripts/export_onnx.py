@@ -1,4 +1,5 @@
-"""Converts an export (run_*.py --export_dir) to ONNX, optionally with INT8 weights.
+"""Converts an export (run_*.py --export_dir, export_encoder.py) to ONNX, optionally with
+INT8 weights.
 
     python scripts/export_onnx.py --export_dir=export/1700000000 --output_file=model.onnx
     python scripts/export_onnx.py --export_dir=export/1700000000 \

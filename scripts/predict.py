@@ -1,4 +1,4 @@
-"""Answers text with a fine-tuned model: an export, an ONNX file or a checkpoint.
+"""Answers text with a fine-tuned model: an export, an ONNX or TFLite file or a checkpoint.
 
     python scripts/predict.py --export_dir=export/1700000000 --input_file=questions.jsonl \
         --input_format=jsonl --output_file=answers.jsonl

@@ -178,3 +178,31 @@ def minilm_squad(tmp_path_factory, minilm_converted):
         train_file=squad_file, do_predict=True, predict_file=squad_file, max_seq_length=64,
         doc_stride=24, max_query_length=16, train_batch_size=8, num_train_steps=30,
         learning_rate=2e-4, predict_batch_size=16, n_best_size=10, max_answer_length=8)
+
+
+@pytest.fixture(scope="session")
+def minilm_ner(tmp_path_factory, minilm_converted):
+    """4 steps on tests/data/ner (test_onnx, test_tflite)."""
+    from finetune_helpers import DATA
+
+    return _fine_tuned_once(
+        tmp_path_factory, "minilm_ner", minilm_converted, "ner",
+        data_dir=os.path.join(DATA, "ner"), max_seq_length=32, train_batch_size=4,
+        num_train_steps=4, learning_rate=1e-4)
+
+
+@pytest.fixture(scope="session")
+def minilm_encoder_exports(tmp_path_factory, minilm_converted):
+    """{pooling: export path}: scripts/export_encoder.py's library call on the converted
+    MiniLM (max_seq_length 64), once per pooling ("cls", "mean")."""
+
+    def export_both(directory):
+        from finetune_helpers import encoder_export_options, minilm_files
+
+        from bert_tf.serving import encoder_export
+
+        return {pooling: encoder_export.export_encoder(encoder_export_options(
+            **minilm_files(minilm_converted), export_dir=os.path.join(directory, pooling),
+            pooling=pooling, max_seq_length=64)) for pooling in ("cls", "mean")}
+
+    return built_once(tmp_path_factory, "minilm_encoder_exports", export_both)

@@ -566,3 +566,59 @@ def make_estimator(model_dir, params=None, batch_size=8, **config):
     return est.Estimator(linear_model_fn, model_dir, config=est.RunConfig(**config),
                          params=params, train_batch_size=batch_size, eval_batch_size=4,
                          predict_batch_size=4)
+
+
+# ------------------------------------------------------------------------------------ serving
+
+
+def encoder_export_options(**values):
+    """`options.EncoderExportOptions` as scripts/export_encoder.py builds them from its flag
+    group (the flag defaults, then `values`)."""
+    from bert_tf import options as bert_options
+    from bert_tf.cli import flags as bert_flags
+
+    return bert_options.EncoderExportOptions.from_flags(
+        bert_flags.parse(bert_flags.define_encoder_export_flags, **values))
+
+
+def random_bert_inputs(seed, batch_size=3, seq_length=20):
+    """int32 input_ids / input_mask / segment_ids [batch_size, seq_length] of random ids
+    after [CLS], padded rows and a second segment, the first row full length."""
+    rng = np.random.RandomState(seed)
+    lengths = rng.randint(4, seq_length + 1, size=batch_size)
+    lengths[0] = seq_length
+    mask = (np.arange(seq_length)[None] < lengths[:, None]).astype(np.int32)
+    ids = rng.randint(1000, 20000, size=(batch_size, seq_length)).astype(np.int32) * mask
+    ids[:, 0] = 101
+    segments = ((np.arange(seq_length)[None] >= lengths[:, None] // 2) * mask).astype(np.int32)
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+
+
+def check_warmup_requests(export_path):
+    """Parses the export's assets.extra/tf_serving_warmup_requests with TF Serving's own
+    protos and runs each request's inputs through the loaded signature it names: one request
+    per signature, each answered with a batch of its rows. Returns {signature: outputs}."""
+    prediction_log_pb2 = pytest.importorskip(
+        "tensorflow_serving.apis.prediction_log_pb2",
+        reason="tensorflow-serving-api (a test dependency) is not installed")
+    import tensorflow as tf
+
+    path = os.path.join(export_path, "assets.extra", "tf_serving_warmup_requests")
+    requests = [prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+                for record in tf.data.TFRecordDataset(path)]
+    loaded = tf.saved_model.load(export_path)
+    names = [request.model_spec.signature_name for request in requests]
+    assert sorted(names) == sorted(loaded.signatures), names
+    answers = {}
+    for request in requests:
+        signature = loaded.signatures[request.model_spec.signature_name]
+        inputs = {key: tf.make_ndarray(value) for key, value in request.inputs.items()}
+        assert set(inputs) == set(signature.structured_input_signature[1])
+        rows = {len(value) for value in inputs.values()}
+        assert rows == {2}, rows
+        answers[request.model_spec.signature_name] = {
+            key: value.numpy() for key, value in signature(
+                **{key: tf.constant(value) for key, value in inputs.items()}).items()}
+        for value in answers[request.model_spec.signature_name].values():
+            assert value.shape[0] == 2
+    return answers

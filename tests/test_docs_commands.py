@@ -47,9 +47,12 @@ CANNOT_RUN = {
     ("docs/training-runs.md", 'kill -TERM "$PID"'):
         "needs a run to stop at a chosen moment; tests/test_relative_paths.py and "
         "tests/test_faults.py send SIGTERM to real runs and resume them",
-    ("docs/serving.md", "docker run"):
+    ("docs/serving.md", "topics_out/export:/models/bert"):
         "needs a Docker engine and the tensorflow/serving image; tests/test_export.py loads "
         "the export's signatures in TensorFlow",
+    ("docs/serving.md", "encoder_export:/models/encoder"):
+        "needs a Docker engine and the tensorflow/serving image; tests/test_encoder_export.py "
+        "runs the export's warm-up requests through its signatures in TensorFlow",
     ("docs/scaling-out.md", "--distribution_strategy=mirrored --num_gpus=4"):
         "needs 4 GPUs; tests/test_distribute.py trains mirrored on two CPU devices",
     ("docs/scaling-out.md", "TF_CONFIG="):
@@ -146,6 +149,10 @@ WRITES = {
     ("docs/training-runs.md", "--bucket_by_length=false"): ["sst2_out/eval_results.txt"],
     ("docs/serving.md", "--output_file=topics_answers.jsonl"): ["topics_answers.jsonl"],
     ("docs/serving.md", "export_onnx.py"): ["topics.onnx", "topics.int8.onnx"],
+    ("docs/serving.md", "export_tflite.py"): ["topics.tflite", "topics.int8.tflite"],
+    ("docs/serving.md", "export_encoder.py"):
+        ["encoder_export/*/saved_model.pb",
+         "encoder_export/*/assets.extra/tf_serving_warmup_requests"],
     ("docs/benchmarks.md", "--output_json=/tmp/base_train_fp32.json"):
         ["base_train_fp32.json"],
 }

@@ -1,13 +1,21 @@
 """--export_dir of the three fine-tuning tasks: the SavedModel, loaded with tf.saved_model.load
 in TF2 eager mode, returns what the graph-mode model_fn predicts from the same checkpoint, for
-int32 (serving_default) and int64 (serving_int64) inputs, any batch size and sequence length."""
+int32 (serving_default) and int64 (serving_int64) inputs, any batch size and sequence length; its
+TF Serving warm-up requests parse with TF Serving's protos and each signature answers its own."""
 
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from finetune_helpers import DATA, TOPICS, only_export, options, write_tiny_config
+from finetune_helpers import (
+    DATA,
+    TOPICS,
+    check_warmup_requests,
+    only_export,
+    options,
+    write_tiny_config,
+)
 
 from bert_tf import modeling
 from bert_tf.runs import finetuning
@@ -104,3 +112,13 @@ def test_saved_model_matches_graph_predictions(kind, output_keys, tmp_path, mini
         **{key: np.asarray(value, np.int64) for key, value in inputs.items()})
     for key in output_keys:
         np.testing.assert_allclose(served[key].numpy(), expected[key], atol=1e-5)
+
+    # TF Serving's warm-up file: a request per signature (text ones too), each answered; the
+    # id requests pack a short text and one cut at max_seq_length.
+    answers = check_warmup_requests(export_path)
+    assert {"serving_default", "serving_int64", "serving_text"} <= set(answers)
+    assert ("serving_text_pair" in answers) == (kind == "classifier")
+    for name in ("serving_default", "serving_int64"):
+        for key in output_keys:
+            np.testing.assert_allclose(answers[name][key], answers["serving_text"][key],
+                                       atol=1e-5, err_msg=f"{kind} {name} {key}")

@@ -11,7 +11,15 @@ import subprocess
 import sys
 
 import pytest
-from finetune_helpers import DATA, FINETUNE_DATA, TOPICS, only_export, options, write_tiny_config
+from finetune_helpers import (
+    DATA,
+    FINETUNE_DATA,
+    TOPICS,
+    check_warmup_requests,
+    only_export,
+    options,
+    write_tiny_config,
+)
 
 from bert_tf import tokenization
 from bert_tf.data import multiple_choice as mc_data
@@ -130,6 +138,10 @@ def test_every_export_loads_and_runs_in_plain_tensorflow(exports, vocab_file):
         for name, outputs in checked["outputs"].items():
             shapes = {key: shape for key, shape in outputs.items() if key != "input_ids_values"}
             assert all(shape[0] == 2 for shape in shapes.values()), (kind, name, shapes)
+
+    # TF Serving runs the warm-up requests before it serves: each must be one its export answers.
+    for kind, path in exports.items():
+        assert check_warmup_requests(path), kind
 
     served = report[exports["multiple_choice"]]["outputs"]["serving_text"]["input_ids_values"]
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)

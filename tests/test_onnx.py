@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from finetune_helpers import (
-    DATA,
     FINETUNE_DATA,
     TOPICS,
     assert_ok,
-    fine_tune_minilm,
     load_json,
+    random_bert_inputs,
     run_script,
 )
 
@@ -41,22 +40,9 @@ def squad_model(minilm_squad):
 
 
 @pytest.fixture(scope="module")
-def ner_model(tmp_path_factory, minilm_converted):
-    model = fine_tune_minilm(tmp_path_factory.mktemp("ner"), minilm_converted, "ner",
-                             data_dir=os.path.join(DATA, "ner"), max_seq_length=32,
-                             train_batch_size=4, num_train_steps=4, learning_rate=1e-4)
-    return model.output_dir, model.export
-
-
-def _random_inputs(seed, batch_size=3, seq_length=20):
-    rng = np.random.RandomState(seed)
-    lengths = rng.randint(4, seq_length + 1, size=batch_size)
-    lengths[0] = seq_length
-    mask = (np.arange(seq_length)[None] < lengths[:, None]).astype(np.int32)
-    ids = rng.randint(1000, 20000, size=(batch_size, seq_length)).astype(np.int32) * mask
-    ids[:, 0] = 101
-    segments = ((np.arange(seq_length)[None] >= lengths[:, None] // 2) * mask).astype(np.int32)
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
+def ner_model(minilm_ner):
+    # conftest's: 4 steps on tests/data/ner, shared with test_tflite.
+    return minilm_ner.output_dir, minilm_ner.export
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +66,7 @@ def test_onnx_fp32_equals_saved_model(kind, request, fp32_onnx):
     onnx_model = Predictor.from_onnx(onnx_file)._backend
     signature = tf.saved_model.load(export).signatures["serving_default"]
     # Two shapes through one model: batch and sequence axes are dynamic.
-    for inputs in (_random_inputs(0), _random_inputs(1, batch_size=2, seq_length=9)):
+    for inputs in (random_bert_inputs(0), random_bert_inputs(1, batch_size=2, seq_length=9)):
         expected = signature(**{k: tf.constant(v) for k, v in inputs.items()})
         got = onnx_model(inputs)
         assert set(got) == set(expected)
@@ -143,7 +129,7 @@ def test_fused_and_unfused_models_agree(classifier, fp32_onnx, tmp_path):
     onnx_export.export_onnx(classifier[1], plain, optimize=False)
     assert {"Attention", "SkipLayerNormalization", "BiasGelu"} <= _op_types(fused)
     assert not {"Attention", "SkipLayerNormalization", "BiasGelu"} & _op_types(plain)
-    for inputs in (_random_inputs(2), _random_inputs(3, batch_size=1, seq_length=7)):
+    for inputs in (random_bert_inputs(2), random_bert_inputs(3, batch_size=1, seq_length=7)):
         got = Predictor.from_onnx(fused)._backend(inputs)
         expected = Predictor.from_onnx(plain)._backend(inputs)
         np.testing.assert_allclose(got["probabilities"], expected["probabilities"], atol=1e-5)

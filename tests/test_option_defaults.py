@@ -43,6 +43,10 @@ CASES = {
                     options.BuildVocabOptions()),
     "export_tfhub": (bert_flags.define_tfhub_export_flags, options.TfHubExportOptions,
                      options.TfHubExportOptions()),
+    "export_encoder": (bert_flags.define_encoder_export_flags, options.EncoderExportOptions,
+                       options.EncoderExportOptions()),
+    "export_tflite": (bert_flags.define_tflite_export_flags, options.TfliteExportOptions,
+                      options.TfliteExportOptions()),
     "pretrain_recipe": (bert_flags.define_recipe_flags, options.RecipeOptions,
                         options.RecipeOptions()),
 }

@@ -651,6 +651,7 @@ def define_predict_flags(flag_values=FLAGS):
     path("export_dir", "An export of run_*.py --export_dir (<export_dir>/<timestamp>); it "
            "carries the task, vocab and settings.")
     path("onnx_file", "An ONNX model written by scripts/export_onnx.py.")
+    path("tflite_file", "A TFLite model written by scripts/export_tflite.py.")
     flags.DEFINE_enum("task", None, list(export.TASKS),
                       "With --init_checkpoint: what the checkpoint predicts (fill_mask: a "
                       "pre-training checkpoint; embed: any).", flag_values=flag_values)
@@ -666,7 +667,8 @@ def define_predict_flags(flag_values=FLAGS):
     flags.DEFINE_integer("top_k", defaults.top_k, "fill_mask: tokens listed per [MASK].",
                          flag_values=flag_values)
     flags.DEFINE_enum("pooling", defaults.pooling, list(predictor.POOLINGS),
-                      "embed: the final layer at [CLS], or its mean over the real tokens.",
+                      "embed: the final layer at [CLS], or its mean over the real tokens "
+                      "(default: an embedding export's own pooling, else cls).",
                       flag_values=flag_values)
 
 
@@ -704,6 +706,36 @@ def define_tfhub_export_flags(flag_values=FLAGS):
     flags.DEFINE_integer("seq_length", defaults.seq_length,
                          "The preprocessor's packed sequence length (bert_pack_inputs, "
                          "__call__).", flag_values=flag_values)
+def define_encoder_export_flags(flag_values=FLAGS):
+    """The flags of scripts/export_encoder.py (`EncoderExportOptions`): the checkpoint, its
+    config and vocab, the export directory and the pooling."""
+    from bert_tf.serving import encoder_export
+
+    defaults = options.EncoderExportOptions
+    define_model_flags(flag_values=flag_values)
+    define_precision_flags(flag_values)
+    define_tokenizer_flags(flag_values)
+    define_path("export_dir", None,
+                "Where to write the SavedModel (as <export_dir>/<timestamp>).",
+                flag_values=flag_values)
+    flags.DEFINE_enum("pooling", defaults.pooling, list(encoder_export.POOLINGS),
+                      "The `embedding` output: the final layer at [CLS], or its mean over the "
+                      "real tokens.", flag_values=flag_values)
+
+
+def define_tflite_export_flags(flag_values=FLAGS):
+    """The flags of scripts/export_tflite.py (`TfliteExportOptions`)."""
+    from bert_tf.serving import tflite_export
+
+    defaults = options.TfliteExportOptions
+    define_path("export_dir", None,
+                "The export to convert (<export_dir>/<timestamp> of run_*.py or "
+                "export_encoder.py).", flag_values=flag_values)
+    define_path("output_file", None, "Where to write the .tflite model.",
+                flag_values=flag_values)
+    flags.DEFINE_enum("quantize", defaults.quantize, list(tflite_export.QUANTIZE_MODES),
+                      "dynamic: int8 weights, activations quantized at run time; float16: "
+                      "float16 weights.", flag_values=flag_values)
 
 
 def define_multiple_choice_flags(flag_values=FLAGS):

@@ -1,5 +1,5 @@
 """scripts/predict.py: one example a line in (text or JSON lines), one JSON line out, from an
-export, an ONNX file or a checkpoint. Every line is checked before the model runs.
+export, an ONNX or TFLite file or a checkpoint. Every line is checked before the model runs.
 """
 
 import json
@@ -109,14 +109,15 @@ def _answer_records(predictor, records, options):
 
 def _model_task(options):
     """The task of the model `options` name (read without loading it), checking that
-    exactly one of --export_dir / --onnx_file / --init_checkpoint is given."""
+    exactly one of --export_dir / --onnx_file / --tflite_file / --init_checkpoint is given."""
     given = [flag for flag, value in (("export_dir", options.export_dir),
                                       ("onnx_file", options.onnx_file),
+                                      ("tflite_file", options.tflite_file),
                                       ("init_checkpoint", options.model.init_checkpoint))
              if value]
     if len(given) != 1:
         named = ", ".join(f"--{flag}" for flag in given) or "none"
-        raise BertTfError("pass exactly one of --export_dir, --onnx_file and "
+        raise BertTfError("pass exactly one of --export_dir, --onnx_file, --tflite_file and "
                           f"--init_checkpoint (got {named}).")
     if options.export_dir:
         path = os.path.join(newest_export(options.export_dir), "assets.extra",
@@ -125,7 +126,7 @@ def _model_task(options):
             with tf.io.gfile.GFile(path) as f:
                 return PredictConfig.from_dict(json.loads(f.read()), path).task
         return None  # from_saved_model names what is missing.
-    if options.onnx_file:
+    if options.onnx_file or options.tflite_file:
         return None
     if not options.task:
         raise BertTfError("--task: required with --init_checkpoint; one of "
@@ -139,6 +140,8 @@ def make_predictor(options):
         return Predictor.from_saved_model(options.export_dir, options.batch_size)
     if options.onnx_file:
         return Predictor.from_onnx(options.onnx_file, options.batch_size)
+    if options.tflite_file:
+        return Predictor.from_tflite(options.tflite_file, options.batch_size)
     settings = {name: getattr(options, name) for name in squad.SquadTask.predict_flags}
     return Predictor.from_checkpoint(
         options.model.init_checkpoint, options.model.bert_config_file,

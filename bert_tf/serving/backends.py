@@ -7,15 +7,16 @@ import tensorflow as tf
 
 from bert_tf import errors
 from bert_tf.errors import BertTfError
-from bert_tf.serving import export
+from bert_tf.serving import encoder_export, export
 from bert_tf.tasks import classification, model_fn_parts, ner, pretraining, squad
 from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 
 
-# ONNX metadata keys holding the export's assets.extra/ files (scripts/export_onnx.py).
-ONNX_ASSET_PREFIX = "bert_tf/"
+# Metadata keys of the ONNX and TFLite models holding the export's assets.extra/ files
+# (scripts/export_onnx.py, export_tflite.py).
+ASSET_METADATA_PREFIX = "bert_tf/"
 
 
 def load_serving_session(path):
@@ -40,6 +41,38 @@ def load_serving_session(path):
         raise BertTfError(f"SavedModel {path} cannot be loaded: "
                           f"{errors.short_tf_error(e)}") from None
     return session, meta_graph.signature_def["serving_default"]
+
+
+def frozen_signature(export_dir):
+    """What computes serving_default's outputs from its inputs, variables as constants.
+
+    Loaded as the TF1 SavedModel it is (`load_serving_session`): converters' own loaders go
+    through `tf.saved_model.load`, about half of a MiniLM ONNX conversion's time.
+
+    Returns:
+      (GraphDef whose inputs are placeholders named as the signature's input tensors,
+      the serving_default SignatureDef).
+    """
+    # What tf.compat.v1.graph_util.convert_variables_to_constants calls, without its
+    # deprecation notice.
+    from tensorflow.python.framework import convert_to_constants
+
+    session, signature = load_serving_session(export_dir)
+    with session:
+        graph_def = session.graph.as_graph_def()
+        # serving_default feeds tensors computed from the text signatures' placeholders
+        # (export.export_saved_model): cut there, so nothing above them is kept.
+        fed = {info.name.split(":")[0]: info for info in signature.inputs.values()}
+        for node in graph_def.node:
+            if node.name in fed:
+                info = fed[node.name]
+                node.Clear()
+                node.name, node.op = info.name.split(":")[0], "Placeholder"
+                node.attr["dtype"].type = info.dtype
+                node.attr["shape"].shape.CopyFrom(info.tensor_shape)
+        return convert_to_constants.convert_variables_to_constants_from_session_graph(
+            session, graph_def, [info.name.split(":")[0] for info in signature.outputs.values()]
+        ), signature
 
 
 class SavedModelBackend:
@@ -96,6 +129,36 @@ class OnnxBackend:
                                                                   strict=True)}
 
 
+class TfliteBackend:
+    """A TFLite model of the export's serving_default signature (scripts/export_tflite.py),
+    run by LiteRT's interpreter."""
+
+    def __init__(self, path, interpreter):
+        self.path = path
+        self._runner = interpreter.get_signature_runner("serving_default")
+
+    def __call__(self, inputs):
+        # The runner resizes its inputs to each batch's [B, S].
+        return self._runner(**{name: np.asarray(value, np.int32)
+                               for name, value in inputs.items()})
+
+
+def tflite_assets(model):
+    """{file name: text} of the export files a TFLite flatbuffer (`model`, bytes) carries as
+    metadata buffers named `ASSET_METADATA_PREFIX + file name` (scripts/export_tflite.py)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    root = schema.Model.GetRootAs(model, 0)
+    files = {}
+    for i in range(root.MetadataLength()):
+        entry = root.Metadata(i)
+        name = entry.Name().decode("utf-8")
+        if name.startswith(ASSET_METADATA_PREFIX):
+            data = root.Buffers(entry.Buffer()).DataAsNumpy().tobytes()
+            files[name[len(ASSET_METADATA_PREFIX):]] = data.decode("utf-8")
+    return files
+
+
 def task_outputs(config, bert_config, compute_dtype):
     """build_fn for `GraphBackend`: the task's PREDICT-mode outputs over the features."""
     predict_mode = estimator_lib.ModeKeys.PREDICT
@@ -126,10 +189,8 @@ def task_outputs(config, bert_config, compute_dtype):
 
     def embed(features):
         def head(model, _):
-            sequence = tf.cast(model.get_sequence_output(), tf.float32)  # [B, S, H]
-            mask = tf.cast(features["input_mask"], tf.float32)[:, :, None]
-            return {"cls": sequence[:, 0],
-                    "mean": tf.reduce_sum(sequence * mask, 1) / tf.reduce_sum(mask, 1)}
+            return encoder_export.sentence_embeddings(model.get_sequence_output(),
+                                                      features["input_mask"])
 
         return encoder.build(features, predict_mode, head)
 

@@ -8,7 +8,8 @@ size, any seq up to the model's `max_position_embeddings`) and returning the tas
 A signature's inputs are typed, so one signature cannot take both dtypes; numpy arrays and
 Python lists of either integer type work with both. The text-in signatures
 (`bert_tf.serving.text_signature`) take strings. `assets.extra/` carries the vocab, the BERT
-config, the label list and `predict_config.json`, which the Predictor reads.
+config, the label list and `predict_config.json`, which the Predictor reads, and TF Serving's
+`tf_serving_warmup_requests` (`bert_tf.serving.warmup`).
 """
 
 import dataclasses
@@ -18,11 +19,12 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import fileio, tokenization
 from bert_tf.data import input_pipeline
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.serving import text_signature as serving_text
+from bert_tf.serving import warmup
 from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
@@ -49,10 +51,17 @@ def prediction_assets(task, options):
     """{file name: text} that make an export self-contained for prediction: the vocab, the
     BERT config and `predict_config.json` (task, casing, max_seq_length, label list and the
     task's `predict_settings`)."""
-    config = {"task": task.name, "do_lower_case": options.tokenizer.do_lower_case,
-              "max_seq_length": options.model.max_seq_length,
-              "label_list": list(task.label_list) if task.label_list else None,
-              **task.predict_settings(options)}
+    return asset_files({"task": task.name,
+                        "label_list": list(task.label_list) if task.label_list else None,
+                        **task.predict_settings(options)}, options)
+
+
+def asset_files(settings, options):
+    """{file name: text}: `predict_config.json` (`settings` with the casing and
+    max_seq_length of `options`, which has `tokenizer` and `model` option groups), the vocab
+    and the BERT config."""
+    config = {"do_lower_case": options.tokenizer.do_lower_case,
+              "max_seq_length": options.model.max_seq_length, **settings}
     files = {PREDICT_CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n"}
     for name, path in ((VOCAB_FILE, options.tokenizer.vocab_file),
                        (BERT_CONFIG_FILE, options.model.bert_config_file)):
@@ -61,17 +70,47 @@ def prediction_assets(task, options):
     return files
 
 
+def read_prediction_assets(export_dir):
+    """{file name: text} of the export's assets.extra/ files but the warm-up requests: what
+    the Predictor reads, carried by the ONNX and TFLite conversions.
+
+    Raises:
+      BertTfError: naming the export when it has no predict_config.json or vocab.txt.
+    """
+    extra = os.path.join(export_dir, "assets.extra")
+    names = sorted(name for name in (tf.io.gfile.listdir(extra) if tf.io.gfile.isdir(extra)
+                                     else ()) if name != warmup.WARMUP_FILE)
+    missing = [name for name in (PREDICT_CONFIG_FILE, VOCAB_FILE) if name not in names]
+    if missing:
+        raise BertTfError(f"export {export_dir} has no assets.extra/{' or '.join(missing)}, "
+                          "which prediction needs; re-export it with this version of bert_tf "
+                          "(run_*.py --export_dir, scripts/export_encoder.py).")
+    files = {}
+    for name in names:
+        with tf.io.gfile.GFile(os.path.join(extra, name)) as f:
+            files[name] = f.read()
+    return files
+
+
 def text_signature(task, options):
     """The `serving_text.TextSignature` of `task`'s export."""
     squad_settings = task.predict_settings(options)
+    return make_text_signature(task.text_inputs, options,
+                               max_query_length=squad_settings.get("max_query_length"),
+                               pairs=task.name == "classifier",
+                               num_choices=getattr(task, "num_choices", None))
+
+
+def make_text_signature(input_names, options, max_query_length=None, pairs=False,
+                        num_choices=None):
+    """A `serving_text.TextSignature` over `input_names` with the vocab, casing and
+    max_seq_length of `options` (`tokenizer` and `model` groups)."""
     return serving_text.TextSignature(
-        input_names=task.text_inputs,
+        input_names=tuple(input_names),
         vocab_file=options.tokenizer.vocab_file,
         do_lower_case=options.tokenizer.do_lower_case,
         max_seq_length=options.model.max_seq_length,
-        max_query_length=squad_settings.get("max_query_length"),
-        pairs=task.name == "classifier",
-        num_choices=getattr(task, "num_choices", None))
+        max_query_length=max_query_length, pairs=pairs, num_choices=num_choices)
 
 
 def export_saved_model(estimator, export_dir_base, extra_files=None, checkpoint_path=None,
@@ -114,10 +153,39 @@ def export_saved_model(estimator, export_dir_base, extra_files=None, checkpoint_
     for name, text in (extra_files or {}).items():
         tf.io.gfile.makedirs(os.path.join(export_path, "assets.extra"))
         fileio.atomic_write_text(os.path.join(export_path, "assets.extra", name), text)
+    _write_warmup_requests(export_path, extra_files or {},
+                           text_signature.num_choices if text_signature else None)
     logging.info("Exported SavedModel to %s (signatures serving_default: int32 inputs, %s: "
                  "int64 inputs%s)", export_path, INT64_SIGNATURE_NAME,
                  ", serving_text: strings" if text_signature else "")
     return export_path
+
+
+def _write_warmup_requests(export_path, extra_files, num_choices=None):
+    """`warmup.write_warmup_requests` for an export with prediction assets (`num_choices`:
+    a multiple-choice export's)."""
+    if PREDICT_CONFIG_FILE not in extra_files or VOCAB_FILE not in extra_files:
+        logging.info("No %s and %s among the export's files: no TF Serving warm-up requests.",
+                     PREDICT_CONFIG_FILE, VOCAB_FILE)
+        return
+    config = json.loads(extra_files[PREDICT_CONFIG_FILE])
+    tokenizer = tokenizer_from_text(extra_files[VOCAB_FILE], config["do_lower_case"])
+    warmup.write_warmup_requests(
+        export_path, tokenizer, config["max_seq_length"],
+        config.get("max_query_length") if config["task"] == "squad" else None, num_choices)
+
+
+def tokenizer_from_text(vocab_text, do_lower_case):
+    """A FullTokenizer over vocab file contents (written to a temporary file)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8",
+                                     delete=False) as f:
+        f.write(vocab_text)
+    try:
+        return tokenization.FullTokenizer(f.name, do_lower_case=do_lower_case)
+    finally:
+        os.remove(f.name)
 
 
 # What a Predictor answers: the fine-tuned tasks, and the encoder alone.
@@ -138,6 +206,8 @@ class PredictConfig:
         --doc_stride > 0): "mean" or "max" of the windows' logits; None: truncation.
       doc_stride ... null_score_diff_threshold: SQuAD windowing and post-processing (and the
         classifier's windows), as the run_*.py flags of the same names.
+      pooling: an embedding export's pooling of its `embedding` output ("cls" or "mean");
+        None: the model pools both ways (`Predictor.from_checkpoint(task="embed")`).
     """
 
     task: str
@@ -154,6 +224,7 @@ class PredictConfig:
     max_answer_length: int = 30
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
+    pooling: str | None = None
 
     @property
     def regression(self):

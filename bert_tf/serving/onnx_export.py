@@ -30,38 +30,6 @@ SIGNATURE = "serving_default"
 DEFAULT_OPSET = options.OnnxExportOptions.opset
 
 
-def _frozen_signature(export_dir):
-    """What computes serving_default's outputs from its inputs, variables as constants.
-
-    Loaded as the TF1 SavedModel it is (`backends.load_serving_session`): tf2onnx's own loader
-    goes through `tf.saved_model.load`, about half of a MiniLM conversion's time.
-
-    Returns:
-      (GraphDef whose inputs are placeholders named as the signature's input tensors,
-      the serving_default SignatureDef).
-    """
-    # What tf.compat.v1.graph_util.convert_variables_to_constants calls, without its
-    # deprecation notice.
-    from tensorflow.python.framework import convert_to_constants
-
-    session, signature = backends.load_serving_session(export_dir)
-    with session:
-        graph_def = session.graph.as_graph_def()
-        # serving_default feeds tensors computed from the text signatures' placeholders
-        # (export.export_saved_model): cut there, so nothing above them is kept.
-        fed = {info.name.split(":")[0]: info for info in signature.inputs.values()}
-        for node in graph_def.node:
-            if node.name in fed:
-                info = fed[node.name]
-                node.Clear()
-                node.name, node.op = info.name.split(":")[0], "Placeholder"
-                node.attr["dtype"].type = info.dtype
-                node.attr["shape"].shape.CopyFrom(info.tensor_shape)
-        return convert_to_constants.convert_variables_to_constants_from_session_graph(
-            session, graph_def, [info.name.split(":")[0] for info in signature.outputs.values()]
-        ), signature
-
-
 def _rename(graph, renames):
     """Renames tensors of an ONNX GraphProto (graph inputs / outputs and node ends)."""
     for value in (*graph.input, *graph.output):
@@ -69,17 +37,6 @@ def _rename(graph, renames):
     for node in graph.node:
         node.input[:] = [renames.get(name, name) for name in node.input]
         node.output[:] = [renames.get(name, name) for name in node.output]
-
-
-def _assets(export_dir):
-    """{metadata key: text} of the export's assets.extra/ files."""
-
-    extra = os.path.join(export_dir, "assets.extra")
-    files = {}
-    for name in sorted(tf.io.gfile.listdir(extra)) if tf.io.gfile.isdir(extra) else ():
-        with tf.io.gfile.GFile(os.path.join(extra, name)) as f:
-            files[backends.ONNX_ASSET_PREFIX + name] = f.read()
-    return files
 
 
 def _check_inputs(export_dir, output_file, quantize, optimize):
@@ -112,10 +69,12 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
 
     export_dir = export.newest_export(export_dir)
     _check_inputs(export_dir, output_file, quantize, optimize)
+    metadata = {backends.ASSET_METADATA_PREFIX + name: text
+                for name, text in export.read_prediction_assets(export_dir).items()}
     import onnx
     import tf2onnx
 
-    graph_def, signature = _frozen_signature(export_dir)
+    graph_def, signature = backends.frozen_signature(export_dir)
     input_keys = {info.name: key for key, info in sorted(signature.inputs.items())}
     output_keys = {info.name: key for key, info in sorted(signature.outputs.items())}
     with tf.Graph().as_default():
@@ -123,7 +82,6 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
             graph_def, input_names=list(input_keys), output_names=list(output_keys),
             opset=opset)
     _rename(model.graph, {**input_keys, **output_keys})
-    metadata = _assets(export_dir)
     if optimize:
         model = _fuse(model, metadata)
     if quantize == "int8":
@@ -145,7 +103,7 @@ def _fuse(model, metadata):
 
     from bert_tf.serving import onnx_fusion
 
-    config = json.loads(metadata[backends.ONNX_ASSET_PREFIX + "bert_config.json"])
+    config = json.loads(metadata[backends.ASSET_METADATA_PREFIX + "bert_config.json"])
     model, stats = onnx_fusion.fuse(model, config["num_attention_heads"], config["hidden_size"])
     if stats["Attention"] != config["num_hidden_layers"]:
         logging.warning("ONNX fusion: %d of %d attention layers fused; the model is correct but "

@@ -5,10 +5,11 @@
     predictor.answer(["Who?"], ["Ada wrote it."])  # SQuAD: text, score, char offsets, n-best
     predictor.tag(["Ada lives in Paris"])          # NER: words, tags, char spans
 
-Three backends run the same model: an export (`from_saved_model`, which reads what it needs
+Four backends run the same model: an export (`from_saved_model`, which reads what it needs
 from the export's assets.extra/), a checkpoint (`from_checkpoint`: a run's --output_dir or a
-prefix, plus the config, vocab and task) and an ONNX file (`from_onnx`, made by
-scripts/export_onnx.py, which stores the same assets in the model's metadata).
+prefix, plus the config, vocab and task), an ONNX file (`from_onnx`, made by
+scripts/export_onnx.py, which stores the same assets in the model's metadata) and a TFLite
+file (`from_tflite`, made by scripts/export_tflite.py, the assets in its metadata too).
 
 Pre- and post-processing are the library's own, so the answers are those of
 `run_*.py --do_predict` on the same checkpoint: `classification.convert_single_example`,
@@ -32,7 +33,7 @@ from bert_tf.data import ner as ner_data
 from bert_tf.data import packing
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
-from bert_tf.serving import backends, export
+from bert_tf.serving import backends, encoder_export, export
 from bert_tf.tasks import (
     base,
     classification,
@@ -43,7 +44,7 @@ from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
 
-POOLINGS = ("cls", "mean")
+POOLINGS = encoder_export.POOLINGS
 MASK_TOKEN = "[MASK]"
 _SEQUENCE_FEATURES = export.SERVING_INPUT_NAMES
 _LOG_EVERY_SECS = 10.0
@@ -74,25 +75,12 @@ def _read_assets(read, source):
     return export.PredictConfig.from_dict(values, source), files[export.VOCAB_FILE]
 
 
-def _tokenizer_from_text(vocab_text, do_lower_case):
-    """A FullTokenizer over vocab file contents (written to a temporary file)."""
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8",
-                                     delete=False) as f:
-        f.write(vocab_text)
-    try:
-        return tokenization.FullTokenizer(f.name, do_lower_case=do_lower_case)
-    finally:
-        os.remove(f.name)
-
-
 # -------------------------------------------------------------------------------- predictor
 
 
 class Predictor:
     """A fine-tuned BERT that answers text; build it with `from_saved_model`,
-    `from_checkpoint` or `from_onnx`.
+    `from_checkpoint`, `from_onnx` or `from_tflite`.
 
     Attributes:
       config: the `export.PredictConfig`.
@@ -127,7 +115,7 @@ class Predictor:
                 return f.read()
 
         config, vocab_text = _read_assets(read, f"export {path} (assets.extra/)")
-        tokenizer = _tokenizer_from_text(vocab_text, config.do_lower_case)
+        tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
         return cls(backends.SavedModelBackend(path), config, tokenizer, batch_size)
 
     @classmethod
@@ -145,10 +133,32 @@ class Predictor:
                                                providers=["CPUExecutionProvider"])
         metadata = session.get_modelmeta().custom_metadata_map
         config, vocab_text = _read_assets(
-            lambda name: metadata.get(backends.ONNX_ASSET_PREFIX + name),
+            lambda name: metadata.get(backends.ASSET_METADATA_PREFIX + name),
             f"ONNX model {path} (metadata)")
-        tokenizer = _tokenizer_from_text(vocab_text, config.do_lower_case)
+        tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
         return cls(backends.OnnxBackend(path, session), config, tokenizer, batch_size)
+
+    @classmethod
+    def from_tflite(cls, path, batch_size=32, num_threads=None):
+        """Loads a TFLite model written by scripts/export_tflite.py (fp32, dynamic INT8 or
+        float16), run by LiteRT (the `[tflite]` extra)."""
+        try:
+            from ai_edge_litert import interpreter as litert
+        except ImportError:
+            raise BertTfError("Predictor.from_tflite needs LiteRT: pip install "
+                              "\"bert-tf[tflite]\" (or pip install ai-edge-litert).") from None
+        fileio.require_file(path, what="TFLite model")
+        with tf.io.gfile.GFile(path, "rb") as f:
+            model = f.read()
+        try:
+            files = backends.tflite_assets(model)
+            interpreter = litert.Interpreter(model_content=model, num_threads=num_threads)
+        except (ValueError, RuntimeError) as e:
+            raise BertTfError(f"TFLite model {path} cannot be loaded ({e}); pass a .tflite "
+                              "file written by scripts/export_tflite.py.") from None
+        config, vocab_text = _read_assets(files.get, f"TFLite model {path} (metadata)")
+        tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
+        return cls(backends.TfliteBackend(path, interpreter), config, tokenizer, batch_size)
 
     @classmethod
     def from_checkpoint(cls, output_dir_or_prefix, bert_config_file, vocab_file, task,
@@ -380,18 +390,28 @@ class Predictor:
                             for m in range(features.tokens.count(MASK_TOKEN))])
         return results
 
-    def embed(self, texts, pooling="cls"):
+    def embed(self, texts, pooling=None):
         """Sentence vectors: the final layer at [CLS] ("cls") or averaged over the real
-        tokens ("mean"); float32 [len(texts), hidden_size]."""
+        tokens ("mean"); float32 [len(texts), hidden_size].
+
+        An embedding export (scripts/export_encoder.py) answers its own pooling (the
+        default); a checkpoint either (default "cls").
+        """
         self._require("embed")
+        exported = self.config.pooling
+        pooling = pooling or exported or "cls"
         if pooling not in POOLINGS:
             raise BertTfError(f"pooling={pooling!r}: use one of {', '.join(POOLINGS)}.")
+        if exported and pooling != exported:
+            raise BertTfError(f"this export's embedding is {exported}-pooled; ask for "
+                              f"pooling={exported!r}, or re-export with "
+                              f"scripts/export_encoder.py --pooling={pooling}.")
+        key = "embedding" if exported else pooling
         packed = [packing.pack_and_pad(self.tokenizer.tokenize(text), None, self.tokenizer,
                                        self.config.max_seq_length) for text in texts]
         outputs = self._run(packed)
-        width = outputs[0][pooling].shape[-1] if outputs else 0
-        return np.asarray([output[pooling] for output in outputs],
-                          np.float32).reshape(-1, width)
+        width = outputs[0][key].shape[-1] if outputs else 0
+        return np.asarray([output[key] for output in outputs], np.float32).reshape(-1, width)
 
 
 def _word_starts(char_to_word, num_words):

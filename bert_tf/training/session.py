@@ -59,8 +59,8 @@ def checkpoint_restorer(checkpoint_path, action):
     an --init_checkpoint) restores at step 0. Built before the graph is finalized.
 
     Raises:
-      BertTfError: naming the checkpoint when it lacks a variable of the model (`action`,
-        e.g. "export", says what could not be done).
+      BertTfError: naming the checkpoint when it lacks a variable of the model or has one of
+        another shape (`action`, e.g. "export", says what could not be done).
     """
     reader = checkpoints.reader_of(checkpoint_path)
     variables = tf.compat.v1.global_variables()
@@ -72,6 +72,15 @@ def checkpoint_restorer(checkpoint_path, action):
             f"Cannot {action}: checkpoint '{checkpoint_path}' has no {', '.join(missing[:5])}"
             f"{' ...' if len(missing) > 5 else ''} ({len(missing)} variables of the model); "
             f"{action} a checkpoint trained for this task.")
+    # A resource variable restores a tensor of another shape without a word.
+    stored = reader.get_variable_to_shape_map()
+    for v in variables:
+        if v is not global_step and list(stored[v.op.name]) != v.shape.as_list():
+            raise BertTfError(
+                f"Cannot {action}: checkpoint '{checkpoint_path}': variable '{v.op.name}' has "
+                f"shape {list(stored[v.op.name])} but the model built from the BERT config has "
+                f"shape {v.shape.as_list()}; use the bert_config.json that came with the "
+                "checkpoint.")
     step_saved = reader.has_tensor(global_step.op.name)
     saver = tf.compat.v1.train.Saver(
         variables if step_saved else [v for v in variables if v is not global_step],

