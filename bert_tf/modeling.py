@@ -24,9 +24,9 @@ encoder output.
 """
 
 import collections
+import contextlib
 import copy
 import json
-import contextlib
 import math
 import re
 import threading
@@ -34,7 +34,7 @@ import threading
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import precision
+from bert_tf import precision, table_growth
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -373,21 +373,27 @@ def get_activation(activation_string):
     raise ValueError(f"Unsupported activation: {act}; use one of {', '.join(_ACTIVATIONS)}.")
 
 
-def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
+def get_assignment_map_from_checkpoint(tvars, init_checkpoint, grown=None):
     """Maps the graph's variables to same-named checkpoint variables.
 
     Args:
       tvars: list of variables (usually `tf.compat.v1.trainable_variables()`).
       init_checkpoint: checkpoint prefix, e.g. `.../bert_model.ckpt`.
+      grown: optional list; tables the model has more rows of than the checkpoint (more
+        positions, a bigger vocabulary: `table_growth.table_kind`) are appended to it as
+        (checkpoint name, variable, checkpoint shape) instead of raising, and left out of
+        the map (`table_growth.init_grown_tables` initializes them).
 
     Returns:
       (assignment_map, initialized_variable_names): an OrderedDict
       checkpoint-name -> graph-name for `tf.compat.v1.train.init_from_checkpoint`,
-      and a dict holding every initialized name (with and without ":0").
+      and a dict holding every initialized name (with and without ":0"), grown tables
+      included.
 
     Raises:
       BertTfError: if the checkpoint cannot be read, or a variable present in
-        both has a different shape (names the variable and both shapes).
+        both has a different shape (names the variable and both shapes), or a table of
+        the checkpoint is longer than the model's.
     """
     name_to_variable = collections.OrderedDict()
     for var in tvars:
@@ -409,36 +415,48 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
     for name, shape in init_vars:
         if name not in name_to_variable:
             continue
-        var_shape = name_to_variable[name].shape.as_list()
-        if list(shape) != var_shape:
-            raise BertTfError(
-                f"checkpoint '{init_checkpoint}': variable '{name}' has shape {list(shape)} but "
-                f"the model built from the BERT config has shape {var_shape}; use the "
-                "bert_config.json that came with the checkpoint.")
-        assignment_map[name] = name
+        variable = name_to_variable[name]
+        grows = table_growth.check_growth(name, shape, variable.shape.as_list(),
+                                          init_checkpoint)
+        if grows and grown is None:
+            raise table_growth.shape_error(name, shape, variable.shape.as_list(),
+                                           init_checkpoint)
+        if grows:
+            grown.append((name, variable, list(shape)))
+        else:
+            assignment_map[name] = name
         initialized_variable_names[name] = 1
         initialized_variable_names[name + ":0"] = 1
     return assignment_map, initialized_variable_names
 
 
-def init_from_checkpoint(init_checkpoint, tvars=None, log=True):
+def init_from_checkpoint(init_checkpoint, tvars=None, log=True, growth=None):
     """Initializes same-named graph variables from `init_checkpoint`.
 
     Only changes the variables' initializers, so a session that restores a
-    later checkpoint of its own is unaffected.
+    later checkpoint of its own is unaffected. With `growth`, a position or vocabulary
+    table longer than the checkpoint's starts from the checkpoint's rows, its new rows as `growth`
+    says (see `bert_tf.table_growth`), with one log line saying what was extended.
 
     Args:
       init_checkpoint: checkpoint prefix.
       tvars: variables to consider; default all trainable variables.
       log: log one line saying how many variables were initialized (`restore_summary`).
+      growth: `table_growth.GrowthOptions` for the new rows of grown tables; None (the
+        original's behaviour) makes any table of another size an error.
 
     Returns:
       (initialized, not_initialized): two lists of variable names.
     """
     if tvars is None:
         tvars = tf1.trainable_variables()
-    assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+    grown = [] if growth is not None else None
+    assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint,
+                                                                     grown)
     tf1.train.init_from_checkpoint(init_checkpoint, assignment_map)
+    extended = table_growth.init_grown_tables(init_checkpoint, grown or [], growth)
+    if extended:
+        logging.info("%s", extended)
     done, missing = [], []
     for var in tvars:
         (done if var.name in initialized else missing).append(var.name)
@@ -1209,7 +1227,8 @@ def transformer_model(input_tensor,
 
     def encoder_layer(layer_idx, layer_input, layer_encoder_output, dropout_key):
         """One layer in the current scope: [B*S, H] -> ([B*S, H], probs [B, N, S, S])."""
-        with dropout_key_scope(dropout_key) if dropout_key is not None else contextlib.nullcontext():
+        keys = contextlib.nullcontext() if dropout_key is None else dropout_key_scope(dropout_key)
+        with keys:
             with tf1.variable_scope("attention"):
                 attention_output, probs = attention_sublayer(
                     layer_input, None, seq_length, attention_mask, layer_head_masks[layer_idx],
