@@ -25,8 +25,9 @@ sys.path.insert(0, ROOT)
 import tensorflow as tf  # noqa: E402
 
 from bert_tf import fileio, modeling  # noqa: E402
-from bert_tf.tasks import pretraining  # noqa: E402
+from bert_tf.tasks import model_fn_parts, pretraining  # noqa: E402
 from bert_tf.training import estimator as estimator_lib  # noqa: E402
+from bert_tf.training.training_step import TrainingStep  # noqa: E402
 
 tf1 = tf.compat.v1
 
@@ -52,8 +53,9 @@ def measure(input_files, bert_config, seq, predictions, batch_size, warmup, step
         if what == "input only":
             fetch = features
         else:
-            model_fn = pretraining.model_fn_builder(bert_config, learning_rate=1e-4,
-                                                    num_train_steps=100000, num_warmup_steps=10)
+            model_fn = pretraining.model_fn_builder(
+                model_fn_parts.Encoder(bert_config),
+                TrainingStep(learning_rate=1e-4, num_train_steps=100000, num_warmup_steps=10))
             fetch = model_fn(features, None, estimator_lib.ModeKeys.TRAIN, {}).train_op
         with tf1.Session() as session:
             session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])

@@ -425,7 +425,7 @@ def _write_init_checkpoint(prefix):
     import tensorflow as tf
 
     from bert_tf import modeling
-    from bert_tf.tasks import pretraining
+    from bert_tf.tasks import model_fn_parts, pretraining
     from bert_tf.training import estimator as estimator_lib
 
     tf1 = tf.compat.v1
@@ -434,7 +434,8 @@ def _write_init_checkpoint(prefix):
         features = {"input_ids": ints(16), "input_mask": ints(16) + 1, "segment_ids": ints(16),
                     "masked_lm_positions": ints(4), "masked_lm_ids": ints(4),
                     "masked_lm_weights": tf.ones([2, 4]), "next_sentence_labels": ints(1)}
-        model_fn = pretraining.model_fn_builder(modeling.BertConfig.from_dict(PRETRAINING_TINY))
+        model_fn = pretraining.model_fn_builder(
+            model_fn_parts.Encoder(modeling.BertConfig.from_dict(PRETRAINING_TINY)))
         model_fn(features, None, estimator_lib.ModeKeys.EVAL, {})
         with tf1.Session() as sess:
             sess.run(tf1.global_variables_initializer())

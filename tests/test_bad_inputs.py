@@ -21,7 +21,7 @@ from finetune_helpers import TINY_CONFIG as FINETUNE_CONFIG
 from finetune_helpers import run_script, write_records
 
 from bert_tf import modeling
-from bert_tf.tasks import pretraining
+from bert_tf.tasks import model_fn_parts, pretraining
 from bert_tf.training import estimator as estimator_lib
 
 OLD_RESULTS = "global_step = 7\nloss = 1.25\n"
@@ -193,7 +193,8 @@ def _save_model_checkpoint(config, prefix):
         features = {"input_ids": ints(8), "input_mask": ints(8) + 1, "segment_ids": ints(8),
                     "masked_lm_positions": ints(2), "masked_lm_ids": ints(2),
                     "masked_lm_weights": tf.ones([1, 2]), "next_sentence_labels": ints(1)}
-        model_fn = pretraining.model_fn_builder(modeling.BertConfig.from_dict(config))
+        model_fn = pretraining.model_fn_builder(
+            model_fn_parts.Encoder(modeling.BertConfig.from_dict(config)))
         model_fn(features, None, estimator_lib.ModeKeys.EVAL, {})
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())

@@ -11,7 +11,7 @@ from finetune_helpers import DATA, TOPICS, only_export, options, write_tiny_conf
 
 from bert_tf import modeling
 from bert_tf.runs import finetuning
-from bert_tf.tasks import classification, ner, squad
+from bert_tf.tasks import classification, model_fn_parts, ner, squad
 from bert_tf.training import estimator as estimator_lib
 
 MAX_SEQ_LENGTH = 24
@@ -30,15 +30,15 @@ def _train_and_export(kind, directory, vocab_file):
         finetuning.run_finetuning(*options(
             "classifier", task_name="tsv", text_a_column="sentence",
             data_dir=TOPICS, **common))
-        model_fn = classification.model_fn_builder(bert_config, num_labels=2)
+        model_fn = classification.model_fn_builder(model_fn_parts.Encoder(bert_config), 2)
     elif kind == "squad":
         finetuning.run_finetuning(*options(
             "squad", train_file=os.path.join(DATA, "squad", "windows_v2.json"),
             version_2_with_negative=True, doc_stride=8, max_query_length=6, **common))
-        model_fn = squad.model_fn_builder(bert_config)
+        model_fn = squad.model_fn_builder(model_fn_parts.Encoder(bert_config))
     else:
         finetuning.run_finetuning(*options("ner", data_dir=os.path.join(DATA, "ner"), **common))
-        model_fn = ner.model_fn_builder(bert_config, num_labels=7)
+        model_fn = ner.model_fn_builder(model_fn_parts.Encoder(bert_config), 7)
     return model_fn, common["output_dir"], only_export(common["export_dir"])
 
 

@@ -35,8 +35,8 @@ from script_runner import run_python_script
 from bert_tf.data import feature_cache, records
 from bert_tf.errors import BertTfError
 from bert_tf.runs.pretraining import run_pretraining
-from bert_tf.tasks import model_fn_parts
 from bert_tf.training import checkpoints
+from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -314,13 +314,13 @@ class _HostMemoryError(tf1.train.SessionRunHook):
     (_HostMemoryError, "out of memory on the host (MemoryError)", False)])
 def test_out_of_memory_names_the_batch_and_the_fixes(data, tmp_path, monkeypatch, hook, cause,
                                                      resume):
-    original = model_fn_parts.Training.spec
+    original = TrainingStep.spec
 
     def train_spec(self, *args, **kwargs):
         spec = original(self, *args, **kwargs)
         return spec._replace(training_hooks=[*(spec.training_hooks or []), hook()])
 
-    monkeypatch.setattr(model_fn_parts.Training, "spec", train_spec)
+    monkeypatch.setattr(TrainingStep, "spec", train_spec)
     with pytest.raises(BertTfError) as error:
         _train(tmp_path, 6, num_accumulation_steps=2)
     message = str(error.value)
@@ -330,7 +330,7 @@ def test_out_of_memory_names_the_batch_and_the_fixes(data, tmp_path, monkeypatch
         assert fragment in message
     assert assert_checkpoint_state_is_whole(str(tmp_path / "out")) == 0
     if resume:  # The same command, without the fault, finishes.
-        monkeypatch.setattr(model_fn_parts.Training, "spec", original)
+        monkeypatch.setattr(TrainingStep, "spec", original)
         _train(tmp_path, 6, num_accumulation_steps=2)
         assert assert_checkpoint_state_is_whole(str(tmp_path / "out")) == 6
 
@@ -413,17 +413,17 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
     # other batches than the uninterrupted run and ends elsewhere.
     restarted = tmp_path / "restarted"
     old = pretrain_options(tmp_path, **_resume_values(tmp_path, restarted, exact_resume=False))
-    original = model_fn_parts.Training.spec
+    original = TrainingStep.spec
 
     def stopping_train_spec(self, *args, **kwargs):
         spec = original(self, *args, **kwargs)
         return spec._replace(training_hooks=[*(spec.training_hooks or []),
                                              tf1.train.StopAtStepHook(last_step=12)])
 
-    monkeypatch.setattr(model_fn_parts.Training, "spec", stopping_train_spec)
+    monkeypatch.setattr(TrainingStep, "spec", stopping_train_spec)
     run_pretraining(old)
     assert assert_checkpoint_state_is_whole(str(restarted)) == 12
-    monkeypatch.setattr(model_fn_parts.Training, "spec", original)
+    monkeypatch.setattr(TrainingStep, "spec", original)
     run_pretraining(old)
     assert max_difference(weights_at(str(restarted), _TOTAL_STEPS), reference) > 1e-2
 

@@ -27,7 +27,7 @@ from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
 from bert_tf.data import input_pipeline, records
 from bert_tf.runs import finetuning
-from bert_tf.tasks import classification, multiple_choice, ner
+from bert_tf.tasks import classification, model_fn_parts, multiple_choice, ner
 from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
@@ -272,17 +272,17 @@ def test_a_batch_cut_to_its_bucket_has_the_loss_of_the_full_length_batch(task):
             "segment_ids": (mask * (np.arange(SEQ) >= 3)).reshape(BATCH, -1).astype(np.int32),
             "is_real_example": np.ones((BATCH, 1), np.int32)}
     if task == "ner":
-        model_fn = ner.model_fn_builder(config, num_labels=5)
+        model_fn = ner.model_fn_builder(model_fn_parts.Encoder(config), 5)
         full["label_ids"] = rng.integers(0, 5, size=(BATCH, SEQ)).astype(np.int32) * mask[:, 0]
         # Scored: the first piece of each word (every other real token here).
         full["label_mask"] = mask[:, 0] * (np.arange(SEQ) % 2 == 1)
         keys = ner.SEQUENCE_KEYS
     elif task == "classifier":
-        model_fn = classification.model_fn_builder(config, num_labels=3)
+        model_fn = classification.model_fn_builder(model_fn_parts.Encoder(config), 3)
         full["label_ids"] = np.array([[0], [2], [1], [2]], np.int32)
         keys = input_pipeline.SEQUENCE_FEATURES
     else:
-        model_fn = multiple_choice.model_fn_builder(config, num_choices)
+        model_fn = multiple_choice.model_fn_builder(model_fn_parts.Encoder(config), num_choices)
         full["label_ids"] = np.array([[0], [1], [1], [0]], np.int32)
         keys = input_pipeline.SEQUENCE_FEATURES
     full = {key: value.astype(np.int32) for key, value in full.items()}

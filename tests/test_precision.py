@@ -12,8 +12,9 @@ import tensorflow as tf
 from finetune_helpers import tiny_config
 
 from bert_tf import modeling
-from bert_tf.tasks import squad
+from bert_tf.tasks import model_fn_parts, squad
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 
@@ -57,9 +58,9 @@ def _placeholders():
 def _build(compute_dtype, mode, init_checkpoint=None, num_train_steps=300, learning_rate=1e-3):
     features = _placeholders()
     model_fn = squad.model_fn_builder(
-        _config(), init_checkpoint=init_checkpoint, learning_rate=learning_rate,
-        num_train_steps=num_train_steps, num_warmup_steps=num_train_steps // 10,
-        compute_dtype=compute_dtype)
+        model_fn_parts.Encoder(_config(), init_checkpoint, compute_dtype),
+        TrainingStep(learning_rate=learning_rate, num_train_steps=num_train_steps,
+                     num_warmup_steps=num_train_steps // 10, compute_dtype=compute_dtype))
     spec = model_fn(features, None, mode, {})
     _init_op()
     return features, spec

@@ -644,7 +644,7 @@ def _gradient_norm(config_path, checkpoint, records_path, batch):
     """The global L2 norm of the gradient of the pre-training loss at `checkpoint`'s weights on
     the first `batch` records of `records_path`, by autodiff and numpy."""
     from bert_tf import modeling
-    from bert_tf.tasks import pretraining
+    from bert_tf.tasks import model_fn_parts, pretraining
     from bert_tf.training import estimator as estimator_lib
 
     serialized = list(tf.data.TFRecordDataset(records_path).take(batch).as_numpy_iterator())
@@ -656,7 +656,8 @@ def _gradient_norm(config_path, checkpoint, records_path, batch):
                          "masked_lm_weights": tf.io.FixedLenFeature([PREDS], tf.float32)})
         features = {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
                     for key, value in features.items()}
-        model_fn = pretraining.model_fn_builder(modeling.BertConfig.from_json_file(config_path))
+        model_fn = pretraining.model_fn_builder(
+            model_fn_parts.Encoder(modeling.BertConfig.from_json_file(config_path)))
         loss = model_fn(features, None, estimator_lib.ModeKeys.EVAL, {}).loss
         variables = tf1.trainable_variables()
         gradients = [tf.convert_to_tensor(g) for g in tf.gradients(loss, variables)]

@@ -16,7 +16,7 @@ from finetune_helpers import (
 from bert_tf import modeling, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.runs.pretraining import run_pretraining
-from bert_tf.tasks import pretraining
+from bert_tf.tasks import model_fn_parts, pretraining
 from bert_tf.training import estimator as estimator_lib
 
 
@@ -99,7 +99,8 @@ def test_none_graph_has_no_sentence_head_and_eval_has_no_sentence_metrics(tmp_pa
                         "segment_ids": ints(16), "masked_lm_positions": ints(4),
                         "masked_lm_ids": ints(4), "masked_lm_weights": tf.ones([2, 4]),
                         "next_sentence_labels": ints(1)}
-            spec = pretraining.model_fn_builder(config, next_sentence_objective=objective)(
+            spec = pretraining.model_fn_builder(
+                model_fn_parts.Encoder(config), next_sentence_objective=objective)(
                 features, None, estimator_lib.ModeKeys.EVAL, {})
             names = [v.name for v in tf.compat.v1.global_variables()]
             return sorted(spec.eval_metric_ops), [n for n in names if "seq_relationship" in n]

@@ -21,6 +21,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
 from bert_tf.serving import export
+from bert_tf.tasks import model_fn_parts
 from bert_tf.training import runner, validation
 
 
@@ -38,11 +39,13 @@ def run_finetuning(task, options):
     splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
     validation.check_options(options.run.validation, task.metric_names(options),
                              task.can_evaluate(splits), task.eval_flags)
-    training = runner.training_args(options, splits["train"])
+    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, options.model.compute_dtype)
+    training = runner.training_step(options, *runner.finetuning_schedule(options,
+                                                                         splits["train"]))
     strategy = runner.make_strategy(options.run, options.train)
     with runner.claim_output_dir(options.run, strategy):
         estimator = runner.make_estimator(
-            task.model_fn(bert_config, init_checkpoint, training), options.run, options.train,
+            task.model_fn(encoder, training), options.run, options.train,
             strategy, eval_batch_size=options.evaluation and options.evaluation.eval_batch_size,
             predict_batch_size=options.predict_batch_size)
         chief = runner.is_chief(strategy)
@@ -59,9 +62,9 @@ def run_finetuning(task, options):
         if options.train.do_train:
             logging.info("***** Training: %d examples, batch %d, %d steps *****",
                          len(splits["train"]), options.train.train_batch_size,
-                         training["num_train_steps"])
+                         training.num_train_steps)
             checkpoint = runner.train(
-                estimator, features("train", is_training=True), training["num_train_steps"],
+                estimator, features("train", is_training=True), training.num_train_steps,
                 options.run, _evaluate_during_training(task, estimator, features, splits, options,
                                                        chief))
         if not chief:

@@ -13,7 +13,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.data import records
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import pretraining
+from bert_tf.tasks import model_fn_parts, pretraining
 from bert_tf.training import runner, validation
 
 
@@ -34,11 +34,8 @@ def run_pretraining(options):
     strategy = runner.make_strategy(run, train)
     with runner.claim_output_dir(run, strategy):
         model_fn = pretraining.model_fn_builder(
-            bert_config=bert_config, init_checkpoint=init_checkpoint,
-            learning_rate=train.learning_rate, num_train_steps=train.num_train_steps,
-            num_warmup_steps=options.num_warmup_steps, optimizer=train.optimizer,
-            num_accumulation_steps=train.num_accumulation_steps,
-            compute_dtype=options.model.compute_dtype, trainable=runner.trainable_selection(train),
+            model_fn_parts.Encoder(bert_config, init_checkpoint, options.model.compute_dtype),
+            runner.training_step(options, train.num_train_steps, options.num_warmup_steps),
             next_sentence_objective=options.next_sentence_objective)
         estimator = runner.make_estimator(model_fn, run, train, strategy,
                                           eval_batch_size=options.evaluation.eval_batch_size)

@@ -103,19 +103,17 @@ class OnnxBackend:
 def task_outputs(config, bert_config, compute_dtype):
     """build_fn for `GraphBackend`: the task's PREDICT-mode outputs over the features."""
     predict_mode = estimator_lib.ModeKeys.PREDICT
+    encoder = model_fn_parts.Encoder(bert_config, compute_dtype=compute_dtype)
     if config.task in ("classifier", "squad", "ner"):
         if config.task == "classifier":
             model_fn = classification.model_fn_builder(
-                bert_config, len(config.label_list), is_regression=config.regression,
-                multi_label=config.multi_label, windowed=config.windowed,
-                compute_dtype=compute_dtype)
+                encoder, len(config.label_list), is_regression=config.regression,
+                multi_label=config.multi_label, windowed=config.windowed)
         elif config.task == "squad":
-            model_fn = squad.model_fn_builder(bert_config, compute_dtype=compute_dtype)
+            model_fn = squad.model_fn_builder(encoder)
         else:
-            model_fn = ner.model_fn_builder(bert_config, len(config.label_list),
-                                            compute_dtype=compute_dtype)
+            model_fn = ner.model_fn_builder(encoder, len(config.label_list))
         return lambda features: model_fn(features, None, predict_mode, {}).predictions
-    encoder = model_fn_parts.Encoder(bert_config, compute_dtype=compute_dtype)
 
     def fill_mask(features):
         positions = features["masked_lm_positions"]

@@ -64,8 +64,9 @@ class FinetuningTask:
         not asked for), all read before any work so bad data stops the run early."""
         raise NotImplementedError
 
-    def model_fn(self, bert_config, init_checkpoint, training):
-        """The model_fn; `training` holds the optimizer keyword arguments (`training_args`)."""
+    def model_fn(self, encoder, training):
+        """The model_fn over `encoder` (a `model_fn_parts.Encoder`) that trains with `training`
+        (a `training_step.TrainingStep`, from `runner.training_step`)."""
         raise NotImplementedError
 
     def write_features(self, examples, path, tokenizer, options, is_training):

@@ -23,9 +23,10 @@ from bert_tf.data import classification as classification_data
 from bert_tf.data import processors
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as classification_metrics
-from bert_tf.tasks import base, heads, model_fn_parts
+from bert_tf.tasks import base, heads
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
+from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 
@@ -81,11 +82,8 @@ def classifier_loss(logits, labels, is_regression, multi_label=False, class_weig
     return loss, per_example_loss, outputs
 
 
-def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoint=None,
-                     learning_rate=5e-5, num_train_steps=1, num_warmup_steps=0,
-                     optimizer="adamw", num_accumulation_steps=1, compute_dtype=tf.float32,
-                     use_one_hot_embeddings=False, eval_collector=None, trainable=None,
-                     multi_label=False, class_weights=None, windowed=False):
+def model_fn_builder(encoder, num_labels, training=None, is_regression=False,
+                     eval_collector=None, multi_label=False, class_weights=None, windowed=False):
     """Returns a model_fn(features, labels, mode, params) for classification / regression.
 
     Features: input_ids, input_mask, segment_ids [B, S]; label_ids [B, 1] ([B, num_labels]
@@ -95,25 +93,23 @@ def model_fn_builder(bert_config, num_labels, is_regression=False, init_checkpoi
     "logits" [B, num_labels] (to aggregate over windows) and PREDICT "example_index".
 
     Args:
-      bert_config: `BertConfig`.
+      encoder: a `model_fn_parts.Encoder`: the BERT config, the checkpoint that initializes
+        it, the compute dtype.
       num_labels: classes (1 for regression).
+      training: a `TrainingStep`: the optimizer, its schedule, accumulation, frozen layers
+        (None: its defaults, for a model_fn that evaluates, predicts or exports).
       is_regression: regression head (MSE) instead of classification.
-      init_checkpoint: checkpoint to initialize same-named variables from.
-      learning_rate, num_train_steps, num_warmup_steps, optimizer, num_accumulation_steps:
-        see `optimization.create_optimizer`.
-      compute_dtype: tf.float32, tf.bfloat16 or tf.float16.
-      use_one_hot_embeddings: one-hot embedding lookup (TPUs).
       eval_collector: a `base.ExampleCollector` that receives each eval record's
         "logits", "label_ids", "is_real_example" (and "example_index").
-      trainable: an `optimization.TrainableSelection` (frozen layers), or None.
       multi_label, class_weights: see `classifier_loss`.
       windowed: records are windows of longer examples (--doc_stride).
     """
-    encoder, training = model_fn_parts.encoder_and_training(locals())
+    training = training or TrainingStep()
+    initializer_range = encoder.bert_config.initializer_range
 
     def head(model, is_training):
         return classifier_logits(model.get_pooled_output(), num_labels, is_training,
-                                 bert_config.initializer_range)
+                                 initializer_range)
 
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
@@ -372,12 +368,11 @@ class ClassificationTask(base.FinetuningTask):
             logging.info("Class weights: %s", self._class_weights_text())
         return splits
 
-    def model_fn(self, bert_config, init_checkpoint, training):
+    def model_fn(self, encoder, training):
         num_labels = 1 if self.is_regression else len(self.label_list)
-        return model_fn_builder(bert_config, num_labels, is_regression=self.is_regression,
-                                init_checkpoint=init_checkpoint, eval_collector=self.collector,
-                                multi_label=self.multi_label, class_weights=self.class_weights,
-                                windowed=self.windowed, **training)
+        return model_fn_builder(encoder, num_labels, training, is_regression=self.is_regression,
+                                eval_collector=self.collector, multi_label=self.multi_label,
+                                class_weights=self.class_weights, windowed=self.windowed)
 
     def write_features(self, examples, path, tokenizer, options, is_training):
         del is_training

@@ -1,12 +1,12 @@
-"""The pieces every task's model_fn shares: the encoder over the task features with the task's
-head (`Encoder.build`) and the TRAIN-mode spec (`Training.spec`). Pre-training,
-classification, NER, SQuAD and multiple choice all build on them."""
+"""What every task's model_fn builds on: the encoder over the task features with the task's
+head (`Encoder.build`). Its TRAIN mode is `bert_tf.training.training_step.TrainingStep`.
+Pre-training, classification, NER, SQuAD and multiple choice all take both as settings objects."""
 
 import dataclasses
 
 import tensorflow as tf
 
-from bert_tf import modeling, optimization, precision
+from bert_tf import modeling, precision
 from bert_tf.training import estimator as estimator_lib
 
 
@@ -53,53 +53,3 @@ class Encoder:
         if self.init_checkpoint and not estimator_lib.restores_checkpoint():
             modeling.init_from_checkpoint(self.init_checkpoint)
         return outputs
-
-
-@dataclasses.dataclass(frozen=True)
-class Training:
-    """How a task's model_fn trains: the arguments of `optimization.create_optimizer`."""
-
-    learning_rate: float
-    num_train_steps: int
-    num_warmup_steps: int
-    optimizer: str = "adamw"
-    num_accumulation_steps: int = 1
-    compute_dtype: tf.DType = tf.float32  # fp16 gets dynamic loss scaling.
-    trainable: optimization.TrainableSelection | None = None  # Frozen layers.
-
-    def spec(self, loss, input_ids, training_metrics=None):
-        """The TRAIN-mode EstimatorSpec: the optimizer on `loss`.
-
-        Args:
-          loss: float32 scalar, the mean loss of the micro-batch.
-          input_ids: int Tensor [B, S] of the micro-batch (its static B counts examples/sec).
-          training_metrics: dict name -> float32 scalar on the training batch, logged with the
-            progress line and written to TensorBoard (see `estimator.EstimatorSpec`).
-        """
-        train_op = optimization.create_optimizer(
-            loss, self.learning_rate, self.num_train_steps, self.num_warmup_steps,
-            optimizer=self.optimizer, num_accumulation_steps=self.num_accumulation_steps,
-            loss_scale="dynamic" if self.compute_dtype == tf.float16 else None,
-            trainable=self.trainable)
-        batch = modeling.get_shape_list(input_ids)[0]
-        examples = batch * self.num_accumulation_steps if isinstance(batch, int) else None
-        return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.TRAIN, loss=loss,
-                                           train_op=train_op, examples_per_step=examples,
-                                           training_metrics=training_metrics)
-
-
-def encoder_and_training(builder_args):
-    """The `Encoder` and `Training` of a task's model_fn_builder, from its arguments.
-
-    Every builder takes the same names for them (the original's plus precision and frozen
-    layers): bert_config, init_checkpoint, compute_dtype, use_one_hot_embeddings,
-    learning_rate, num_train_steps, num_warmup_steps, optimizer, num_accumulation_steps and
-    trainable; a builder passes `locals()`.
-    """
-    a = builder_args
-    encoder = Encoder(a["bert_config"], a["init_checkpoint"], a["compute_dtype"],
-                      a["use_one_hot_embeddings"])
-    training = Training(a["learning_rate"], a["num_train_steps"], a["num_warmup_steps"],
-                        a["optimizer"], a["num_accumulation_steps"], a["compute_dtype"],
-                        a["trainable"])
-    return encoder, training

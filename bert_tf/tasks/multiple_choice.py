@@ -21,9 +21,10 @@ from bert_tf import fileio
 from bert_tf.data import input_pipeline
 from bert_tf.data import multiple_choice as mc_data
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import base, classification, heads, model_fn_parts
+from bert_tf.tasks import base, classification, heads
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
+from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 
@@ -50,27 +51,24 @@ def flatten_choices(features, num_choices):
     return out
 
 
-def model_fn_builder(bert_config, num_choices, init_checkpoint=None, learning_rate=5e-5,
-                     num_train_steps=1, num_warmup_steps=0, optimizer="adamw",
-                     num_accumulation_steps=1, compute_dtype=tf.float32,
-                     use_one_hot_embeddings=False, trainable=None):
+def model_fn_builder(encoder, num_choices, training=None):
     """Returns a model_fn(features, labels, mode, params) for multiple choice.
 
     Features: input_ids, input_mask, segment_ids [B, num_choices * S]; label_ids [B, 1] and
     is_real_example [B, 1] (TRAIN / EVAL). PREDICT and the export return {"probabilities":
     [B, num_choices]}; EVAL computes eval_loss and eval_accuracy.
 
-    Args: as `classification.model_fn_builder` (`trainable`: frozen layers); `num_choices`:
-      choices per question.
+    Args: as `classification.model_fn_builder`; `num_choices`: choices per question.
     """
-    encoder, training = model_fn_parts.encoder_and_training(locals())
+    training = training or TrainingStep()
+    initializer_range = encoder.bert_config.initializer_range
 
     def model_fn(features, labels, mode, params):
         del labels, params
         logits = encoder.build(
             flatten_choices(features, num_choices), mode,
             lambda model, is_training: choice_logits(model.get_pooled_output(), num_choices,
-                                                     is_training, bert_config.initializer_range))
+                                                     is_training, initializer_range))
         if mode == estimator_lib.ModeKeys.PREDICT:
             return estimator_lib.EstimatorSpec(
                 mode=mode, predictions={"probabilities": tf.nn.softmax(logits, axis=-1)})
@@ -116,9 +114,8 @@ class MultipleChoiceTask(base.FinetuningTask):
                      self.task_options.task_name, self.num_choices)
         return splits
 
-    def model_fn(self, bert_config, init_checkpoint, training):
-        return model_fn_builder(bert_config, self.num_choices, init_checkpoint=init_checkpoint,
-                                **training)
+    def model_fn(self, encoder, training):
+        return model_fn_builder(encoder, self.num_choices, training)
 
     def write_features(self, examples, path, tokenizer, options, is_training):
         del is_training

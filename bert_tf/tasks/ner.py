@@ -21,9 +21,10 @@ from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
-from bert_tf.tasks import base, heads, model_fn_parts
+from bert_tf.tasks import base, heads
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
+from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 
@@ -66,10 +67,7 @@ def token_loss(logits, label_ids, label_weights):
     return loss, per_token_loss
 
 
-def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rate=5e-5,
-                     num_train_steps=1, num_warmup_steps=0, optimizer="adamw",
-                     num_accumulation_steps=1, compute_dtype=tf.float32,
-                     use_one_hot_embeddings=False, eval_collector=None, trainable=None):
+def model_fn_builder(encoder, num_labels, training=None, eval_collector=None):
     """Returns a model_fn(features, labels, mode, params) for token classification.
 
     Features: input_ids, input_mask, segment_ids [B, S]; label_ids, label_mask [B, S] and
@@ -80,13 +78,13 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint=None, learning_rat
     Args: as `classification.model_fn_builder`; `eval_collector` receives each eval
       record's "tag_ids" and its `PASSED_THROUGH` features.
     """
-
-    encoder, training = model_fn_parts.encoder_and_training(locals())
+    training = training or TrainingStep()
+    initializer_range = encoder.bert_config.initializer_range
 
     def model_fn(features, labels, mode, params):
         del labels, params
         logits = encoder.build(features, mode, lambda model, is_training: token_logits(
-            model.get_sequence_output(), num_labels, is_training, bert_config.initializer_range))
+            model.get_sequence_output(), num_labels, is_training, initializer_range))
         tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
 
         outputs = {"tag_ids": tag_ids,
@@ -191,10 +189,9 @@ class NerTask(base.FinetuningTask):
         logging.info("NER tags: %s", self.label_list)
         return base.read_splits(processor, self.data_dir, options)
 
-    def model_fn(self, bert_config, init_checkpoint, training):
-        return model_fn_builder(bert_config, len(self.label_list),
-                                init_checkpoint=init_checkpoint, eval_collector=self.collector,
-                                **training)
+    def model_fn(self, encoder, training):
+        return model_fn_builder(encoder, len(self.label_list), training,
+                                eval_collector=self.collector)
 
     def write_features(self, examples, path, tokenizer, options, is_training):
         del is_training

@@ -22,8 +22,9 @@ import tensorflow as tf
 from bert_tf import errors, modeling
 from bert_tf.data import dynamic_masking, input_pipeline, tfrecords
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import heads, model_fn_parts
+from bert_tf.tasks import heads
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 
@@ -98,26 +99,18 @@ def next_sentence_output(bert_config, input_tensor, labels):
     return loss, per_example_loss, log_probs
 
 
-def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=1e-4, num_train_steps=1,
-                     num_warmup_steps=0, optimizer="adamw", num_accumulation_steps=1,
-                     compute_dtype=tf.float32, use_one_hot_embeddings=False, trainable=None,
-                     next_sentence_objective="nsp"):
+def model_fn_builder(encoder, training=None, next_sentence_objective="nsp"):
     """Returns a model_fn(features, labels, mode, params) for MLM + NSP / SOP pre-training.
 
     Args:
-      bert_config: `BertConfig`.
-      init_checkpoint: optional checkpoint to initialize same-named variables from.
-      learning_rate: peak learning rate.
-      num_train_steps: optimizer updates in the whole run (the schedule's length).
-      num_warmup_steps: linear warmup updates.
-      optimizer: "adamw" or "lamb".
-      num_accumulation_steps: micro-batches per update (each session run is one).
-      compute_dtype: tf.float32, tf.bfloat16 or tf.float16.
-      use_one_hot_embeddings: one-hot embedding lookup (TPUs).
-      trainable: an `optimization.TrainableSelection` (frozen layers), or None.
+      encoder: a `model_fn_parts.Encoder`: the BERT config, the checkpoint that initializes
+        it, the compute dtype.
+      training: a `TrainingStep`: the optimizer, its schedule, accumulation, frozen layers
+        (None: its defaults).
       next_sentence_objective: "nsp", "sop" or "none" (MLM only: no sentence head at all).
     """
-    encoder, training = model_fn_parts.encoder_and_training(locals())
+    training = training or TrainingStep()
+    bert_config = encoder.bert_config
     has_sentence_head = next_sentence_objective != "none"
 
     def model_fn(features, labels, mode, params):

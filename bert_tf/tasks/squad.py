@@ -16,9 +16,10 @@ from bert_tf.data import input_pipeline
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import squad as squad_metrics
-from bert_tf.tasks import base, heads, model_fn_parts, squad_postprocess
+from bert_tf.tasks import base, heads, squad_postprocess
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
+from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 
@@ -54,18 +55,19 @@ def squad_loss(start_logits, end_logits, start_positions, end_positions):
     return (start_loss + end_loss) / 2.0
 
 
-def model_fn_builder(bert_config, init_checkpoint=None, learning_rate=5e-5, num_train_steps=1,
-                     num_warmup_steps=0, optimizer="adamw", num_accumulation_steps=1,
-                     compute_dtype=tf.float32, use_one_hot_embeddings=False, trainable=None):
-    """Returns a model_fn for SQuAD: TRAIN (span loss) and PREDICT (unique_ids + logits)."""
+def model_fn_builder(encoder, training=None):
+    """Returns a model_fn for SQuAD: TRAIN (span loss) and PREDICT (unique_ids + logits).
 
-    encoder, training = model_fn_parts.encoder_and_training(locals())
+    Args: as `classification.model_fn_builder`.
+    """
+    training = training or TrainingStep()
+    initializer_range = encoder.bert_config.initializer_range
 
     def model_fn(features, labels, mode, params):
         del labels, params
         start_logits, end_logits = encoder.build(
             features, mode, lambda model, _: squad_logits(model.get_sequence_output(),
-                                                          bert_config.initializer_range))
+                                                          initializer_range))
 
         if mode == estimator_lib.ModeKeys.TRAIN:
             loss = squad_loss(start_logits, end_logits, features["start_positions"],
@@ -167,8 +169,8 @@ class SquadTask(base.FinetuningTask):
     def can_evaluate(self, splits):
         return splits["predict"] is not None and self.has_answers
 
-    def model_fn(self, bert_config, init_checkpoint, training):
-        return model_fn_builder(bert_config, init_checkpoint=init_checkpoint, **training)
+    def model_fn(self, encoder, training):
+        return model_fn_builder(encoder, training)
 
     def write_features(self, examples, path, tokenizer, options, is_training):
         """Windows `examples` into features at `path`; keeps the predict features for

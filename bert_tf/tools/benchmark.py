@@ -33,9 +33,11 @@ import tensorflow as tf
 
 from bert_tf import fileio, precision
 from bert_tf.errors import BertTfError
+from bert_tf.tasks import model_fn_parts
 from bert_tf.training import distribute
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import session as session_lib
+from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 
@@ -205,22 +207,23 @@ def synthetic_features(spec):
 
 def _task_model_fn(spec):
     """The task's real model_fn, as the run_* scripts build it."""
-    common = dict(bert_config=spec.bert_config, init_checkpoint=None, learning_rate=5e-5,
-                  num_train_steps=1000000, num_warmup_steps=100,
-                  num_accumulation_steps=spec.num_accumulation_steps,
-                  compute_dtype=precision.compute_dtype_from_name(spec.precision))
+    compute_dtype = precision.compute_dtype_from_name(spec.precision)
+    encoder = model_fn_parts.Encoder(spec.bert_config, compute_dtype=compute_dtype)
+    training = TrainingStep(learning_rate=5e-5, num_train_steps=1000000, num_warmup_steps=100,
+                            num_accumulation_steps=spec.num_accumulation_steps,
+                            compute_dtype=compute_dtype)
     if spec.task == "squad":
         from bert_tf.tasks import squad
-        return squad.model_fn_builder(**common)
+        return squad.model_fn_builder(encoder, training)
     if spec.task == "pretraining":
         from bert_tf.tasks import pretraining
-        return pretraining.model_fn_builder(**common)
+        return pretraining.model_fn_builder(encoder, training)
     try:
         from bert_tf.tasks import classification
     except ImportError:
         raise BertTfError("--task=classifier: bert_tf.tasks.classification is not available in "
                           "this build; use --task=squad or --task=pretraining.") from None
-    return classification.model_fn_builder(num_labels=spec.num_labels, **common)
+    return classification.model_fn_builder(encoder, spec.num_labels, training)
 
 
 def _replica_step(spec, model_fn):

@@ -27,6 +27,7 @@ from bert_tf import fileio, modeling, optimization, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints, distribute, run_lock, validation
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training.training_step import TrainingStep
 
 # Fine-tuning and feature extraction need these in the vocab ([MASK] only pre-training).
 NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
@@ -247,30 +248,34 @@ def write_results(output_dir, results, header=()):
 # ------------------------------------------------------------------------------------- input
 
 
-def training_args(options, train_examples):
-    """The optimizer and precision keyword arguments every task's `model_fn_builder` takes.
+def training_step(options, num_train_steps, num_warmup_steps):
+    """The `TrainingStep` every task's model_fn takes, from a run's options.
 
-    Without --do_train the schedule is 1 step and no warmup (the model_fn still builds in
-    eval and predict mode).
-    """
-    num_train_steps, num_warmup_steps = 1, 0
-    if options.train.do_train:
-        num_train_steps, num_warmup_steps = train_steps(len(train_examples), options)
-    train = options.train
-    return dict(learning_rate=train.learning_rate, num_train_steps=num_train_steps,
-                num_warmup_steps=num_warmup_steps, optimizer=train.optimizer,
-                num_accumulation_steps=train.num_accumulation_steps,
-                compute_dtype=options.model.compute_dtype,
-                trainable=trainable_selection(train))
-
-
-def train_steps(num_examples, options):
-    """(num_train_steps, num_warmup_steps) in optimizer updates.
-
-    `--num_train_steps` if given, else num_examples / train_batch_size * num_train_epochs
-    (rounded down, as the original); warmup is `--warmup_proportion` of it.
+    Args:
+      options: `FinetuneOptions` or `PretrainOptions`.
+      num_train_steps, num_warmup_steps: the schedule in optimizer updates (fine-tuning:
+        `finetuning_schedule`).
     """
     train = options.train
+    return TrainingStep(learning_rate=train.learning_rate, num_train_steps=num_train_steps,
+                        num_warmup_steps=num_warmup_steps, optimizer=train.optimizer,
+                        num_accumulation_steps=train.num_accumulation_steps,
+                        compute_dtype=options.model.compute_dtype,
+                        trainable=trainable_selection(train))
+
+
+def finetuning_schedule(options, train_examples):
+    """(num_train_steps, num_warmup_steps) of a fine-tuning run, in optimizer updates.
+
+    `--num_train_steps` if given, else len(train_examples) / train_batch_size *
+    num_train_epochs (rounded down, as the original); warmup is `--warmup_proportion` of it.
+    Without --do_train 1 step and no warmup (the model_fn still builds in eval and predict
+    mode).
+    """
+    train = options.train
+    if not train.do_train:
+        return 1, 0
+    num_examples = len(train_examples)
     if train.num_train_steps:
         steps = train.num_train_steps
     else:

@@ -1,0 +1,50 @@
+"""What a model_fn's TRAIN mode does: the optimizer, its schedule, gradient accumulation, loss
+scaling and frozen variables, as one settings object (`TrainingStep`).
+
+A run builds it once (`runner.training_step`) and hands it whole to the task's model_fn, which
+calls `TrainingStep.spec` on its loss.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+from bert_tf import modeling, optimization
+from bert_tf.training import estimator as estimator_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingStep:
+    """The arguments of `optimization.create_optimizer` for one run.
+
+    The defaults build a model_fn that can train (one update, no warmup): what evaluation,
+    prediction and export need, where TRAIN mode never runs.
+    """
+
+    learning_rate: float = 5e-5  # Peak learning rate.
+    num_train_steps: int = 1  # Optimizer updates in the whole run (the schedule's length).
+    num_warmup_steps: int = 0  # Linear warmup updates.
+    optimizer: str = "adamw"  # "adamw" or "lamb".
+    num_accumulation_steps: int = 1  # Micro-batches per update (each session run is one).
+    compute_dtype: tf.DType = tf.float32  # fp16 gets dynamic loss scaling.
+    trainable: optimization.TrainableSelection | None = None  # Frozen layers.
+
+    def spec(self, loss, input_ids, training_metrics=None):
+        """The TRAIN-mode EstimatorSpec: the optimizer on `loss`.
+
+        Args:
+          loss: float32 scalar, the mean loss of the micro-batch.
+          input_ids: int Tensor [B, S] of the micro-batch (its static B counts examples/sec).
+          training_metrics: dict name -> float32 scalar on the training batch, logged with the
+            progress line and written to TensorBoard (see `estimator.EstimatorSpec`).
+        """
+        train_op = optimization.create_optimizer(
+            loss, self.learning_rate, self.num_train_steps, self.num_warmup_steps,
+            optimizer=self.optimizer, num_accumulation_steps=self.num_accumulation_steps,
+            loss_scale="dynamic" if self.compute_dtype == tf.float16 else None,
+            trainable=self.trainable)
+        batch = modeling.get_shape_list(input_ids)[0]
+        examples = batch * self.num_accumulation_steps if isinstance(batch, int) else None
+        return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.TRAIN, loss=loss,
+                                           train_op=train_op, examples_per_step=examples,
+                                           training_metrics=training_metrics)
