@@ -33,6 +33,11 @@ def _flag_of_some_scripts():
     return dataclasses.field(metadata={"optional": True})
 
 
+def _optional_flag():
+    """A field read from its flag where the script defines it, else None (also its default)."""
+    return dataclasses.field(default=None, metadata={"optional": True})
+
+
 def _from_flags(options_class, flag_values):
     values = {}
     for field in dataclasses.fields(options_class):
@@ -120,6 +125,11 @@ class ModelOptions(_FromFlags):
     init_checkpoint: str | None  # A checkpoint prefix or a directory; None: random weights.
     max_seq_length: int
     precision: str  # "fp32", "bf16" or "fp16"; variables stay float32.
+    # Longer inputs and bigger models (docs/training-runs.md); None where a script lacks the flag.
+    recompute_grad: bool | None = _optional_flag()  # Recompute encoder layers in the backward.
+    max_position_embeddings: int | None = _optional_flag()  # Overrides the config's; None: keep.
+    position_embedding_init: str | None = _optional_flag()  # New position rows: copy, interpolate.
+    new_token_init: str | None = _optional_flag()  # New WordPiece rows: mean, random.
 
     @property
     def compute_dtype(self):
@@ -315,6 +325,10 @@ class BenchmarkOptions(_FromFlags):
     plot_batch_sizes: str
     trace_file: str | None
     check_onednn: bool
+    recompute_grad: bool
+    max_position_embeddings: int | None  # Overrides the config's; None: keep.
+    find_max_batch: bool  # Search the largest batch that trains instead of timing one.
+    memory_limit_mb: int  # Address-space budget of each --find_max_batch probe.
     distribution: DistributionOptions = _group(DistributionOptions)
 
 

@@ -37,6 +37,14 @@ bert_flags.define_path("trace_file", None,
 flags.DEFINE_bool("check_onednn", True,
                   "On CPU, report which oneDNN ISA and matmul kernels this precision uses "
                   "(a child process with ONEDNN_VERBOSE=1).")
+flags.DEFINE_bool("find_max_batch", False,
+                  "Instead of timing --batch_size, search the largest batch whose step runs "
+                  "within --memory_limit_mb (doubling, then bisection; each probe a child "
+                  "process).")
+flags.DEFINE_integer("memory_limit_mb", 8000,
+                     "--find_max_batch: resident-memory budget of one probe, in MB.")
+bert_flags.define_recompute_grad_flag()
+bert_flags.define_max_position_embeddings_flag()
 bert_flags.define_precision_flags()
 bert_flags.define_xla_flags()
 bert_flags.define_distribution_flags()

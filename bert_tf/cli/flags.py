@@ -47,6 +47,40 @@ def define_model_flags(max_seq_length=128, flag_values=FLAGS):
                          flag_values=flag_values)
 
 
+def define_long_input_flags(flag_values=FLAGS):
+    """--recompute_grad, --max_position_embeddings, --position_embedding_init and
+    --new_token_init: longer inputs and bigger models in the same memory (`ModelOptions`)."""
+    define_recompute_grad_flag(flag_values)
+    define_max_position_embeddings_flag(flag_values)
+    flags.DEFINE_enum("position_embedding_init", "copy", ["copy", "interpolate"],
+                      "When --max_position_embeddings (or the config) has more positions than "
+                      "--init_checkpoint: copy repeats the learnt rows block after block; "
+                      "interpolate resamples them. The learnt rows keep their weights.",
+                      flag_values=flag_values)
+    flags.DEFINE_enum("new_token_init", "mean", ["mean", "random"],
+                      "When the config's vocab_size is larger than --init_checkpoint's tables "
+                      "(scripts/extend_vocab.py): new word embeddings and MLM output biases "
+                      "start as the mean learnt one, or from the initializer.",
+                      flag_values=flag_values)
+
+
+def define_recompute_grad_flag(flag_values=FLAGS):
+    """--recompute_grad."""
+    flags.DEFINE_bool("recompute_grad", False,
+                      "Keep only each encoder layer's input for the backward pass and "
+                      "recompute the layer there: much less activation memory for about one "
+                      "more forward pass; the same gradients.", flag_values=flag_values)
+
+
+def define_max_position_embeddings_flag(flag_values=FLAGS):
+    """--max_position_embeddings."""
+    flags.DEFINE_integer("max_position_embeddings", None,
+                         "Positions of the model, overriding the BERT config's (to train with "
+                         "a --max_seq_length beyond it); a smaller checkpoint table is "
+                         "extended as --position_embedding_init says.",
+                         lower_bound=1, flag_values=flag_values)
+
+
 def define_checkpoint_flags(flag_values=FLAGS):
     """--bert_config_file and --init_checkpoint."""
     define_path("bert_config_file", None,
@@ -199,6 +233,7 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=Tr
     """
     define_model_flags(max_seq_length, flag_values)
     define_precision_flags(flag_values)
+    define_long_input_flags(flag_values)
     define_tokenizer_flags(flag_values)
     define_train_flags(flag_values=flag_values)
     define_run_flags(flag_values)
@@ -232,6 +267,7 @@ def define_pretraining_flags(flag_values=FLAGS):
     """The flags of run_pretraining.py (`PretrainOptions`), with the original's defaults."""
     define_model_flags(128, flag_values)
     define_precision_flags(flag_values)
+    define_long_input_flags(flag_values)
     define_train_flags(num_train_steps=100000, flag_values=flag_values)
     define_eval_flags(flag_values)
     define_run_flags(flag_values)
