@@ -386,6 +386,16 @@ class BuildVocabOptions(_FromFlags):
 
 
 @dataclasses.dataclass(frozen=True)
+class ExtendVocabOptions(_FromFlags):
+    """The flags of extend_vocab.py (`bert_tf.data.vocab_extension.extend_vocab`)."""
+
+    vocab_file: str
+    new_words_file: str
+    output_vocab_file: str
+    do_lower_case: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class RecipeOptions(_FromFlags):
     """The flags of pretrain_recipe.py (`bert_tf.cli.recipe.run_recipe`)."""
 

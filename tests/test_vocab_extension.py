@@ -143,3 +143,42 @@ def test_the_mlm_output_bias_grows_with_the_vocabulary(tmp_path):
             value = sess.run(bias)
     np.testing.assert_array_equal(value[:30], learnt)
     np.testing.assert_allclose(value[30:], [learnt.mean()] * 4, rtol=1e-6)
+
+
+def test_grown_tables_go_through_the_converter_and_the_release_export(minilm_converted,
+                                                                      tmp_path):
+    from bert_tf.tools import conversion
+    from bert_tf.training import checkpoints
+
+    checkpoint = os.path.join(minilm_converted, "bert_model.ckpt")
+    config = json.load(open(os.path.join(minilm_converted, "bert_config.json")))
+    grown_config = dict(config, vocab_size=30722, max_position_embeddings=1024)
+    (tmp_path / "bert_config.json").write_text(json.dumps(grown_config))
+    # A checkpoint with both tables grown, as a fine-tuning run saves it.
+    with tf.Graph().as_default():
+        modeling.BertModel(modeling.BertConfig(**grown_config), False, tf.constant([[101, 102]]))
+        modeling.init_from_checkpoint(checkpoint, growth=table_growth.GrowthOptions())
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            tf1.train.Saver().save(sess, str(tmp_path / "grown" / "model.ckpt"))
+    grown = str(tmp_path / "grown" / "model.ckpt")
+    conversion.convert_tf_to_hf(str(tmp_path / "bert_config.json"), grown, str(tmp_path / "hf"),
+                                vocab_file=os.path.join(minilm_converted, "vocab.txt"))
+    conversion.convert_hf_to_tf(str(tmp_path / "hf"), str(tmp_path / "back"))
+    back = str(tmp_path / "back" / "bert_model.ckpt")
+    for name in (WORDS, "bert/embeddings/position_embeddings"):
+        np.testing.assert_array_equal(tf.train.load_variable(back, name),
+                                      tf.train.load_variable(grown, name))
+    assert json.load(open(tmp_path / "back" / "bert_config.json"))["vocab_size"] == 30722
+    names = checkpoints.export_release_checkpoint(grown, str(tmp_path / "bert_config.json"),
+                                                  str(tmp_path / "release"))
+    assert WORDS in names
+    assert tf.train.load_variable(str(tmp_path / "release" / "bert_model.ckpt"),
+                                  WORDS).shape == (30722, 384)
+    # The checkpoint's own (smaller) config does not describe the grown tables: one error.
+    with pytest.raises(BertTfError, match=(
+            r"--bert_config_file .*bert_config.json: vocab_size is 30522 but the checkpoint's "
+            r"bert/embeddings/word_embeddings has 30722 rows; pass the config the checkpoint "
+            r"was trained with \(\"vocab_size\": 30722\)")):
+        checkpoints.export_release_checkpoint(
+            grown, os.path.join(minilm_converted, "bert_config.json"), str(tmp_path / "bad"))

@@ -390,6 +390,20 @@ def define_build_vocab_flags(flag_values=FLAGS):
                          "added when fine-tuning.", flag_values=flag_values)
 
 
+def define_extend_vocab_flags(flag_values=FLAGS):
+    """The flags of scripts/extend_vocab.py (`ExtendVocabOptions`)."""
+    define_path("vocab_file", None, "The vocab.txt to grow (ids never move).",
+                flag_values=flag_values)
+    define_path("new_words_file", None,
+                "New words, one a line: they take the [unusedN] places first, then follow the "
+                "last token.", flag_values=flag_values)
+    define_path("output_vocab_file", None, "The grown vocab.txt to write.",
+                flag_values=flag_values)
+    flags.DEFINE_bool("do_lower_case", True,
+                      "Normalise the new words as the uncased tokenizer does (lower case, no "
+                      "accents); False for a cased vocab.", flag_values=flag_values)
+
+
 def define_recipe_flags(flag_values=FLAGS):
     """The flags of scripts/pretrain_recipe.py (`RecipeOptions`): raw text -> prepared corpus
     -> vocab -> phase 1 (short sequences) -> phase 2 (long, from phase 1) -> held-out eval."""

@@ -95,10 +95,9 @@ def extend_vocab(vocab_file, new_words_file, output_vocab_file, do_lower_case=Tr
     result, summary = extended_tokens(tokens, words)
     fileio.atomic_write_text(output_vocab_file, "".join(token + "\n" for token in result))
     summary = {"output_vocab_file": output_vocab_file, "vocab_size": len(result), **summary}
-    logging.info(
-        "Wrote %s: %d tokens (%d new words in [unusedN] places, %d appended, %d already "
-        "there); use \"vocab_size\": %d in bert_config.json, and the checkpoint's tables grow "
-        "when it is loaded (--new_token_init).", output_vocab_file, len(result),
-        summary["filled_unused"], summary["appended"], len(summary["already_present"]),
-        len(result))
+    grows = (f"; use \"vocab_size\": {len(result)} in bert_config.json: the checkpoint's "
+             "tables grow when it is loaded (--new_token_init)") if summary["appended"] else ""
+    logging.info("Wrote %s: %d tokens (%d new words in [unusedN] places, %d appended, %d "
+                 "already there)%s.", output_vocab_file, len(result), summary["filled_unused"],
+                 summary["appended"], len(summary["already_present"]), grows)
     return summary
