@@ -85,11 +85,12 @@ def test_minilm_fine_tunes_at_1024_tokens_with_copied_positions(tmp_path, minilm
     learnt = tf.train.load_variable(files["init_checkpoint"], POSITIONS)
     trained = tf.train.load_variable(str(output_dir / "model.ckpt-24"), POSITIONS)
     assert trained.shape == (1024, 384)
-    # 24 AdamW updates at 1e-4 move a weight by at most ~2.4e-3: rows 0..511 started as the
-    # checkpoint's and rows 512..1023 as their copy (a fresh row would be ~0.02 away).
-    assert np.abs(trained[:512] - learnt).max() < 3e-3
-    assert np.abs(trained[512:] - learnt).max() < 3e-3
-    assert np.abs(trained[512:] - learnt).max() > 0  # They trained.
+    # 24 AdamW updates at 1e-4 move a weight by a few 1e-3 (measured: at most 5.1e-3): rows
+    # 0..511 started as the checkpoint's and rows 512..1023 as their copy, not as other rows.
+    other_rows = np.abs(learnt - np.roll(learnt, 256, axis=0)).mean()
+    for rows in (trained[:512], trained[512:]):
+        assert np.abs(rows - learnt).max() < 1.5e-2
+        assert 0 < np.abs(rows - learnt).mean() < 0.1 * other_rows
 
 
 def _persuasion_places(path, new_words):
@@ -134,6 +135,7 @@ def test_a_classifier_fine_tunes_with_words_added_to_the_vocab(tmp_path, minilm_
     data = tmp_path / "data"
     data.mkdir()
     counts = _persuasion_places(data / "train.tsv", new_words)
+    # Evaluated on its own training sentences: the claim is that it trains.
     (data / "dev.tsv").write_text((data / "train.tsv").read_text(encoding="utf-8"),
                                   encoding="utf-8")
     assert min(counts.values()) >= 50
