@@ -79,9 +79,16 @@ class _DecoupledDecayOptimizer(tf1.train.Optimizer):
     `tf.cond`, which cannot contain a cross-replica merge.
     """
 
-    def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
-                 exclude_from_weight_decay, name):
-        super().__init__(use_locking=False, name=name)
+    def __init__(self,
+                 learning_rate,
+                 weight_decay_rate=0.0,
+                 beta_1=0.9,
+                 beta_2=0.999,
+                 epsilon=1e-6,
+                 exclude_from_weight_decay=None,
+                 name=None):
+        # The original's signature and defaults; `name` defaults to the class name.
+        super().__init__(use_locking=False, name=name or type(self).__name__)
         self.learning_rate = learning_rate
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
@@ -217,17 +224,6 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
     (the base-class contract); `create_optimizer` relies on it.
     """
 
-    def __init__(self,
-                 learning_rate,
-                 weight_decay_rate=0.0,
-                 beta_1=0.9,
-                 beta_2=0.999,
-                 epsilon=1e-6,
-                 exclude_from_weight_decay=None,
-                 name="AdamWeightDecayOptimizer"):
-        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
-                         exclude_from_weight_decay, name)
-
     def _updates(self, grad, var, m, v):
         # The betas as the fused kernel sees them: in the variables' dtype, 1 - beta computed
         # in it too (for 0.999 in float32, 1 - beta_2 = 0.00100004673), so both paths agree.
@@ -283,17 +279,6 @@ class LAMBOptimizer(_DecoupledDecayOptimizer):
     survives checkpoints). Weight decay exclusion as in AdamW; the trust ratio
     applies to every variable.
     """
-
-    def __init__(self,
-                 learning_rate,
-                 weight_decay_rate=0.0,
-                 beta_1=0.9,
-                 beta_2=0.999,
-                 epsilon=1e-6,
-                 exclude_from_weight_decay=None,
-                 name="LAMBOptimizer"):
-        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
-                         exclude_from_weight_decay, name)
 
     def _create_slots(self, var_list):
         super()._create_slots(var_list)

@@ -1,8 +1,10 @@
 """Typed options: what each entry point needs, built once from the parsed flags.
 
-The flag groups in `bert_tf.cli.flags` are the single place where a flag and its default are
-defined. A script parses its flags and turns them into one of the frozen dataclasses below with
-`from_flags(FLAGS)`; the library only ever sees these objects. Each field is named after the
+Each field's default is the only place that default is written: the flag groups in
+`bert_tf.cli.flags` define each flag with the default of its field, and library callers who
+build options in code (`ModelOptions(bert_config_file=...)`) get the same values. A script parses
+its flags and turns them into one of the frozen dataclasses below with `from_flags(FLAGS)`; the
+library only ever sees these objects. Each field is named after the
 flag it comes from, so `from_flags` reads every field by name, and a nested group (a field whose
 type is another options class) is read from the same flags.
 
@@ -20,22 +22,21 @@ Tests build the same objects from a fresh `absl.flags.FlagValues` (see `bert_tf.
 """
 
 import dataclasses
+import os
+from typing import ClassVar
 
 
-def _group(options_class, optional=False):
+def _group(options_class, optional=False, **defaults):
     """A field holding the nested options group `options_class` (None when `optional` and the
-    script does not define the group's flags)."""
-    return dataclasses.field(metadata={"group": options_class, "optional": optional})
+    script does not define the group's flags); by default the group's own defaults, with
+    `defaults` (field name -> value) in their place."""
+    return dataclasses.field(default_factory=lambda: options_class(**defaults),
+                             metadata={"group": options_class, "optional": optional})
 
 
-def _flag_of_some_scripts():
+def _flag_of_some_scripts(default):
     """A field read from its flag where the script defines it, else None."""
-    return dataclasses.field(metadata={"optional": True})
-
-
-def _optional_flag():
-    """A field read from its flag where the script defines it, else None (also its default)."""
-    return dataclasses.field(default=None, metadata={"optional": True})
+    return dataclasses.field(default=default, metadata={"optional": True})
 
 
 def _from_flags(options_class, flag_values):
@@ -66,28 +67,33 @@ class _FromFlags:
 class DistributionOptions(_FromFlags):
     """How training is replicated (see `bert_tf.training.distribute` and README "Scaling out")."""
 
-    distribution_strategy: str  # "none", "mirrored", "multi_worker" or "tpu".
-    num_gpus: int | None  # GPUs per host; None: all.
-    step_timeout_secs: float  # multi_worker: seconds a step may wait for the others; 0: forever.
-    startup_timeout_secs: float  # multi_worker: seconds to wait for the others to start.
-    use_tpu: bool  # The original flag; means distribution_strategy="tpu".
-    tpu_name: str | None
-    tpu_zone: str | None
-    gcp_project: str | None
-    master: str | None
-    num_tpu_cores: int
-    iterations_per_loop: int
+    distribution_strategy: str = "none"  # "none", "mirrored", "multi_worker" or "tpu".
+    num_gpus: int | None = None  # GPUs per host; None: all.
+    # multi_worker: seconds a step may wait for the others (0: forever). It must cover the
+    # longest pause of any worker, e.g. the chief writing a large checkpoint.
+    step_timeout_secs: float = 300
+    # multi_worker: seconds to wait for the others to start (TF start-up, building the graph),
+    # and as long again to join the first step (which optimizes the graph, restores).
+    startup_timeout_secs: float = 600
+    use_tpu: bool = False  # The original flag; means distribution_strategy="tpu".
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+    master: str | None = None
+    num_tpu_cores: int = 8
+    iterations_per_loop: int = 1000
 
 
 @dataclasses.dataclass(frozen=True)
 class ValidationOptions(_FromFlags):
     """Evaluation during training, the best checkpoint and early stopping."""
 
-    eval_every_n_steps: int  # 0: evaluate only at the end.
-    best_checkpoint_metric: str | None  # Keep output_dir/best/ by this eval metric.
-    best_checkpoint_mode: str | None  # "max" or "min"; None: min for loss-like names, else max.
-    early_stopping_patience: int | None  # Evaluations without improvement before stopping.
-    early_stopping_min_delta: float  # An improvement must beat the best by more than this.
+    eval_every_n_steps: int = 0  # 0: evaluate only at the end.
+    best_checkpoint_metric: str | None = None  # Keep output_dir/best/ by this eval metric.
+    # "max" or "min"; None: min for names containing "loss", else max.
+    best_checkpoint_mode: str | None = None
+    early_stopping_patience: int | None = None  # Evaluations without improvement before stopping.
+    early_stopping_min_delta: float = 0.0  # An improvement must beat the best by more than this.
 
     @property
     def mode(self):
@@ -101,18 +107,18 @@ class ValidationOptions(_FromFlags):
 class RunOptions(_FromFlags):
     """Where a training run writes and how it executes."""
 
-    output_dir: str
-    save_checkpoints_steps: int
-    keep_checkpoint_max: int
-    log_every_n_steps: int
-    save_summary_steps: int
-    random_seed: int | None  # Graph-level seed for repeatable runs.
-    use_xla: bool
-    shuffle_train_input: bool  # False: training records in file order.
-    skip_corrupt_records: bool  # Read a damaged TFRecord file up to its last whole record.
-    exact_resume: bool  # Checkpoint the input pipeline's position (one worker).
-    preemption_grace_secs: float  # SIGTERM / SIGINT: seconds to finish the step and save.
-    export_release_dir: str | None  # Also write the release checkpoint layout here at the end.
+    output_dir: str | None = None
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    log_every_n_steps: int = 100
+    save_summary_steps: int = 100
+    random_seed: int | None = None  # Graph-level seed for repeatable runs.
+    use_xla: bool = False
+    shuffle_train_input: bool = True  # False: training records in file order.
+    skip_corrupt_records: bool = False  # Read a damaged TFRecord file to its last whole record.
+    exact_resume: bool = True  # Checkpoint the input pipeline's position (one worker).
+    preemption_grace_secs: float = 30.0  # SIGTERM / SIGINT: seconds to finish the step and save.
+    export_release_dir: str | None = None  # Also write the release checkpoint layout here.
     distribution: DistributionOptions = _group(DistributionOptions)
     validation: ValidationOptions = _group(ValidationOptions)
 
@@ -121,15 +127,16 @@ class RunOptions(_FromFlags):
 class ModelOptions(_FromFlags):
     """The model a run builds: config, starting weights, sequence length, compute precision."""
 
-    bert_config_file: str
-    init_checkpoint: str | None  # A checkpoint prefix or a directory; None: random weights.
-    max_seq_length: int
-    precision: str  # "fp32", "bf16" or "fp16"; variables stay float32.
-    # Longer inputs and bigger models (docs/training-runs.md); None where a script lacks the flag.
-    recompute_grad: bool | None = _optional_flag()  # Recompute encoder layers in the backward.
-    max_position_embeddings: int | None = _optional_flag()  # Overrides the config's; None: keep.
-    position_embedding_init: str | None = _optional_flag()  # New position rows: copy, interpolate.
-    new_token_init: str | None = _optional_flag()  # New WordPiece rows: mean, random.
+    bert_config_file: str | None = None
+    init_checkpoint: str | None = None  # A checkpoint prefix or a directory; None: random weights.
+    max_seq_length: int = 128  # run_squad.py: SquadOptions.MAX_SEQ_LENGTH.
+    precision: str = "fp32"  # "fp32", "bf16" or "fp16"; variables stay float32.
+    # Longer inputs and bigger models (docs/training-runs.md).
+    recompute_grad: bool = _flag_of_some_scripts(False)  # Recompute layers in the backward.
+    max_position_embeddings: int | None = _flag_of_some_scripts(None)  # Overrides the config's.
+    position_embedding_init: str = _flag_of_some_scripts("copy")  # New position rows: copy,
+    # interpolate.
+    new_token_init: str = _flag_of_some_scripts("mean")  # New WordPiece rows: mean, random.
 
     @property
     def compute_dtype(self):
@@ -144,15 +151,15 @@ class ModelOptions(_FromFlags):
 class TrainOptions(_FromFlags):
     """The optimizer side of a run; `train_batch_size` is the global batch per update."""
 
-    do_train: bool
-    train_batch_size: int
-    learning_rate: float
-    num_train_steps: int | None  # Fine-tuning: None derives it from the epochs.
-    optimizer: str  # "adamw" or "lamb".
-    num_accumulation_steps: int  # Micro-batches per update.
-    trainable_scopes: list[str] | None  # Only variables under these name prefixes train.
-    freeze_scopes: list[str] | None  # Variables under these name prefixes do not train.
-    freeze_layers: int | None  # Freeze the embeddings and the lowest K encoder layers.
+    do_train: bool = False
+    train_batch_size: int = 32
+    learning_rate: float = 5e-5
+    num_train_steps: int | None = None  # Fine-tuning: None derives it from the epochs.
+    optimizer: str = "adamw"  # "adamw" or "lamb".
+    num_accumulation_steps: int = 1  # Micro-batches per update.
+    trainable_scopes: list[str] | None = None  # Only variables under these name prefixes train.
+    freeze_scopes: list[str] | None = None  # Variables under these name prefixes do not train.
+    freeze_layers: int | None = None  # Freeze the embeddings and the lowest K encoder layers.
 
     @property
     def micro_batch_size(self):
@@ -164,29 +171,29 @@ class TrainOptions(_FromFlags):
 class TokenizerOptions(_FromFlags):
     """The WordPiece vocabulary and casing of the checkpoint."""
 
-    vocab_file: str
-    do_lower_case: bool
+    vocab_file: str | None = None
+    do_lower_case: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalOptions(_FromFlags):
     """Evaluation on the dev split (pre-training: the eval input files)."""
 
-    do_eval: bool
-    eval_batch_size: int
+    do_eval: bool = False
+    eval_batch_size: int = 8
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneOptions(_FromFlags):
     """A fine-tuning run (`bert_tf.runs.finetuning.run_finetuning`)."""
 
-    do_predict: bool
-    predict_batch_size: int
-    num_train_epochs: float
-    warmup_proportion: float
-    export_dir: str | None
+    do_predict: bool = False
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    export_dir: str | None = None
     # Training batches cut to length buckets; None where the script has no such flag (SQuAD).
-    bucket_by_length: bool | None = _flag_of_some_scripts()
+    bucket_by_length: bool | None = _flag_of_some_scripts(True)
     model: ModelOptions = _group(ModelOptions)
     train: TrainOptions = _group(TrainOptions)
     run: RunOptions = _group(RunOptions)
@@ -203,15 +210,15 @@ class FinetuneOptions(_FromFlags):
 class PretrainOptions(_FromFlags):
     """A pre-training run (`bert_tf.runs.pretraining.run_pretraining`)."""
 
-    input_file: str  # Comma-separated files and globs.
-    eval_input_file: str | None  # Default: input_file.
-    max_predictions_per_seq: int
-    num_warmup_steps: int
-    max_eval_steps: int
-    report_majority_baseline: bool
-    next_sentence_objective: str  # "nsp", "sop" or "none"; as the records were written.
+    input_file: str | None = None  # Comma-separated files and globs.
+    eval_input_file: str | None = None  # Default: input_file.
+    max_predictions_per_seq: int = 20
+    num_warmup_steps: int = 10000
+    max_eval_steps: int = 100
+    report_majority_baseline: bool = False
+    next_sentence_objective: str = "nsp"  # "nsp", "sop" or "none"; as the records were written.
     model: ModelOptions = _group(ModelOptions)
-    train: TrainOptions = _group(TrainOptions)
+    train: TrainOptions = _group(TrainOptions, num_train_steps=100000)
     run: RunOptions = _group(RunOptions)
     evaluation: EvalOptions = _group(EvalOptions)
 
@@ -220,74 +227,77 @@ class PretrainOptions(_FromFlags):
 class ClassifierOptions(_FromFlags):
     """The task flags of run_classifier.py (`bert_tf.tasks.classification`)."""
 
-    task_name: str
-    data_dir: str
-    text_a_column: str | None  # csv/tsv task: header name or 0-based index.
-    text_b_column: str | None
-    label_column: str | None
-    labels: list[str] | None
-    has_header: bool | None
-    regression: bool | None
-    language: str | None  # xnli.
-    doc_stride: int  # 0: truncate; else windows of max_seq_length every doc_stride pieces.
-    window_aggregation: str  # "mean" or "max" of the windows' logits.
-    multi_label: bool  # csv/tsv: sigmoid outputs, binary cross-entropy.
-    label_separator: str  # Between the labels of a --multi_label label column.
-    multi_label_threshold: float  # A label is predicted when its probability is >= this.
-    class_weights: str | None  # "w0,w1,..." in label order, or "balanced".
+    task_name: str | None = None
+    data_dir: str | None = None
+    text_a_column: str | None = None  # csv/tsv task: header name or 0-based index.
+    text_b_column: str | None = None
+    label_column: str | None = None
+    labels: list[str] | None = None
+    has_header: bool | None = None
+    regression: bool | None = None
+    language: str | None = None  # xnli.
+    doc_stride: int = 0  # 0: truncate; else windows of max_seq_length every doc_stride pieces.
+    window_aggregation: str = "mean"  # "mean" or "max" of the windows' logits.
+    multi_label: bool = False  # csv/tsv: sigmoid outputs, binary cross-entropy.
+    label_separator: str = "|"  # Between the labels of a --multi_label label column.
+    multi_label_threshold: float = 0.5  # A label is predicted when its probability is >= this.
+    class_weights: str | None = None  # "w0,w1,..." in label order, or "balanced".
 
 
 @dataclasses.dataclass(frozen=True)
 class NerOptions(_FromFlags):
     """The task flags of run_ner.py (`bert_tf.tasks.ner`)."""
 
-    data_dir: str
-    doc_stride: int  # 0: truncate; else windows every doc_stride word pieces.
+    data_dir: str | None = None
+    doc_stride: int = 0  # 0: truncate; else windows every doc_stride word pieces.
 
 
 @dataclasses.dataclass(frozen=True)
 class MultipleChoiceOptions(_FromFlags):
     """The task flags of run_multiple_choice.py (`bert_tf.tasks.multiple_choice`)."""
 
-    data_dir: str
-    task_name: str  # "swag" or "jsonl".
+    data_dir: str | None = None
+    task_name: str | None = None  # "swag" or "jsonl".
 
 
 @dataclasses.dataclass(frozen=True)
 class SquadOptions(_FromFlags):
     """The task flags of run_squad.py (`bert_tf.tasks.squad`)."""
 
-    train_file: str | None
-    predict_file: str | None
-    doc_stride: int
-    max_query_length: int
-    n_best_size: int
-    max_answer_length: int
-    verbose_logging: bool
-    version_2_with_negative: bool
-    null_score_diff_threshold: float
+    # run_squad.py's default --max_seq_length (a `ModelOptions` field; 128 elsewhere).
+    MAX_SEQ_LENGTH: ClassVar[int] = 384
+
+    train_file: str | None = None
+    predict_file: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    verbose_logging: bool = False
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
 class PredictOptions(_FromFlags):
     """scripts/predict.py: which model answers, on what input (see `bert_tf.serving.predictor`)."""
 
-    export_dir: str | None
-    onnx_file: str | None
-    task: str | None  # --init_checkpoint only; an export or ONNX file names its own.
-    input_file: str | None  # None: stdin.
-    input_format: str  # "text" or "jsonl".
-    output_file: str | None  # None: stdout.
-    batch_size: int
-    labels: list[str] | None
-    top_k: int
-    pooling: str
-    doc_stride: int
-    max_query_length: int
-    n_best_size: int
-    max_answer_length: int
-    version_2_with_negative: bool
-    null_score_diff_threshold: float
+    export_dir: str | None = None
+    onnx_file: str | None = None
+    task: str | None = None  # --init_checkpoint only; an export or ONNX file names its own.
+    input_file: str | None = None  # None: stdin.
+    input_format: str = "text"  # "text" or "jsonl".
+    output_file: str | None = None  # None: stdout.
+    batch_size: int = 32
+    labels: list[str] | None = None
+    top_k: int = 5
+    pooling: str = "cls"
+    doc_stride: int = SquadOptions.doc_stride
+    max_query_length: int = SquadOptions.max_query_length
+    n_best_size: int = SquadOptions.n_best_size
+    max_answer_length: int = SquadOptions.max_answer_length
+    version_2_with_negative: bool = SquadOptions.version_2_with_negative
+    null_score_diff_threshold: float = SquadOptions.null_score_diff_threshold
     model: ModelOptions = _group(ModelOptions)
     tokenizer: TokenizerOptions = _group(TokenizerOptions)
 
@@ -296,11 +306,11 @@ class PredictOptions(_FromFlags):
 class OnnxExportOptions(_FromFlags):
     """scripts/export_onnx.py (see `bert_tf.serving.onnx_export`)."""
 
-    export_dir: str
-    output_file: str
-    quantize: str  # "none" or "int8".
-    opset: int
-    optimize: bool  # Fuse to ONNX Runtime's BERT operators first.
+    export_dir: str | None = None
+    output_file: str | None = None
+    quantize: str = "none"  # "none" or "int8".
+    opset: int = 17
+    optimize: bool = True  # Fuse to ONNX Runtime's BERT operators first.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -328,7 +338,7 @@ class BenchmarkOptions(_FromFlags):
     recompute_grad: bool
     max_position_embeddings: int | None  # Overrides the config's; None: keep.
     find_max_batch: bool  # Search the largest batch that trains instead of timing one.
-    memory_limit_mb: int  # Address-space budget of each --find_max_batch probe.
+    memory_limit_mb: int  # Resident-memory budget of each --find_max_batch probe.
     distribution: DistributionOptions = _group(DistributionOptions)
 
 
@@ -336,7 +346,7 @@ class BenchmarkOptions(_FromFlags):
 class PretrainingDataConfig:
     """The flags that decide the content of the records (all of Google's, same meaning)."""
 
-    vocab_file: str
+    vocab_file: str | None = None
     do_lower_case: bool = True
     do_whole_word_mask: bool = False
     max_seq_length: int = 128
@@ -354,10 +364,10 @@ class PretrainingDataOptions(_FromFlags):
     """The flags of create_pretraining_data.py
     (`bert_tf.data.pretraining_data.create_pretraining_data`)."""
 
-    input_file: str
-    output_file: str
-    num_workers: int
-    chunk_size_mb: float
+    input_file: str | None = None
+    output_file: str | None = None
+    num_workers: int = os.cpu_count() or 1
+    chunk_size_mb: float = 1.0
     config: PretrainingDataConfig = _group(PretrainingDataConfig)
 
 
@@ -365,52 +375,52 @@ class PretrainingDataOptions(_FromFlags):
 class PrepareCorpusOptions(_FromFlags):
     """The flags of prepare_corpus.py (`bert_tf.data.corpus.prepare_corpus`)."""
 
-    input_file: str
-    output_dir: str
-    format: str  # "auto", "text", "jsonl" or "wiki_xml".
-    num_shards: int
-    text_key: str
-    language: str  # Sentence-splitting rules (sentencex language code).
-    num_workers: int
+    input_file: str | None = None
+    output_dir: str | None = None
+    format: str = "auto"  # "auto", "text", "jsonl" or "wiki_xml".
+    num_shards: int = 1
+    text_key: str = "text"
+    language: str = "en"  # Sentence-splitting rules (sentencex language code).
+    num_workers: int = os.cpu_count() or 1
 
 
 @dataclasses.dataclass(frozen=True)
 class BuildVocabOptions(_FromFlags):
     """The flags of build_vocab.py (`bert_tf.data.vocab.build_vocab`)."""
 
-    input_file: str
-    output_file: str
-    vocab_size: int
-    do_lower_case: bool
-    num_unused: int
+    input_file: str | None = None
+    output_file: str | None = None
+    vocab_size: int = 30522
+    do_lower_case: bool = True
+    num_unused: int = 100
 
 
 @dataclasses.dataclass(frozen=True)
 class ExtendVocabOptions(_FromFlags):
     """The flags of extend_vocab.py (`bert_tf.data.vocab_extension.extend_vocab`)."""
 
-    vocab_file: str
-    new_words_file: str
-    output_vocab_file: str
-    do_lower_case: bool
+    vocab_file: str | None = None
+    new_words_file: str | None = None
+    output_vocab_file: str | None = None
+    do_lower_case: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
 class RecipeOptions(_FromFlags):
     """The flags of pretrain_recipe.py (`bert_tf.cli.recipe.run_recipe`)."""
 
-    input_file: str
-    eval_input_file: str
-    output_dir: str
-    bert_config_file: str
-    vocab_size: int
-    phase1_seq_length: int
-    phase2_seq_length: int
-    phase1_steps: int
-    phase2_steps: int
-    train_batch_size: int
-    learning_rate: float
-    masking: str
-    next_sentence_objective: str
-    num_workers: int
-    random_seed: int
+    input_file: str = "data/corpus/train.txt"
+    eval_input_file: str = "data/corpus/eval.txt"
+    output_dir: str = "pretrain_example"
+    bert_config_file: str = "configs/bert_tiny.json"
+    vocab_size: int = 4000
+    phase1_seq_length: int = 128
+    phase2_seq_length: int = 512
+    phase1_steps: int = 1500
+    phase2_steps: int = 100
+    train_batch_size: int = 32
+    learning_rate: float = 1e-3
+    masking: str = "dynamic"
+    next_sentence_objective: str = "nsp"
+    num_workers: int = min(os.cpu_count() or 1, 4)
+    random_seed: int = 12345

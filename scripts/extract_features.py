@@ -14,7 +14,7 @@ from bert_tf.cli import flags as bert_flags
 
 FLAGS = flags.FLAGS
 
-bert_flags.define_model_flags(max_seq_length=128)
+bert_flags.define_model_flags()
 bert_flags.define_tokenizer_flags()
 bert_flags.define_tpu_flags()
 bert_flags.define_xla_flags()

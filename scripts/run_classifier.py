@@ -23,7 +23,7 @@ from bert_tf.runs import finetuning
 from bert_tf.tasks import classification
 
 bert_flags.define_classifier_flags()
-bert_flags.define_finetuning_flags(max_seq_length=128)
+bert_flags.define_finetuning_flags()
 
 
 def main(_):

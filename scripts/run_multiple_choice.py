@@ -18,7 +18,7 @@ from bert_tf.runs import finetuning
 from bert_tf.tasks import multiple_choice
 
 bert_flags.define_multiple_choice_flags()
-bert_flags.define_finetuning_flags(max_seq_length=128)
+bert_flags.define_finetuning_flags()
 
 
 def main(_):

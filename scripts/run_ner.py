@@ -22,7 +22,7 @@ from bert_tf.runs import finetuning
 from bert_tf.tasks import ner
 
 bert_flags.define_ner_flags()
-bert_flags.define_finetuning_flags(max_seq_length=128)
+bert_flags.define_finetuning_flags()
 
 
 def main(_):

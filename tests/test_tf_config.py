@@ -35,7 +35,7 @@ from finetune_helpers import PRETRAINING_TINY as TINY
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
-from bert_tf.training import distribute
+from bert_tf.training import distribute, multi_worker
 from bert_tf.training import estimator as estimator_lib
 
 IGNORED = "TF_CONFIG is set but ignored"
@@ -122,20 +122,20 @@ def test_estimator_trains_as_the_chief_when_tf_config_names_a_non_chief(monkeypa
 def test_wait_for_workers_returns_once_every_peer_listens(monkeypatch, open_port):
     monkeypatch.setenv("TF_CONFIG", _tf_config(["127.0.0.1:1", f"127.0.0.1:{open_port}"], 0))
     monkeypatch.setattr(distribute, "session_target", lambda strategy: "grpc://here")
-    assert distribute.peer_addresses() == [("worker 1", f"127.0.0.1:{open_port}")]
-    assert distribute.wait_for_workers(None, timeout_secs=30) == "grpc://here"
+    assert multi_worker.peer_addresses() == [("worker 1", f"127.0.0.1:{open_port}")]
+    assert multi_worker.wait_for_workers(None, timeout_secs=30) == "grpc://here"
 
 
 def test_wait_for_workers_stops_at_the_deadline_naming_the_missing_peer(monkeypatch, caplog,
                                                                        closed_port):
     monkeypatch.setenv("TF_CONFIG", _tf_config([f"127.0.0.1:{closed_port}", "127.0.0.1:1"], 1))
     monkeypatch.setattr(distribute, "session_target", lambda strategy: "grpc://here")
-    monkeypatch.setattr(distribute, "PROGRESS_INTERVAL_SECS", 0.5)
+    monkeypatch.setattr(multi_worker, "PROGRESS_INTERVAL_SECS", 0.5)
     caplog.set_level(logging.INFO)
     timeout = 2.0
     start = time.monotonic()
     with pytest.raises(BertTfError) as raised:
-        distribute.wait_for_workers(None, timeout_secs=timeout, what="benchmark")
+        multi_worker.wait_for_workers(None, timeout_secs=timeout, what="benchmark")
     assert time.monotonic() - start < timeout + 10
     message = str(raised.value)
     assert "\n" not in message
@@ -151,7 +151,7 @@ def test_wait_for_workers_stops_at_the_deadline_naming_the_missing_peer(monkeypa
 
 def test_waiting_log_logs_at_most_once_per_interval_until_stopped(caplog):
     caplog.set_level(logging.INFO)
-    with distribute.WaitingLog("the others", 60, interval_secs=0.2):
+    with multi_worker.WaitingLog("the others", 60, interval_secs=0.2):
         time.sleep(1.1)
     count = len([r for r in caplog.records if "Still waiting for the others" in r.getMessage()])
     assert 1 <= count <= 5
@@ -163,13 +163,13 @@ def test_startup_failure_names_the_peers_that_are_gone(monkeypatch, closed_port,
     monkeypatch.setenv("TF_CONFIG", _tf_config(
         ["127.0.0.1:1", f"127.0.0.1:{closed_port}", f"127.0.0.1:{open_port}"], 0))
     deadline = tf.errors.DeadlineExceededError(None, None, "deadline")
-    message = distribute.startup_failure_message(15, deadline)
+    message = multi_worker.startup_failure_message(15, deadline)
     assert "not every worker joined within 15 s" in message
     assert f"worker 1 at 127.0.0.1:{closed_port}" in message
     assert str(open_port) not in message
     # Every peer listening: they started but did not join, so the message says what may differ.
     monkeypatch.setenv("TF_CONFIG", _tf_config(["127.0.0.1:1", f"127.0.0.1:{open_port}"], 0))
-    message = distribute.startup_failure_message(15, deadline, what="benchmark")
+    message = multi_worker.startup_failure_message(15, deadline, what="benchmark")
     assert f"worker 1 at 127.0.0.1:{open_port} (from TF_CONFIG) accepts connections" in message
     assert "multi-worker benchmark did not start" in message
 

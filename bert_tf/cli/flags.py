@@ -1,16 +1,20 @@
-"""Flag groups shared by the scripts: the single place each flag and its default are defined.
+"""Flag groups shared by the scripts: the single place each flag is defined.
 
 Each `define_*` function registers absl flags with the original Google BERT names where they
-exist, so old command lines keep working. A script calls the groups it needs, parses, and hands
+exist, so old command lines keep working. A flag's default is the default of the field of its
+name in the group's options dataclass (`defaults = options.<X>Options`), so it is written only
+there. A script calls the groups it needs, parses, and hands
 `bert_tf.options.<X>Options.from_flags(FLAGS)` to the library; nothing else reads flags.
 
 Every group takes `flag_values` (default: absl's global FLAGS), so tests can define the same
 groups into a fresh `FlagValues` and build real option objects with `parse`.
 """
 
+import dataclasses
+
 from absl import flags
 
-from bert_tf import fileio
+from bert_tf import fileio, options
 
 FLAGS = flags.FLAGS
 
@@ -37,11 +41,13 @@ def define_path(name, default, help_text, flag_values=FLAGS):
                  serializer=flags.ArgumentSerializer())
 
 
-def define_model_flags(max_seq_length=128, flag_values=FLAGS):
+def define_model_flags(defaults=None, flag_values=FLAGS):
     """--bert_config_file, --init_checkpoint, --max_seq_length (`ModelOptions`, with
-    --precision)."""
+    --precision); `defaults`: a `ModelOptions` holding the script's defaults (None: the
+    class's)."""
+    defaults = defaults or options.ModelOptions()
     define_checkpoint_flags(flag_values)
-    flags.DEFINE_integer("max_seq_length", max_seq_length,
+    flags.DEFINE_integer("max_seq_length", defaults.max_seq_length,
                          "The maximum total input sequence length after WordPiece tokenization; "
                          "longer sequences are truncated, shorter ones padded.",
                          flag_values=flag_values)
@@ -50,14 +56,16 @@ def define_model_flags(max_seq_length=128, flag_values=FLAGS):
 def define_long_input_flags(flag_values=FLAGS):
     """--recompute_grad, --max_position_embeddings, --position_embedding_init and
     --new_token_init: longer inputs and bigger models in the same memory (`ModelOptions`)."""
+    defaults = options.ModelOptions()
     define_recompute_grad_flag(flag_values)
     define_max_position_embeddings_flag(flag_values)
-    flags.DEFINE_enum("position_embedding_init", "copy", ["copy", "interpolate"],
+    flags.DEFINE_enum("position_embedding_init", defaults.position_embedding_init,
+                      ["copy", "interpolate"],  # table_growth.POSITION_INITS
                       "When --max_position_embeddings (or the config) has more positions than "
                       "--init_checkpoint: copy repeats the learnt rows block after block; "
                       "interpolate resamples them. The learnt rows keep their weights.",
                       flag_values=flag_values)
-    flags.DEFINE_enum("new_token_init", "mean", ["mean", "random"],
+    flags.DEFINE_enum("new_token_init", defaults.new_token_init, ["mean", "random"],
                       "When the config's vocab_size is larger than --init_checkpoint's tables "
                       "(scripts/extend_vocab.py): new word embeddings and MLM output biases "
                       "start as the mean learnt one, or from the initializer.",
@@ -66,7 +74,7 @@ def define_long_input_flags(flag_values=FLAGS):
 
 def define_recompute_grad_flag(flag_values=FLAGS):
     """--recompute_grad."""
-    flags.DEFINE_bool("recompute_grad", False,
+    flags.DEFINE_bool("recompute_grad", options.ModelOptions().recompute_grad,
                       "Keep only each encoder layer's input for the backward pass and "
                       "recompute the layer there: much less activation memory for about one "
                       "more forward pass; the same gradients.", flag_values=flag_values)
@@ -74,7 +82,8 @@ def define_recompute_grad_flag(flag_values=FLAGS):
 
 def define_max_position_embeddings_flag(flag_values=FLAGS):
     """--max_position_embeddings."""
-    flags.DEFINE_integer("max_position_embeddings", None,
+    flags.DEFINE_integer("max_position_embeddings",
+                         options.ModelOptions().max_position_embeddings,
                          "Positions of the model, overriding the BERT config's (to train with "
                          "a --max_seq_length beyond it); a smaller checkpoint table is "
                          "extended as --position_embedding_init says.",
@@ -94,36 +103,42 @@ def define_checkpoint_flags(flag_values=FLAGS):
 
 def define_tokenizer_flags(flag_values=FLAGS):
     """--vocab_file and --do_lower_case."""
+    defaults = options.TokenizerOptions
     define_path("vocab_file", None, "The vocabulary file the BERT model was trained on.",
                         flag_values=flag_values)
-    flags.DEFINE_bool("do_lower_case", True,
+    flags.DEFINE_bool("do_lower_case", defaults.do_lower_case,
                       "Whether to lower case the input text; True for uncased models.",
                       flag_values=flag_values)
 
 
 def define_precision_flags(flag_values=FLAGS):
     """`--precision`: compute dtype with fp32 variables."""
-    flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "fp16"],
+    defaults = options.ModelOptions
+    flags.DEFINE_enum("precision", defaults.precision, ["fp32", "bf16", "fp16"],
                       "Compute precision; variables and checkpoints stay float32.",
                       flag_values=flag_values)
 
 
-def define_train_flags(num_train_steps=None, learning_rate=5e-5, flag_values=FLAGS):
+def define_train_flags(defaults=None, flag_values=FLAGS):
     """--do_train, --train_batch_size, --learning_rate, --num_train_steps, --optimizer and
-    --num_accumulation_steps (micro-batches per optimizer update)."""
-    flags.DEFINE_bool("do_train", False, "Whether to run training.", flag_values=flag_values)
-    flags.DEFINE_integer("train_batch_size", 32,
+    --num_accumulation_steps (micro-batches per optimizer update); `defaults`: a
+    `TrainOptions` holding the script's defaults (None: the class's)."""
+    defaults = defaults or options.TrainOptions()
+    flags.DEFINE_bool("do_train", defaults.do_train, "Whether to run training.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("train_batch_size", defaults.train_batch_size,
                          "Examples per optimizer update (the global batch).",
                          flag_values=flag_values)
-    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate.",
+    flags.DEFINE_float("learning_rate", defaults.learning_rate, "The initial learning rate.",
                        flag_values=flag_values)
-    flags.DEFINE_integer("num_train_steps", num_train_steps,
+    flags.DEFINE_integer("num_train_steps", defaults.num_train_steps,
                          "Optimizer updates to train" +
-                         ("." if num_train_steps else "; default: from --num_train_epochs."),
+                         ("." if defaults.num_train_steps
+                          else "; default: from --num_train_epochs."),
                          flag_values=flag_values)
-    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"], "The optimizer.",
+    flags.DEFINE_enum("optimizer", defaults.optimizer, ["adamw", "lamb"], "The optimizer.",
                       flag_values=flag_values)
-    flags.DEFINE_integer("num_accumulation_steps", 1,
+    flags.DEFINE_integer("num_accumulation_steps", defaults.num_accumulation_steps,
                          "Micro-batches accumulated per optimizer update; train_batch_size must "
                          "divide by it.", flag_values=flag_values)
     flags.DEFINE_list("trainable_scopes", None,
@@ -140,34 +155,39 @@ def define_train_flags(num_train_steps=None, learning_rate=5e-5, flag_values=FLA
 
 def define_eval_flags(flag_values=FLAGS):
     """`--do_eval` and `--eval_batch_size`."""
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.",
+    defaults = options.EvalOptions
+    flags.DEFINE_bool("do_eval", defaults.do_eval, "Whether to run eval on the dev set.",
                       flag_values=flag_values)
-    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.",
+    flags.DEFINE_integer("eval_batch_size", defaults.eval_batch_size, "Total batch size for eval.",
                          flag_values=flag_values)
 
 
 def define_run_flags(flag_values=FLAGS):
     """Output dir, checkpointing, logging, seed, XLA and distribution: how a training run
     executes (`RunOptions`)."""
+    defaults = options.RunOptions
     define_path("output_dir", None,
                         "The output directory where checkpoints, cached features and results "
                         "are written.", flag_values=flag_values)
-    flags.DEFINE_integer("save_checkpoints_steps", 1000,
+    flags.DEFINE_integer("save_checkpoints_steps", defaults.save_checkpoints_steps,
                          "How often to save the model checkpoint.", flag_values=flag_values)
-    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.",
+    flags.DEFINE_integer("keep_checkpoint_max", defaults.keep_checkpoint_max,
+                         "How many recent checkpoints to keep.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("log_every_n_steps", 100, "Steps between progress lines.",
+    flags.DEFINE_integer("log_every_n_steps", defaults.log_every_n_steps,
+                         "Steps between progress lines.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("save_summary_steps", 100, "Steps between TensorBoard summaries.",
+    flags.DEFINE_integer("save_summary_steps", defaults.save_summary_steps,
+                         "Steps between TensorBoard summaries.",
                          flag_values=flag_values)
     flags.DEFINE_integer("random_seed", None, "Graph-level random seed for repeatable runs.",
                          flag_values=flag_values)
-    flags.DEFINE_bool("shuffle_train_input", True,
+    flags.DEFINE_bool("shuffle_train_input", defaults.shuffle_train_input,
                       "Shuffle the training records. False reads them in file order "
                       "(repeatable runs, e.g. to compare a distributed run with a "
                       "single-process one).", flag_values=flag_values)
     define_fault_flags(flag_values)
-    flags.DEFINE_float("preemption_grace_secs", 30.0,
+    flags.DEFINE_float("preemption_grace_secs", defaults.preemption_grace_secs,
                        "On SIGTERM / SIGINT: seconds to finish the current step and write its "
                        "checkpoint before exiting (143 / 130); the same command resumes.",
                        flag_values=flag_values)
@@ -183,11 +203,12 @@ def define_run_flags(flag_values=FLAGS):
 def define_fault_flags(flag_values=FLAGS):
     """--skip_corrupt_records and --exact_resume: what a run does about damaged input and
     where a restarted run picks up its input (README "Crashes")."""
-    flags.DEFINE_bool("skip_corrupt_records", False,
+    defaults = options.RunOptions
+    flags.DEFINE_bool("skip_corrupt_records", defaults.skip_corrupt_records,
                       "Train on when a TFRecord file is truncated or damaged: read it up to its "
                       "last whole record and log what was skipped. Default: stop with an error "
                       "naming the file.", flag_values=flag_values)
-    flags.DEFINE_bool("exact_resume", True,
+    flags.DEFINE_bool("exact_resume", defaults.exact_resume,
                       "Save the input pipeline's position with every checkpoint, so a restarted "
                       "run sees the batches an uninterrupted one would (one worker; with more, "
                       "or with a checkpoint without it, the input restarts from the first "
@@ -196,7 +217,8 @@ def define_fault_flags(flag_values=FLAGS):
 
 def define_validation_flags(flag_values=FLAGS):
     """Evaluation during training, best checkpoint and early stopping (`ValidationOptions`)."""
-    flags.DEFINE_integer("eval_every_n_steps", 0,
+    defaults = options.ValidationOptions
+    flags.DEFINE_integer("eval_every_n_steps", defaults.eval_every_n_steps,
                          "Evaluate on the eval split every N optimizer updates while training "
                          "(0: only at the end); results go to TensorBoard under eval/ and to "
                          "output_dir/eval_history.jsonl.", flag_values=flag_values)
@@ -210,12 +232,12 @@ def define_validation_flags(flag_values=FLAGS):
     flags.DEFINE_integer("early_stopping_patience", None,
                          "Stop training after this many evaluations without improvement of "
                          "--best_checkpoint_metric.", flag_values=flag_values)
-    flags.DEFINE_float("early_stopping_min_delta", 0.0,
+    flags.DEFINE_float("early_stopping_min_delta", defaults.early_stopping_min_delta,
                        "An evaluation improves only if it beats the best by more than this.",
                        flag_values=flag_values)
 
 
-def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=True,
+def define_finetuning_flags(max_seq_length=None, has_eval=True, length_buckets=True,
                             flag_values=FLAGS):
     """The flags run_classifier.py, run_squad.py and run_ner.py share (`FinetuneOptions`).
 
@@ -225,13 +247,18 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=Tr
     export_dir, num_train_steps, precision, optimizer, num_accumulation_steps and run controls.
 
     Args:
-      max_seq_length: the script's default `--max_seq_length` (128; 384 for SQuAD).
+      max_seq_length: the script's default `--max_seq_length` (None: `ModelOptions`' 128;
+        SQuAD: `SquadOptions.MAX_SEQ_LENGTH`).
       has_eval: define --do_eval / --eval_batch_size (SQuAD evaluates its predictions instead).
       length_buckets: define --bucket_by_length (not for SQuAD: its span loss runs over every
         max_seq_length position, so a cut batch would change it).
       flag_values: where to define them.
     """
-    define_model_flags(max_seq_length, flag_values)
+    defaults = options.FinetuneOptions
+    model_defaults = options.ModelOptions()
+    if max_seq_length is not None:
+        model_defaults = dataclasses.replace(model_defaults, max_seq_length=max_seq_length)
+    define_model_flags(model_defaults, flag_values)
     define_precision_flags(flag_values)
     define_long_input_flags(flag_values)
     define_tokenizer_flags(flag_values)
@@ -239,16 +266,17 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=Tr
     define_run_flags(flag_values)
     if has_eval:
         define_eval_flags(flag_values)
-    flags.DEFINE_bool("do_predict", False, "Whether to run prediction.", flag_values=flag_values)
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for prediction.",
-                         flag_values=flag_values)
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.",
-                       flag_values=flag_values)
-    flags.DEFINE_float("warmup_proportion", 0.1,
+    flags.DEFINE_bool("do_predict", defaults.do_predict, "Whether to run prediction.",
+                      flag_values=flag_values)
+    flags.DEFINE_integer("predict_batch_size", defaults.predict_batch_size,
+                         "Total batch size for prediction.", flag_values=flag_values)
+    flags.DEFINE_float("num_train_epochs", defaults.num_train_epochs,
+                       "Total number of training epochs to perform.", flag_values=flag_values)
+    flags.DEFINE_float("warmup_proportion", defaults.warmup_proportion,
                        "Proportion of training to perform linear learning rate warmup for.",
                        flag_values=flag_values)
     if length_buckets:
-        flags.DEFINE_bool("bucket_by_length", True,
+        flags.DEFINE_bool("bucket_by_length", defaults.bucket_by_length,
                           "Training batches from length buckets: records are grouped by "
                           "length bucket in windows of 50 batches and each batch is cut to the "
                           "smallest of at most 16 lengths (multiples of max_seq_length / 16 "
@@ -265,10 +293,11 @@ def define_finetuning_flags(max_seq_length=128, has_eval=True, length_buckets=Tr
 
 def define_pretraining_flags(flag_values=FLAGS):
     """The flags of run_pretraining.py (`PretrainOptions`), with the original's defaults."""
-    define_model_flags(128, flag_values)
+    defaults = options.PretrainOptions()
+    define_model_flags(defaults.model, flag_values)
     define_precision_flags(flag_values)
     define_long_input_flags(flag_values)
-    define_train_flags(num_train_steps=100000, flag_values=flag_values)
+    define_train_flags(defaults.train, flag_values)
     define_eval_flags(flag_values)
     define_run_flags(flag_values)
     define_path("input_file", None, "Input TF example files (glob or comma separated).",
@@ -276,13 +305,14 @@ def define_pretraining_flags(flag_values=FLAGS):
     define_path("eval_input_file", None,
                         "Held-out TF example files for --do_eval (default: --input_file).",
                         flag_values=flag_values)
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked LM predictions per sequence.",
+    flags.DEFINE_integer("max_predictions_per_seq", defaults.max_predictions_per_seq,
+                         "Masked LM predictions per sequence.", flag_values=flag_values)
+    flags.DEFINE_integer("num_warmup_steps", defaults.num_warmup_steps,
+                         "Number of warmup steps.", flag_values=flag_values)
+    flags.DEFINE_integer("max_eval_steps", defaults.max_eval_steps,
+                         "Maximum number of eval batches.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.",
-                         flag_values=flag_values)
-    flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval batches.",
-                         flag_values=flag_values)
-    flags.DEFINE_bool("report_majority_baseline", False,
+    flags.DEFINE_bool("report_majority_baseline", defaults.report_majority_baseline,
                       "After eval, also log the masked-LM accuracy of always predicting the most "
                       "frequent masked token of the training data.", flag_values=flag_values)
     define_sentence_objective_flag(flag_values)
@@ -291,7 +321,9 @@ def define_pretraining_flags(flag_values=FLAGS):
 def define_sentence_objective_flag(flag_values=FLAGS):
     """`--next_sentence_objective`, which create_pretraining_data.py and run_pretraining.py
     must be given alike."""
-    flags.DEFINE_enum("next_sentence_objective", "nsp", ["nsp", "sop", "none"],
+    defaults = options.PretrainOptions
+    flags.DEFINE_enum("next_sentence_objective", defaults.next_sentence_objective,
+                      ["nsp", "sop", "none"],
                       "The sentence-level objective beside masked LM. nsp: next-sentence "
                       "prediction (B follows A or comes from another document). sop: "
                       "sentence-order prediction (ALBERT: A and B consecutive, swapped half the "
@@ -302,7 +334,7 @@ def define_sentence_objective_flag(flag_values=FLAGS):
 def define_pretraining_data_flags(flag_values=FLAGS):
     """The flags of create_pretraining_data.py (`PretrainingDataOptions`): the original's,
     plus --masking, --next_sentence_objective, --num_workers and --chunk_size_mb."""
-    import os
+    defaults = options.PretrainingDataConfig
 
     define_path("input_file", None,
                         "Input raw text file (or comma-separated list of files and globs): one "
@@ -312,34 +344,34 @@ def define_pretraining_data_flags(flag_values=FLAGS):
                         "Output TF example file (or comma-separated list of files: shards).",
                         flag_values=flag_values)
     define_tokenizer_flags(flag_values)
-    flags.DEFINE_bool("do_whole_word_mask", False,
+    flags.DEFINE_bool("do_whole_word_mask", defaults.do_whole_word_mask,
                       "Whether to use whole word masking rather than per-WordPiece masking.",
                       flag_values=flag_values)
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.",
+    flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Maximum sequence length.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("max_predictions_per_seq", 20,
+    flags.DEFINE_integer("max_predictions_per_seq", defaults.max_predictions_per_seq,
                          "Maximum number of masked LM predictions per sequence.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.",
+    flags.DEFINE_integer("random_seed", defaults.random_seed, "Random seed for data generation.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("dupe_factor", 10,
+    flags.DEFINE_integer("dupe_factor", defaults.dupe_factor,
                          "Number of times to duplicate the input data (with different masks).",
                          flag_values=flag_values)
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.",
+    flags.DEFINE_float("masked_lm_prob", defaults.masked_lm_prob, "Masked LM probability.",
                        flag_values=flag_values)
-    flags.DEFINE_float("short_seq_prob", 0.1,
+    flags.DEFINE_float("short_seq_prob", defaults.short_seq_prob,
                        "Probability of creating sequences which are shorter than the maximum "
                        "length.", flag_values=flag_values)
-    flags.DEFINE_enum("masking", "static", ["static", "dynamic"],
+    flags.DEFINE_enum("masking", defaults.masking, ["static", "dynamic"],
                       "static: masks drawn here, once per dupe_factor pass (the original). "
                       "dynamic: records without masks; run_pretraining.py masks them afresh "
                       "every epoch (same 15%% / 80-10-10 / whole-word rules).",
                       flag_values=flag_values)
     define_sentence_objective_flag(flag_values)
-    flags.DEFINE_integer("num_workers", os.cpu_count() or 1,
+    flags.DEFINE_integer("num_workers", options.PretrainingDataOptions.num_workers,
                          "Worker processes; the output is the same for any number.",
                          flag_values=flag_values)
-    flags.DEFINE_float("chunk_size_mb", 1.0,
+    flags.DEFINE_float("chunk_size_mb", options.PretrainingDataOptions.chunk_size_mb,
                        "MB of text per chunk of whole documents processed together (random "
                        "next-sentence documents are drawn from the same chunk).",
                        flag_values=flag_values)
@@ -347,7 +379,7 @@ def define_pretraining_data_flags(flag_values=FLAGS):
 
 def define_prepare_corpus_flags(flag_values=FLAGS):
     """The flags of scripts/prepare_corpus.py (`PrepareCorpusOptions`)."""
-    import os
+    defaults = options.PrepareCorpusOptions
 
     define_path("input_file", None,
                         "Raw text to prepare: files and globs, comma separated. Plain text (a "
@@ -356,42 +388,45 @@ def define_prepare_corpus_flags(flag_values=FLAGS):
     define_path("output_dir", None,
                         "Where to write the shards (corpus-NNNNN-of-NNNNN.txt: one sentence a "
                         "line, a blank line between documents).", flag_values=flag_values)
-    flags.DEFINE_enum("format", "auto", ["auto", "text", "jsonl", "wiki_xml"],
+    flags.DEFINE_enum("format", defaults.format, ["auto", "text", "jsonl", "wiki_xml"],
                       "Input format; auto: wiki_xml for *.xml / *.xml.bz2, jsonl for *.jsonl / "
                       "*.json, else by the first bytes (<mediawiki, {), else text.",
                       flag_values=flag_values)
-    flags.DEFINE_integer("num_shards", 1, "Output files; documents go to them in turn.",
+    flags.DEFINE_integer("num_shards", defaults.num_shards,
+                         "Output files; documents go to them in turn.",
                          flag_values=flag_values)
-    flags.DEFINE_string("text_key", "text", "jsonl: the key holding a document's text.",
+    flags.DEFINE_string("text_key", defaults.text_key, "jsonl: the key holding a document's text.",
                         flag_values=flag_values)
-    flags.DEFINE_string("language", "en",
+    flags.DEFINE_string("language", defaults.language,
                         "Language code for sentence splitting (sentencex: ISO 639 codes of "
                         "~300 languages; unknown ones fall back to related languages or "
                         "English rules).", flag_values=flag_values)
-    flags.DEFINE_integer("num_workers", os.cpu_count() or 1,
+    flags.DEFINE_integer("num_workers", defaults.num_workers,
                          "Worker processes that clean and split documents; the output is the "
                          "same for any number.", flag_values=flag_values)
 
 
 def define_build_vocab_flags(flag_values=FLAGS):
     """The flags of scripts/build_vocab.py (`BuildVocabOptions`)."""
+    defaults = options.BuildVocabOptions
     define_path("input_file", None,
                         "Text to learn the vocab from (files and globs, comma separated), e.g. "
                         "the shards prepare_corpus.py writes.", flag_values=flag_values)
     define_path("output_file", None, "The vocab.txt to write.", flag_values=flag_values)
-    flags.DEFINE_integer("vocab_size", 30522,
+    flags.DEFINE_integer("vocab_size", defaults.vocab_size,
                          "Tokens in the vocab, special and unused ones included.",
                          flag_values=flag_values)
-    flags.DEFINE_bool("do_lower_case", True,
+    flags.DEFINE_bool("do_lower_case", defaults.do_lower_case,
                       "Lower-case and strip accents first (an uncased vocab); False keeps case.",
                       flag_values=flag_values)
-    flags.DEFINE_integer("num_unused", 100,
+    flags.DEFINE_integer("num_unused", defaults.num_unused,
                          "[unusedN] placeholders after [PAD] (ids 1..num_unused), for tokens "
                          "added when fine-tuning.", flag_values=flag_values)
 
 
 def define_extend_vocab_flags(flag_values=FLAGS):
     """The flags of scripts/extend_vocab.py (`ExtendVocabOptions`)."""
+    defaults = options.ExtendVocabOptions()
     define_path("vocab_file", None, "The vocab.txt to grow (ids never move).",
                 flag_values=flag_values)
     define_path("new_words_file", None,
@@ -399,7 +434,7 @@ def define_extend_vocab_flags(flag_values=FLAGS):
                 "last token.", flag_values=flag_values)
     define_path("output_vocab_file", None, "The grown vocab.txt to write.",
                 flag_values=flag_values)
-    flags.DEFINE_bool("do_lower_case", True,
+    flags.DEFINE_bool("do_lower_case", defaults.do_lower_case,
                       "Normalise the new words as the uncased tokenizer does (lower case, no "
                       "accents); False for a cased vocab.", flag_values=flag_values)
 
@@ -407,43 +442,52 @@ def define_extend_vocab_flags(flag_values=FLAGS):
 def define_recipe_flags(flag_values=FLAGS):
     """The flags of scripts/pretrain_recipe.py (`RecipeOptions`): raw text -> prepared corpus
     -> vocab -> phase 1 (short sequences) -> phase 2 (long, from phase 1) -> held-out eval."""
-    import os
+    defaults = options.RecipeOptions
 
-    define_path("input_file", "data/corpus/train.txt", "Raw training text.",
+    define_path("input_file", defaults.input_file, "Raw training text.",
                         flag_values=flag_values)
-    define_path("eval_input_file", "data/corpus/eval.txt", "Raw held-out text.",
+    define_path("eval_input_file", defaults.eval_input_file, "Raw held-out text.",
                         flag_values=flag_values)
-    define_path("output_dir", "pretrain_example",
+    define_path("output_dir", defaults.output_dir,
                         "Where every stage writes (corpus/, vocab.txt, bert_config.json, data/, "
                         "phase1/, phase2/).", flag_values=flag_values)
-    define_path("bert_config_file", "configs/bert_tiny.json",
+    define_path("bert_config_file", defaults.bert_config_file,
                         "Model config; its vocab_size is set to the learned vocab's.",
                         flag_values=flag_values)
-    flags.DEFINE_integer("vocab_size", 4000, "Size of the learned vocab.",
+    flags.DEFINE_integer("vocab_size", defaults.vocab_size, "Size of the learned vocab.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("phase1_seq_length", 128, "Phase 1 sequence length.",
+    flags.DEFINE_integer("phase1_seq_length", defaults.phase1_seq_length,
+                         "Phase 1 sequence length.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("phase2_seq_length", 512, "Phase 2 sequence length.",
+    flags.DEFINE_integer("phase2_seq_length", defaults.phase2_seq_length,
+                         "Phase 2 sequence length.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("phase1_steps", 1500, "Phase 1 optimizer updates.",
+    flags.DEFINE_integer("phase1_steps", defaults.phase1_steps, "Phase 1 optimizer updates.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("phase2_steps", 100, "Phase 2 optimizer updates (after phase 1's).",
+    flags.DEFINE_integer("phase2_steps", defaults.phase2_steps,
+                         "Phase 2 optimizer updates (after phase 1's).",
                          flag_values=flag_values)
-    flags.DEFINE_integer("train_batch_size", 32, "Batch size of both phases.",
+    flags.DEFINE_integer("train_batch_size", defaults.train_batch_size,
+                         "Batch size of both phases.",
                          flag_values=flag_values)
-    flags.DEFINE_float("learning_rate", 1e-3, "Peak learning rate of both phases.",
+    flags.DEFINE_float("learning_rate", defaults.learning_rate,
+                       "Peak learning rate of both phases.",
                        flag_values=flag_values)
-    flags.DEFINE_enum("masking", "dynamic", ["static", "dynamic"], "See create_pretraining_data.",
+    flags.DEFINE_enum("masking", defaults.masking, ["static", "dynamic"],
+                      "See create_pretraining_data.",
                       flag_values=flag_values)
     define_sentence_objective_flag(flag_values)
-    flags.DEFINE_integer("num_workers", min(os.cpu_count() or 1, 4),
+    flags.DEFINE_integer("num_workers", defaults.num_workers,
                          "Worker processes of the data stages.", flag_values=flag_values)
-    flags.DEFINE_integer("random_seed", 12345, "Seed of every stage.", flag_values=flag_values)
+    flags.DEFINE_integer("random_seed", defaults.random_seed,
+                         "Seed of every stage.", flag_values=flag_values)
 
 
 def define_tpu_flags(flag_values=FLAGS):
     """The original TPU flags (accepted everywhere; see README for what is wired)."""
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.", flag_values=flag_values)
+    defaults = options.DistributionOptions
+    flags.DEFINE_bool("use_tpu", defaults.use_tpu,
+                      "Whether to use TPU or GPU/CPU.", flag_values=flag_values)
     flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.",
                         flag_values=flag_values)
     flags.DEFINE_string("tpu_zone", None, "GCE zone where the Cloud TPU is located in.",
@@ -452,15 +496,16 @@ def define_tpu_flags(flag_values=FLAGS):
                         flag_values=flag_values)
     flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.",
                         flag_values=flag_values)
-    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True.",
+    flags.DEFINE_integer("num_tpu_cores", defaults.num_tpu_cores, "Only used if `use_tpu` is True.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("iterations_per_loop", 1000,
+    flags.DEFINE_integer("iterations_per_loop", defaults.iterations_per_loop,
                          "Accepted for compatibility (TPU loop size).", flag_values=flag_values)
 
 
 def define_xla_flags(flag_values=FLAGS):
     """`--use_xla`: XLA auto-clustering (JIT) of the session's graph, on CPU and GPU."""
-    flags.DEFINE_bool("use_xla", False,
+    defaults = options.RunOptions
+    flags.DEFINE_bool("use_xla", defaults.use_xla,
                       "Compile clusters of the graph with XLA (auto-clustering, global_jit_level "
                       "ON_1). Measured neutral on CPU, hence off by default.",
                       flag_values=flag_values)
@@ -482,24 +527,26 @@ def define_distribution_flags(flag_values=FLAGS):
     `--startup_timeout_secs` and the TPU flags
     (`DistributionOptions`; see `bert_tf.training.distribute` and the README section "Scaling out").
     `--use_tpu` means `--distribution_strategy=tpu`."""
+    defaults = options.DistributionOptions
     from bert_tf.training import distribute
 
     meanings = {"none": "one device", "mirrored": "this host's GPUs (or CPU devices) in sync",
                 "multi_worker": "several hosts/processes described by TF_CONFIG",
                 "tpu": "the TPU of --tpu_name"}
-    flags.DEFINE_enum("distribution_strategy", "none", list(distribute.STRATEGY_NAMES),
+    flags.DEFINE_enum("distribution_strategy", defaults.distribution_strategy,
+                      list(distribute.STRATEGY_NAMES),
                       ". ".join(f"{name}: {meanings[name]}"
                                 for name in distribute.STRATEGY_NAMES) +
                       ". --train_batch_size stays the global batch.", flag_values=flag_values)
     flags.DEFINE_integer("num_gpus", None,
                          "GPUs per host for mirrored / multi_worker (the first ones); default: "
                          "all. Without GPUs, mirrored uses the CPU.", flag_values=flag_values)
-    flags.DEFINE_float("step_timeout_secs", distribute.DEFAULT_STEP_TIMEOUT_SECS,
+    flags.DEFINE_float("step_timeout_secs", defaults.step_timeout_secs,
                        "multi_worker: seconds a training step may wait for the other workers "
                        "before this worker stops with an error (a worker died or hangs); must "
                        "exceed the longest pause, e.g. the chief writing a checkpoint. 0: no "
                        "limit.", flag_values=flag_values)
-    flags.DEFINE_float("startup_timeout_secs", distribute.DEFAULT_STARTUP_TIMEOUT_SECS,
+    flags.DEFINE_float("startup_timeout_secs", defaults.startup_timeout_secs,
                        "multi_worker: seconds this worker waits for every task of TF_CONFIG to "
                        "start, and as long again for them to join the first step, before it "
                        "stops with an error naming the missing ones. 0: no limit.",
@@ -530,6 +577,7 @@ def parse(define, argv=(), **values):
 def define_classifier_flags(flag_values=FLAGS):
     """The task flags of run_classifier.py (`ClassifierOptions`): the task and its data, and
     the columns / labels of the generic csv/tsv task."""
+    defaults = options.ClassifierOptions
     def string(name, help_text):
         flags.DEFINE_string(name, None, help_text, flag_values=flag_values)
 
@@ -551,21 +599,22 @@ def define_classifier_flags(flag_values=FLAGS):
                       "csv/tsv task: labels are real numbers (MSE loss, Pearson/Spearman).",
                       flag_values=flag_values)
     string("language", "xnli task: the language to train and evaluate on (default zh).")
-    define_doc_stride_flag(0, "Long texts: cut text_a into windows of max_seq_length starting "
+    define_doc_stride_flag(defaults.doc_stride,
+                           "Long texts: cut text_a into windows of max_seq_length starting "
                            "every doc_stride word pieces (text_b repeated in each) and score "
                            "the example from all its windows (--window_aggregation). 0: "
                            "truncate, as the original.", flag_values)
-    flags.DEFINE_enum("window_aggregation", "mean", ["mean", "max"],
+    flags.DEFINE_enum("window_aggregation", defaults.window_aggregation, ["mean", "max"],
                       "With --doc_stride: an example's logits are the mean (or the per-class "
                       "max) of its windows' logits.", flag_values=flag_values)
-    flags.DEFINE_bool("multi_label", False,
+    flags.DEFINE_bool("multi_label", defaults.multi_label,
                       "csv/tsv task: each row has any number of labels (in the label column, "
                       "separated by --label_separator); sigmoid outputs, binary cross-entropy.",
                       flag_values=flag_values)
-    flags.DEFINE_string("label_separator", "|",
+    flags.DEFINE_string("label_separator", defaults.label_separator,
                         "--multi_label: separator of the labels inside the label column.",
                         flag_values=flag_values)
-    flags.DEFINE_float("multi_label_threshold", 0.5,
+    flags.DEFINE_float("multi_label_threshold", defaults.multi_label_threshold,
                        "--multi_label: a label is predicted when its probability is >= this.",
                        flag_values=flag_values)
     string("class_weights", "Single-label classification: weights of the classes in the "
@@ -584,7 +633,8 @@ def define_ner_flags(flag_values=FLAGS):
     define_path("data_dir", None,
                         "Directory with the CoNLL files train.txt, dev.txt and test.txt.",
                         flag_values=flag_values)
-    define_doc_stride_flag(0, "Long sentences: cut them into windows of max_seq_length "
+    define_doc_stride_flag(options.NerOptions.doc_stride,
+                           "Long sentences: cut them into windows of max_seq_length "
                            "starting every doc_stride word pieces; each word is tagged from the "
                            "window where it has the most context. 0: truncate (words that do "
                            "not fit are tagged O).", flag_values)
@@ -597,33 +647,36 @@ def define_labels_flag(help_text, flag_values=FLAGS):
 
 def define_squad_flags(flag_values=FLAGS):
     """The task flags of run_squad.py (`SquadOptions`), with the original's defaults."""
+    defaults = options.SquadOptions
     define_path("train_file", None, "SQuAD json for training, e.g. train-v1.1.json.",
                         flag_values=flag_values)
     define_path("predict_file", None,
                         "SQuAD json for predictions, e.g. dev-v1.1.json or test-v1.1.json.",
                         flag_values=flag_values)
     define_squad_window_flags(flag_values)
-    flags.DEFINE_bool("verbose_logging", False,
+    flags.DEFINE_bool("verbose_logging", defaults.verbose_logging,
                       "Log warnings while mapping predictions back to the original text.",
                       flag_values=flag_values)
 
 
 def define_squad_window_flags(flag_values=FLAGS):
     """SQuAD windowing and post-processing (run_squad.py and scripts/predict.py)."""
-    define_doc_stride_flag(128, "When splitting up a long document into chunks, how much "
+    defaults = options.SquadOptions
+    define_doc_stride_flag(defaults.doc_stride,
+                           "When splitting up a long document into chunks, how much "
                            "stride to take between chunks.", flag_values)
-    flags.DEFINE_integer("max_query_length", 64,
+    flags.DEFINE_integer("max_query_length", defaults.max_query_length,
                          "The maximum number of tokens for the question; longer questions are "
                          "truncated to this length.", flag_values=flag_values)
-    flags.DEFINE_integer("n_best_size", 20,
+    flags.DEFINE_integer("n_best_size", defaults.n_best_size,
                          "The total number of n-best predictions to generate in "
                          "nbest_predictions.json.", flag_values=flag_values)
-    flags.DEFINE_integer("max_answer_length", 30,
+    flags.DEFINE_integer("max_answer_length", defaults.max_answer_length,
                          "The maximum length of an answer that can be generated (word pieces).",
                          flag_values=flag_values)
-    flags.DEFINE_bool("version_2_with_negative", False,
+    flags.DEFINE_bool("version_2_with_negative", defaults.version_2_with_negative,
                       "SQuAD v2.0: some questions have no answer.", flag_values=flag_values)
-    flags.DEFINE_float("null_score_diff_threshold", 0.0,
+    flags.DEFINE_float("null_score_diff_threshold", defaults.null_score_diff_threshold,
                        "v2.0: predict the null answer when null score - best non-null score is "
                        "above this.", flag_values=flag_values)
 
@@ -631,10 +684,11 @@ def define_squad_window_flags(flag_values=FLAGS):
 def define_predict_flags(flag_values=FLAGS):
     """The flags of scripts/predict.py (`PredictOptions`): the model (an export, an ONNX file
     or a checkpoint), the input and output, and the task settings a checkpoint needs."""
+    defaults = options.PredictOptions
     from bert_tf.cli import predict
     from bert_tf.serving import export, predictor
 
-    define_model_flags(128, flag_values)
+    define_model_flags(flag_values=flag_values)
     define_precision_flags(flag_values)
     define_tokenizer_flags(flag_values)
     define_squad_window_flags(flag_values)
@@ -655,22 +709,24 @@ def define_predict_flags(flag_values=FLAGS):
                       "With --init_checkpoint: what the checkpoint predicts (fill_mask: a "
                       "pre-training checkpoint; embed: any).", flag_values=flag_values)
     path("input_file", "One example a line (default: stdin): see --input_format.")
-    flags.DEFINE_enum("input_format", "text", list(predict.INPUT_FORMATS),
+    flags.DEFINE_enum("input_format", defaults.input_format, list(predict.INPUT_FORMATS),
                       "text: the text, 'a ||| b' for a pair (SQuAD: 'question ||| context'); "
                       "jsonl: a JSON object a line with text / text_b / question / context "
                       "(and an optional id, copied to the output).", flag_values=flag_values)
     path("output_file", "JSON lines, one per input line (default: stdout).")
-    flags.DEFINE_integer("batch_size", 32, "Examples (SQuAD: windows) per model call.",
+    flags.DEFINE_integer("batch_size", defaults.batch_size,
+                         "Examples (SQuAD: windows) per model call.",
                          flag_values=flag_values)
-    flags.DEFINE_integer("top_k", 5, "fill_mask: tokens listed per [MASK].",
+    flags.DEFINE_integer("top_k", defaults.top_k, "fill_mask: tokens listed per [MASK].",
                          flag_values=flag_values)
-    flags.DEFINE_enum("pooling", "cls", list(predictor.POOLINGS),
+    flags.DEFINE_enum("pooling", defaults.pooling, list(predictor.POOLINGS),
                       "embed: the final layer at [CLS], or its mean over the real tokens.",
                       flag_values=flag_values)
 
 
 def define_onnx_export_flags(flag_values=FLAGS):
     """The flags of scripts/export_onnx.py (`OnnxExportOptions`)."""
+    defaults = options.OnnxExportOptions
     from bert_tf.serving import onnx_export
 
     define_path("export_dir", None,
@@ -678,12 +734,12 @@ def define_onnx_export_flags(flag_values=FLAGS):
                         flag_values=flag_values)
     define_path("output_file", None, "Where to write the .onnx model.",
                         flag_values=flag_values)
-    flags.DEFINE_enum("quantize", "none", list(onnx_export.QUANTIZE_MODES),
+    flags.DEFINE_enum("quantize", defaults.quantize, list(onnx_export.QUANTIZE_MODES),
                       "int8: onnxruntime dynamic quantization (int8 MatMul weights).",
                       flag_values=flag_values)
-    flags.DEFINE_integer("opset", onnx_export.DEFAULT_OPSET, "The ONNX opset.",
+    flags.DEFINE_integer("opset", defaults.opset, "The ONNX opset.",
                          flag_values=flag_values)
-    flags.DEFINE_boolean("optimize", True,
+    flags.DEFINE_boolean("optimize", defaults.optimize,
                          "Fuse to ONNX Runtime's BERT operators (Attention, "
                          "SkipLayerNormalization, BiasGelu) before writing / quantizing.",
                          flag_values=flag_values)

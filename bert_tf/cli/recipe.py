@@ -24,7 +24,6 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf import options as bert_options
-from bert_tf.cli import flags as bert_flags
 from bert_tf.data import corpus, pretraining_data, vocab
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import require_file
@@ -84,19 +83,23 @@ def _records(options, text_dir, vocab_file, seq_length, output_file, dupe_factor
 def _pretrain(options, config_file, phase, train_file, eval_file, init_checkpoint=None):
     seq_length = getattr(options, f"phase{phase}_seq_length")
     steps = getattr(options, f"phase{phase}_steps")
-    values = dict(
-        bert_config_file=config_file, init_checkpoint=init_checkpoint,
+    # run_pretraining.py's defaults but for what the recipe sets.
+    return run_pretraining(bert_options.PretrainOptions(
         input_file=train_file, eval_input_file=eval_file,
-        output_dir=os.path.join(options.output_dir, f"phase{phase}"),
-        max_seq_length=seq_length, max_predictions_per_seq=_predictions(seq_length),
-        do_train=True, do_eval=True, train_batch_size=options.train_batch_size,
-        eval_batch_size=options.train_batch_size, learning_rate=options.learning_rate,
-        num_train_steps=steps, num_warmup_steps=max(1, steps // 10),
-        save_checkpoints_steps=steps, max_eval_steps=1000, log_every_n_steps=100,
-        random_seed=options.random_seed, report_majority_baseline=True,
-        next_sentence_objective=options.next_sentence_objective)
-    flag_values = bert_flags.parse(bert_flags.define_pretraining_flags, **values)
-    return run_pretraining(bert_options.PretrainOptions.from_flags(flag_values))
+        max_predictions_per_seq=_predictions(seq_length), num_warmup_steps=max(1, steps // 10),
+        max_eval_steps=1000, report_majority_baseline=True,
+        next_sentence_objective=options.next_sentence_objective,
+        model=bert_options.ModelOptions(bert_config_file=config_file,
+                                        init_checkpoint=init_checkpoint,
+                                        max_seq_length=seq_length),
+        train=bert_options.TrainOptions(do_train=True, train_batch_size=options.train_batch_size,
+                                        learning_rate=options.learning_rate,
+                                        num_train_steps=steps),
+        run=bert_options.RunOptions(output_dir=os.path.join(options.output_dir, f"phase{phase}"),
+                                    save_checkpoints_steps=steps, log_every_n_steps=100,
+                                    random_seed=options.random_seed),
+        evaluation=bert_options.EvalOptions(do_eval=True,
+                                            eval_batch_size=options.train_batch_size)))
 
 
 def run_recipe(options):

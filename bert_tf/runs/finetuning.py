@@ -14,6 +14,7 @@ runs the same command, trains on its share of the records, and only the chief wr
 features in a private temporary directory and stop after training).
 """
 
+import functools
 import os
 
 from absl import logging
@@ -63,26 +64,19 @@ def run_finetuning(task, options):
             logging.info("***** Training: %d examples, batch %d, %d steps *****",
                          len(splits["train"]), options.train.train_batch_size,
                          training.num_train_steps)
-            checkpoint = runner.train(
-                estimator, features("train", is_training=True), training.num_train_steps,
-                options.run, _evaluate_during_training(task, estimator, features, splits, options,
-                                                       chief))
+            train_input_fn = features("train", is_training=True)
+            # The chief evaluates every --eval_every_n_steps on features written once, now.
+            evaluate = None
+            if chief and options.run.validation.eval_every_n_steps:
+                evaluate = functools.partial(task.evaluate, estimator, features(task.eval_split),
+                                             splits[task.eval_split], options)
+            checkpoint = runner.train(estimator, train_input_fn, training.num_train_steps,
+                                      options.run, evaluate)
         if not chief:
             logging.info("Not the chief: done after training; the chief evaluates, predicts and "
                          "exports.")
             return None
         return _evaluate_predict_export(task, estimator, features, splits, options, checkpoint)
-
-
-def _evaluate_during_training(task, estimator, features, splits, options, chief):
-    """The chief's `evaluate(checkpoint_path) -> metrics` for --eval_every_n_steps (its
-    features are written once, before training), else None."""
-    if not chief or not options.run.validation.eval_every_n_steps:
-        return None
-    input_fn = features(task.eval_split)
-    examples = splits[task.eval_split]
-    return lambda path: task.evaluate(estimator, input_fn, examples, options,
-                                      checkpoint_path=path)
 
 
 def _evaluate_predict_export(task, estimator, features, splits, options, checkpoint):
@@ -122,6 +116,7 @@ def prepare_run(task, options):
     if options.evaluation is not None:
         runner.check_positive(options.evaluation, "eval_batch_size")
     task.check(options)
+    runner.require_model_files(options.model, options.tokenizer)
     bert_config = runner.load_bert_config(options.model)
     init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)
     tokenizer = runner.make_tokenizer(options.tokenizer, bert_config, options.model)

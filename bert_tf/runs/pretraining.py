@@ -89,6 +89,7 @@ def prepare_run(options):
     runner.check_train_options(options.train, options.model.max_seq_length)
     runner.check_positive(options, "max_predictions_per_seq")
     runner.check_positive(options.evaluation, "eval_batch_size")
+    runner.require_model_files(options.model)
     bert_config = runner.load_bert_config(options.model)
     init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)
     check = functools.partial(pretraining.check_pretraining_records,

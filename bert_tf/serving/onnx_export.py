@@ -21,13 +21,13 @@ import tempfile
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import fileio, options
 from bert_tf.errors import BertTfError
 from bert_tf.serving import backends, export
 
 QUANTIZE_MODES = ("none", "int8")
 SIGNATURE = "serving_default"
-DEFAULT_OPSET = 17
+DEFAULT_OPSET = options.OnnxExportOptions.opset
 
 
 def _frozen_signature(export_dir):

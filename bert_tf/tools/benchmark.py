@@ -34,7 +34,7 @@ import tensorflow as tf
 from bert_tf import fileio, precision
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import model_fn_parts
-from bert_tf.training import distribute
+from bert_tf.training import distribute, multi_worker
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import session as session_lib
 from bert_tf.training.training_step import TrainingStep
@@ -548,7 +548,7 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
         other workers stops with an error. None or 0: no limit.
       startup_timeout_secs: multi-worker only: how long to wait for the other workers of
         TF_CONFIG to start, and as long again for the initialization and each warm-up step
-        (which also optimises the graph). None: distribute.DEFAULT_STARTUP_TIMEOUT_SECS; 0: no
+        (which also optimises the graph). None: multi_worker.DEFAULT_STARTUP_TIMEOUT_SECS; 0: no
         limit.
 
     Returns:
@@ -565,22 +565,22 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
         session_config = session_lib.session_config(use_xla=spec.use_xla)
     compute_dtype = precision.compute_dtype_from_name(spec.precision)
     replicas = distribute.num_replicas(strategy)
-    multi_worker = distribute.is_multi_worker(strategy)
+    several_workers = distribute.is_multi_worker(strategy)
     if startup_timeout_secs is None:
-        startup_timeout_secs = distribute.DEFAULT_STARTUP_TIMEOUT_SECS
+        startup_timeout_secs = multi_worker.DEFAULT_STARTUP_TIMEOUT_SECS
     startup_options = options = None
-    if multi_worker:
-        startup_options = distribute.run_options(startup_timeout_secs)
-        options = distribute.run_options(step_timeout_secs)
+    if several_workers:
+        startup_options = multi_worker.run_options(startup_timeout_secs)
+        options = multi_worker.run_options(step_timeout_secs)
 
     start = time.perf_counter()
     graph, fetch, loss = build_step(spec, strategy)
     started = False
     try:
-        target = (distribute.wait_for_workers(strategy, startup_timeout_secs, what="benchmark")
-                  if multi_worker else distribute.session_target(strategy))
-        waiting = (distribute.WaitingLog("the other workers to join", startup_timeout_secs)
-                   if multi_worker else contextlib.nullcontext())
+        target = (multi_worker.wait_for_workers(strategy, startup_timeout_secs, what="benchmark")
+                  if several_workers else distribute.session_target(strategy))
+        waiting = (multi_worker.WaitingLog("the other workers to join", startup_timeout_secs)
+                   if several_workers else contextlib.nullcontext())
         with tf1.Session(target, graph=graph,
                          config=distribute.session_config(strategy, session_config)) as session:
             # Initialization waits for the chief's initial values; warm-up, for every worker.
@@ -608,13 +608,13 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
             if spec.mode == "train":
                 # One more (untimed) update that also reads the loss, to show it is finite.
                 last_loss = float(session.run([fetch, loss], options=options)[1])
-    except distribute.WORKER_FAILURE_ERRORS as e:
-        if not multi_worker:
+    except multi_worker.WORKER_FAILURE_ERRORS as e:
+        if not several_workers:
             raise
         if started:
-            message = distribute.worker_failure_message(step_timeout_secs, e, what="benchmark")
+            message = multi_worker.worker_failure_message(step_timeout_secs, e, what="benchmark")
         else:
-            message = distribute.startup_failure_message(startup_timeout_secs, e,
+            message = multi_worker.startup_failure_message(startup_timeout_secs, e,
                                                          what="benchmark")
         raise BertTfError(message) from None
 

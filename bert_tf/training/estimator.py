@@ -49,7 +49,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import errors, fileio
-from bert_tf.training import checkpoints, distribute, resume
+from bert_tf.training import checkpoints, distribute, multi_worker, resume
 from bert_tf.training import hooks as hooks_lib
 from bert_tf.training import session as session_lib
 from bert_tf.training.faults import translate_faults
@@ -119,12 +119,12 @@ class RunConfig:
     session_config: tf.compat.v1.ConfigProto = None  # Default: allow_soft_placement.
     train_distribute: object = None  # A tf.distribute strategy for train() (training.distribute).
     # Multi-worker only: seconds a training step may wait for the other workers before train()
-    # stops with an error (a worker died or hangs). None: distribute.DEFAULT_STEP_TIMEOUT_SECS;
+    # stops with an error (a worker died or hangs). None: multi_worker.DEFAULT_STEP_TIMEOUT_SECS;
     # 0: wait forever.
     step_timeout_secs: float = None
     # Multi-worker only: seconds train() waits for the other workers of TF_CONFIG to start, and
-    # as long again for them to join the first step. None: distribute.DEFAULT_STARTUP_TIMEOUT_SECS;
-    # 0: wait forever.
+    # as long again for them to join the first step. None:
+    # multi_worker.DEFAULT_STARTUP_TIMEOUT_SECS; 0: wait forever.
     startup_timeout_secs: float = None
     # SIGTERM / SIGINT during train(): seconds to finish the step and write its checkpoint.
     preemption_grace_secs: float = 30.0
@@ -246,10 +246,10 @@ class Estimator:
                          self.model_dir, start_step, max_steps)
             return self
         logging.info("Training %s from step %d to %d.", self.model_dir, start_step, max_steps)
-        multi_worker = distribute.is_multi_worker(strategy)
-        deadlines = distribute.TrainingDeadlines.of(
+        several_workers = distribute.is_multi_worker(strategy)
+        deadlines = multi_worker.TrainingDeadlines.of(
             self.config.step_timeout_secs, self.config.startup_timeout_secs,
-            evaluates_while_training=multi_worker and bool(evaluate_every_n_steps))
+            evaluates_while_training=several_workers and bool(evaluate_every_n_steps))
         with tf.Graph().as_default(), _strategy_scope(strategy):
             self._set_seed()
             run = self._training_graph(input_fn, max_steps, strategy, deadlines, hooks,
@@ -265,10 +265,10 @@ class Estimator:
                         saving_listeners, evaluate_fn, evaluate_every_n_steps):
         """Builds the training graph in the default graph: its train op, scaffold and hooks."""
         is_chief = distribute.is_chief(strategy)
-        multi_worker = distribute.is_multi_worker(strategy)
+        several_workers = distribute.is_multi_worker(strategy)
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        if multi_worker:
-            distribute.cache_global_step_read(global_step)
+        if several_workers:
+            multi_worker.cache_global_step_read(global_step)
         features, labels, input_hooks = self._get_features_and_labels(
             input_fn, ModeKeys.TRAIN, strategy, saveable_input=self.config.exact_resume)
         if self.config.exact_resume:
@@ -284,11 +284,11 @@ class Estimator:
         # A multi-worker step waits for the others at most `deadlines.step` (the first step,
         # which also optimizes the graph on every worker, `deadlines.startup`).
         first_step_options = step_options = None
-        if multi_worker:
-            first_step_options = distribute.run_options(deadlines.startup)
-            step_options = distribute.run_options(deadlines.step)
+        if several_workers:
+            first_step_options = multi_worker.run_options(deadlines.startup)
+            step_options = multi_worker.run_options(deadlines.step)
         stop_on_signal = hooks_lib.StopOnSignalHook(
-            distribute.any_worker_flag(strategy) if multi_worker else None, step_options)
+            multi_worker.any_worker_flag(strategy) if several_workers else None, step_options)
         # Order matters: the loss check must run before the checkpoint saver in the same step.
         # Every worker runs it (it fetches the loss reduced over all workers, so all of them
         # take part in that all-reduce at every step and stop at the same step).
@@ -296,10 +296,10 @@ class Estimator:
                      hooks_lib.StopOnNonFiniteLossHook(spec.loss, self.model_dir),
                      tf.compat.v1.train.StopAtStepHook(last_step=max_steps),
                      *(hooks or []), *(spec.training_hooks or [])]
-        if multi_worker:
+        if several_workers:
             all_hooks.insert(1, hooks_lib.WaitForWorkersHook(
-                distribute.all_workers_barrier(strategy), strategy.num_replicas_in_sync,
-                distribute.run_options(deadlines.startup)))
+                multi_worker.all_workers_barrier(strategy), strategy.num_replicas_in_sync,
+                multi_worker.run_options(deadlines.startup)))
         if is_chief:
             all_hooks += self._chief_training_hooks(
                 spec.loss, scaffold, max_steps,
@@ -314,15 +314,15 @@ class Estimator:
     def _run_training_loop(self, run, strategy, deadlines):
         """Runs `run.train_op` until a hook stops the session; a multi-worker failure to start
         or to keep up is one `BertTfError`."""
-        multi_worker = distribute.is_multi_worker(strategy)
+        several_workers = distribute.is_multi_worker(strategy)
         options = run.first_step_options
         # Session creation (its variables' initialization waits for the chief's initial
         # values), the barrier and the first step are the start-up: logged while they wait.
-        waiting = distribute.WaitingLog("the first step, which needs every worker",
+        waiting = multi_worker.WaitingLog("the first step, which needs every worker",
                                         deadlines.startup)
         try:
-            if multi_worker:
-                distribute.wait_for_workers(strategy, deadlines.startup)
+            if several_workers:
+                multi_worker.wait_for_workers(strategy, deadlines.startup)
                 waiting.start()
             with hooks_lib.SignalHandlers(run.stop_on_signal, self.config.preemption_grace_secs), \
                     self._training_session(strategy, run.scaffold, run.hooks,
@@ -331,13 +331,13 @@ class Estimator:
                     sess.run(run.train_op, options=options)
                     options = run.step_options
                     waiting.stop()
-        except distribute.WORKER_FAILURE_ERRORS as e:
-            if not multi_worker:
+        except multi_worker.WORKER_FAILURE_ERRORS as e:
+            if not several_workers:
                 raise
             if options is run.first_step_options:
-                message = distribute.startup_failure_message(deadlines.startup, e)
+                message = multi_worker.startup_failure_message(deadlines.startup, e)
             else:
-                message = distribute.worker_failure_message(deadlines.step, e,
+                message = multi_worker.worker_failure_message(deadlines.step, e,
                                                             model_dir=self.model_dir)
             raise errors.BertTfError(message) from None
         finally:

@@ -17,6 +17,7 @@ the line a user can act on:
 `checkpoints` has the checkpoint side (unreadable checkpoints, failed checkpoint writes).
 """
 
+import contextlib
 import errno
 import functools
 import inspect
@@ -85,27 +86,27 @@ def translate_faults(mode):
                         input_fn=bound.arguments.get("input_fn"),
                         batch_per_replica=estimator.batch_per_replica(mode))
 
-        if inspect.isgeneratorfunction(method):
-            @functools.wraps(method)
-            def generator(estimator, *args, **kwargs):
-                try:
-                    yield from method(estimator, *args, **kwargs)
-                except (tf.errors.OpError, OSError, MemoryError) as e:
-                    translated = translate(e, **context(estimator, args, kwargs))
-                    if translated is None:
-                        raise
-                    raise translated from None
-            return generator
-
-        @functools.wraps(method)
-        def wrapper(estimator, *args, **kwargs):
+        @contextlib.contextmanager
+        def translated_errors(estimator, args, kwargs):
             try:
-                return method(estimator, *args, **kwargs)
+                yield
             except (tf.errors.OpError, OSError, MemoryError) as e:
                 translated = translate(e, **context(estimator, args, kwargs))
                 if translated is None:
                     raise
                 raise translated from None
+
+        if inspect.isgeneratorfunction(method):
+            @functools.wraps(method)
+            def generator(estimator, *args, **kwargs):
+                with translated_errors(estimator, args, kwargs):
+                    yield from method(estimator, *args, **kwargs)
+            return generator
+
+        @functools.wraps(method)
+        def wrapper(estimator, *args, **kwargs):
+            with translated_errors(estimator, args, kwargs):
+                return method(estimator, *args, **kwargs)
         return wrapper
 
     return decorator

@@ -111,7 +111,7 @@ class StopOnSignalHook(StepHook):
 
     Without a strategy it stops the session after the current step; under a multi-worker
     strategy every worker all-reduces its [signal, early stop] flags after each step
-    (`distribute.any_worker_flag`), so all workers stop after the same step (an early stop
+    (`multi_worker.any_worker_flag`), so all workers stop after the same step (an early stop
     decided after step N takes effect after step N + 1 there). The chief's
     CheckpointSaverHook saves the last step when the session closes.
     """

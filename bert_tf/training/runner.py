@@ -3,7 +3,8 @@
 A run (`runs.pretraining.run_pretraining`, `runs.finetuning.run_finetuning`) goes through the
 same steps, each done here once:
 
-  1. check the options (`check_train_options`, `check_positive`) and read the BERT config,
+  1. check the options (`check_train_options`, `check_positive`) and the files
+     (`require_model_files`), read the BERT config,
      checking `--max_seq_length` against it (`load_bert_config`); resolve `--init_checkpoint`
      (`resolve_init_checkpoint`) and build the tokenizer (`make_tokenizer`): all before any
      graph is built or anything is written, so bad input stops the run with one line and an
@@ -67,8 +68,23 @@ def check_train_options(train, max_seq_length):
             "train_batch_size / num_accumulation_steps, pick values where it divides.")
 
 
+def require_model_files(model, tokenizer_options=None):
+    """Stops with one line naming the flag unless `--bert_config_file` (and, with
+    `tokenizer_options`, `--vocab_file`) is a file: before either is read.
+
+    Args:
+      model: `options.ModelOptions`.
+      tokenizer_options: `options.TokenizerOptions`, or None for a run without a tokenizer.
+    """
+    fileio.require_file(model.bert_config_file, flag="bert_config_file",
+                        what="BERT config file")
+    if tokenizer_options is not None:
+        fileio.require_file(tokenizer_options.vocab_file, flag="vocab_file", what="vocab file")
+
+
 def load_bert_config(model):
-    """Reads `--bert_config_file` (with `--max_position_embeddings` over its own) and checks
+    """Reads `--bert_config_file` (checked by `require_model_files`; with
+    `--max_position_embeddings` over its own) and checks
     `--max_seq_length` against it.
 
     Args:
@@ -77,8 +93,6 @@ def load_bert_config(model):
     Returns:
       The `modeling.BertConfig`.
     """
-    fileio.require_file(model.bert_config_file, flag="bert_config_file",
-                        what="BERT config file")
     bert_config = modeling.BertConfig.from_json_file(model.bert_config_file)
     if model.max_position_embeddings:
         if getattr(bert_config, "position_embedding_type", "absolute") != "absolute":
@@ -109,7 +123,8 @@ def resolve_init_checkpoint(init_checkpoint):
 
 
 def make_tokenizer(tokenizer_options, bert_config, model):
-    """A `FullTokenizer` for `--vocab_file`, checked against the casing and the config.
+    """A `FullTokenizer` for `--vocab_file` (checked by `require_model_files`), checked
+    against the casing and the config.
 
     Args:
       tokenizer_options: `options.TokenizerOptions`.
@@ -117,7 +132,6 @@ def make_tokenizer(tokenizer_options, bert_config, model):
       model: `options.ModelOptions` (names the config file and the init checkpoint).
     """
     vocab_file = tokenizer_options.vocab_file
-    fileio.require_file(vocab_file, flag="vocab_file", what="vocab file")
     tokenization.validate_case_matches_checkpoint(tokenizer_options.do_lower_case,
                                                   model.init_checkpoint)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file,
