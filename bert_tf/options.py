@@ -39,12 +39,17 @@ def _flag_of_some_scripts(default):
     return dataclasses.field(default=default, metadata={"optional": True})
 
 
+def _flag_or_default(default):
+    """A field read from its flag where the script defines it, else its default."""
+    return dataclasses.field(default=default, metadata={"optional": True, "keep_default": True})
+
+
 def _from_flags(options_class, flag_values):
     values = {}
     for field in dataclasses.fields(options_class):
         group = field.metadata.get("group")
         if group is None and field.metadata.get("optional") and field.name not in flag_values:
-            values[field.name] = None
+            values[field.name] = field.default if field.metadata.get("keep_default") else None
         elif group is None:
             values[field.name] = flag_values[field.name].value
         elif field.metadata["optional"] and dataclasses.fields(group)[0].name not in flag_values:
@@ -132,11 +137,11 @@ class ModelOptions(_FromFlags):
     max_seq_length: int = 128  # run_squad.py: SquadOptions.MAX_SEQ_LENGTH.
     precision: str = "fp32"  # "fp32", "bf16" or "fp16"; variables stay float32.
     # Longer inputs and bigger models (docs/training-runs.md).
-    recompute_grad: bool = _flag_of_some_scripts(False)  # Recompute layers in the backward.
-    max_position_embeddings: int | None = _flag_of_some_scripts(None)  # Overrides the config's.
-    position_embedding_init: str = _flag_of_some_scripts("copy")  # New position rows: copy,
+    recompute_grad: bool = _flag_or_default(False)  # Recompute layers in the backward.
+    max_position_embeddings: int | None = _flag_or_default(None)  # Overrides the config's.
+    position_embedding_init: str = _flag_or_default("copy")  # New position rows: copy,
     # interpolate.
-    new_token_init: str = _flag_of_some_scripts("mean")  # New WordPiece rows: mean, random.
+    new_token_init: str = _flag_or_default("mean")  # New WordPiece rows: mean, random.
 
     @property
     def compute_dtype(self):

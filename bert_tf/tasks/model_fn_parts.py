@@ -38,10 +38,9 @@ class Encoder:
     @classmethod
     def from_options(cls, bert_config, init_checkpoint, model):
         """The Encoder of a run: `model` is its `options.ModelOptions`."""
-        growth = table_growth.GrowthOptions(model.position_embedding_init or "copy",
-                                            model.new_token_init or "mean")
+        growth = table_growth.GrowthOptions(model.position_embedding_init, model.new_token_init)
         return cls(bert_config, init_checkpoint, model.compute_dtype,
-                   recompute_grad=bool(model.recompute_grad), growth=growth)
+                   recompute_grad=model.recompute_grad, growth=growth)
 
     def build(self, features, mode, head_fn):
         """The encoder over `features` and the task's head on it.
