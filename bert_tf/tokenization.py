@@ -46,7 +46,7 @@ REQUIRED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 _WORD_CACHE_SIZE = 100_000
 
 # Code point ranges of the CJK ideographs that get a word of their own, as in the original.
-_CHINESE_CHAR_RANGES = (
+CHINESE_CHAR_RANGES = (
     (0x4E00, 0x9FFF),  # CJK Unified Ideographs
     (0x3400, 0x4DBF),  # Extension A
     (0x20000, 0x2A6DF),  # Extension B
@@ -403,9 +403,9 @@ def _is_punctuation(char):
 
 
 def _is_chinese_char(cp):
-    """Checks whether code point `cp` is a CJK ideograph (see `_CHINESE_CHAR_RANGES`)."""
+    """Checks whether code point `cp` is a CJK ideograph (see `CHINESE_CHAR_RANGES`)."""
     # Hangul, Hiragana and Katakana are not included: those scripts separate words by spaces.
-    return any(low <= cp <= high for low, high in _CHINESE_CHAR_RANGES)
+    return any(low <= cp <= high for low, high in CHINESE_CHAR_RANGES)
 
 
 class _LazyTranslateTable(dict):
@@ -426,7 +426,7 @@ class _LazyTranslateTable(dict):
         return replacement
 
 
-def _clean_char(char):
+def clean_char(char):
     """Steps 1-2: None (drop) for control chars, " " for whitespace, " c " for CJK."""
     cp = ord(char)
     if cp == 0 or cp == 0xFFFD or _is_control(char):
@@ -438,23 +438,23 @@ def _clean_char(char):
     return char
 
 
-def _split_punctuation_char(char):
+def split_punctuation_char(char):
     """Step 5: punctuation becomes a word of its own."""
     return f" {char} " if _is_punctuation(char) else char
 
 
-def _drop_nonspacing_mark(char):
+def drop_nonspacing_mark(char):
     """Step 4: accents are the non-spacing marks (Mn) left after NFD."""
     return None if unicodedata.category(char) == "Mn" else char
 
 
-def _clean_and_split_punctuation_char(char):
+def clean_and_split_punctuation_char(char):
     """Steps 1, 2 and 5 at once (valid when no lower-casing comes between them)."""
-    cleaned = _clean_char(char)
-    return _split_punctuation_char(char) if cleaned == char else cleaned
+    cleaned = clean_char(char)
+    return split_punctuation_char(char) if cleaned == char else cleaned
 
 
-_CLEAN_TABLE = _LazyTranslateTable(_clean_char)
-_SPLIT_PUNCTUATION_TABLE = _LazyTranslateTable(_split_punctuation_char)
-_DROP_MN_TABLE = _LazyTranslateTable(_drop_nonspacing_mark)
-_CLEAN_AND_SPLIT_PUNCTUATION_TABLE = _LazyTranslateTable(_clean_and_split_punctuation_char)
+_CLEAN_TABLE = _LazyTranslateTable(clean_char)
+_SPLIT_PUNCTUATION_TABLE = _LazyTranslateTable(split_punctuation_char)
+_DROP_MN_TABLE = _LazyTranslateTable(drop_nonspacing_mark)
+_CLEAN_AND_SPLIT_PUNCTUATION_TABLE = _LazyTranslateTable(clean_and_split_punctuation_char)

@@ -4,6 +4,9 @@ Example (BERT-base SQuAD fine-tuning, seq 384, batch 4, bf16):
 
     python scripts/benchmark.py --bert_config_file=configs/bert_base.json --task=squad \
         --mode=train --precision=bf16 --output_json=/tmp/bench.json
+
+`--api=tf2` times the same step through bert_tf.tf2.BertEncoder (tf.function, with and without
+XLA) beside the graph-mode step, in fp32 and bf16 (bert_tf.tools.tf2_benchmark).
 """
 
 from absl import flags
@@ -37,6 +40,10 @@ bert_flags.define_path("trace_file", None,
 flags.DEFINE_bool("check_onednn", True,
                   "On CPU, report which oneDNN ISA and matmul kernels this precision uses "
                   "(a child process with ONEDNN_VERBOSE=1).")
+flags.DEFINE_enum("api", "graph", ["graph", "tf2"],
+                  "graph: the task's model_fn in a session. tf2: the SQuAD training step "
+                  "through bert_tf.tf2.BertEncoder under tf.function, with and without XLA, "
+                  "beside the graph-mode step, fp32 and bf16, timed alternately in one run.")
 flags.DEFINE_bool("find_max_batch", False,
                   "Instead of timing --batch_size, search the largest batch whose step runs "
                   "within --memory_limit_mb (doubling, then bisection; each probe a child "

@@ -19,7 +19,7 @@ LONG_MODULES = ("test_docs_commands.py", "test_finetune_extras_learning.py",
                 "test_long_inputs.py", "test_onnx.py", "test_tflite.py", "test_encoder_export.py",
                 "test_relative_paths.py", "test_readme_claims.py",
                 "test_distribute.py", "test_faults.py", "test_training_runs.py",
-                "test_predict.py")
+                "test_export_core_ops.py", "test_predict.py")
 
 
 def pytest_collection_modifyitems(items):

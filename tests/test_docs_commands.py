@@ -117,6 +117,8 @@ WRITES = {
         ["topics_out/eval_results.txt", "topics_out/test_results.tsv",
          "topics_out/label_list.txt", "topics_out/model.ckpt-45.index",
          "topics_out/export/*/saved_model.pb"],
+    ("README.md", "export_tfhub.py"):
+        ["hub/encoder/saved_model.pb", "hub/preprocessor/saved_model.pb"],
     ("docs/fine-tuning.md", "--task_name=MRPC"):
         ["mrpc_out/eval_results.txt", "mrpc_out/test_results.tsv"],
     ("docs/fine-tuning.md", "--train_file=tests/data/finetune/squad_small.json"):

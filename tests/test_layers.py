@@ -14,6 +14,7 @@ TIERS = (
                "bert_tf/table_growth.py")),
     ("data", ("bert_tf/data/", "bert_tf/metrics/")),
     ("training", ("bert_tf/training/",)),
+    ("tf2", ("bert_tf/tf2.py", "bert_tf/keras.py")),
     ("tasks", ("bert_tf/tasks/",)),
     ("serving", ("bert_tf/serving/",)),
     ("runs", ("bert_tf/runs/", "bert_tf/tools/", "bert_tf/extract_features.py")),

@@ -41,6 +41,8 @@ CASES = {
                        options.PrepareCorpusOptions()),
     "build_vocab": (bert_flags.define_build_vocab_flags, options.BuildVocabOptions,
                     options.BuildVocabOptions()),
+    "export_tfhub": (bert_flags.define_tfhub_export_flags, options.TfHubExportOptions,
+                     options.TfHubExportOptions()),
     "pretrain_recipe": (bert_flags.define_recipe_flags, options.RecipeOptions,
                         options.RecipeOptions()),
 }

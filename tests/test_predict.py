@@ -29,14 +29,11 @@ from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.runs import finetuning
 from bert_tf.serving import export
-from bert_tf.serving import text_signature as serving_text
 from bert_tf.serving.predictor import Predictor
 
 SEQ = 24
 SQUAD_FILE = os.path.join(FINETUNE_DATA, "squad_small.json")
 SQUAD_SETTINGS = dict(doc_stride=8, max_query_length=6, n_best_size=5, max_answer_length=6)
-needs_tf_text = pytest.mark.skipif(not serving_text.available(),
-                                   reason="tensorflow-text (the [serving] extra) not installed")
 
 
 def _train(kind, directory, vocab_file, **values):
@@ -186,7 +183,6 @@ def _id_signature(loaded, features):
         **inputs).items()}
 
 
-@needs_tf_text
 def test_serving_text_equals_id_signature(classifier, squad_model, ner_model, vocab_file):
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     texts = _topic_sentences() + ["Größe: ¡Ünïcödé! 中文 x\u00adyz naïve", "x" * 150]
@@ -238,21 +234,32 @@ def _assert_same(served, loaded, features, *keys):
         np.testing.assert_allclose(served[key].numpy(), expected[key], atol=1e-5, err_msg=key)
 
 
-@needs_tf_text
-@pytest.mark.parametrize("do_lower_case", [True, False])
-def test_in_graph_tokenizer_agrees_with_full_tokenizer(vocab_file, do_lower_case):
+def test_serving_text_packs_full_tokenizer_features_of_the_multilingual_corpus(classifier,
+                                                                               vocab_file):
+    """Every corpus line, cut at max_seq_length, alone and paired with the next one (the
+    tokenizer itself, cased and uncased: tests/test_graph_tokenizer.py)."""
     with open(os.path.join(DATA, "multilingual.txt"), encoding="utf-8") as f:
         lines = f.read().splitlines()
-    # Beyond the corpus: what tf-text alone gets wrong (see bert_tf.serving.text_signature).
-    lines += ["Straße ﬁne İstanbul ＡＢＣ ½ Ǆ", "a\u00adb c\u200bd e\ufeff", "x\x00y \ufffdz",
-              "a" * 101 + " b", "x " + "é" * 101 + ",y", "é" * 60, "l'argument «\u00a0vars »"]
-    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-    in_graph = serving_text.InGraphTokenizer(tokenization.load_vocab(vocab_file),
-                                             do_lower_case)
-    got = in_graph.tokenize(tf.constant(lines)).to_list()
-    differing = [line for line, ids in zip(lines, got, strict=True)
-                 if ids != tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))]
-    assert differing == []
+    assert len(lines) == 3250
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    loaded = tf.saved_model.load(classifier[1])
+    agreeing = {"serving_text": 0, "serving_text_pair": 0}
+    for start in range(0, len(lines), 650):
+        texts = lines[start:start + 650]
+        texts_b = lines[start + 1:start + 651] + lines[:1]
+        for name, inputs, pairs in (
+                ("serving_text", {"text": texts}, [(text, None) for text in texts]),
+                ("serving_text_pair", {"text": texts, "text_b": texts_b[:len(texts)]},
+                 list(zip(texts, texts_b, strict=False)))):
+            served = loaded.signatures[name](**{k: tf.constant(v) for k, v in inputs.items()})
+            served = served["input_ids"].numpy().tolist()
+            width = len(served[0])
+            for (text, text_b), ids in zip(pairs, served, strict=True):
+                feature = classification_data.convert_single_example(
+                    0, classification_data.InputExample("t", text, text_b, "food"),
+                    ["food", "sports"], SEQ, tokenizer)
+                agreeing[name] += ids == feature.input_ids[:width]
+    assert agreeing == {"serving_text": len(lines), "serving_text_pair": len(lines)}
 
 
 # ------------------------------------------------------------------------------ bad input

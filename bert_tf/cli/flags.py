@@ -745,6 +745,21 @@ def define_onnx_export_flags(flag_values=FLAGS):
                          flag_values=flag_values)
 
 
+def define_tfhub_export_flags(flag_values=FLAGS):
+    """The flags of scripts/export_tfhub.py (`TfHubExportOptions`)."""
+    defaults = options.TfHubExportOptions
+    define_checkpoint_flags(flag_values)
+    define_tokenizer_flags(flag_values)
+    define_path("export_path", None, "Where to write the encoder SavedModel (a new directory).",
+                flag_values=flag_values)
+    define_path("preprocessor_export_path", None,
+                "Where to write the text preprocessor SavedModel (a new directory); unset: "
+                "the encoder only.", flag_values=flag_values)
+    flags.DEFINE_integer("seq_length", defaults.seq_length,
+                         "The preprocessor's packed sequence length (bert_pack_inputs, "
+                         "__call__).", flag_values=flag_values)
+
+
 def define_multiple_choice_flags(flag_values=FLAGS):
     """The task flags of run_multiple_choice.py (`MultipleChoiceOptions`)."""
     define_path("data_dir", None,

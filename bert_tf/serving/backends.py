@@ -8,7 +8,6 @@ import tensorflow as tf
 from bert_tf import errors
 from bert_tf.errors import BertTfError
 from bert_tf.serving import export
-from bert_tf.serving import text_signature as serving_text
 from bert_tf.tasks import classification, model_fn_parts, ner, pretraining, squad
 from bert_tf.training import estimator as estimator_lib
 
@@ -32,16 +31,13 @@ def load_serving_session(path):
     """
     from tensorflow.python.saved_model import loader_impl  # no deprecation notice
 
-    serving_text.available()  # Registers tf-text's ops, which `serving_text` uses.
     graph = tf.Graph()
     session = tf1.Session(graph=graph)
     try:
         with graph.as_default():
             meta_graph = loader_impl.SavedModelLoader(path).load(session, ["serve"])
     except (tf.errors.NotFoundError, OSError, ValueError, KeyError) as e:
-        hint = (" (it has a serving_text signature: pip install bert_tf[serving] for "
-                "tensorflow-text)" if "not registered" in str(e) else "")
-        raise BertTfError(f"SavedModel {path} cannot be loaded{hint}: "
+        raise BertTfError(f"SavedModel {path} cannot be loaded: "
                           f"{errors.short_tf_error(e)}") from None
     return session, meta_graph.signature_def["serving_default"]
 

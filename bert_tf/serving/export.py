@@ -6,7 +6,7 @@ size, any seq up to the model's `max_position_embeddings`) and returning the tas
   - "serving_default": int32 inputs (`tf.constant([[101, ...]])` in TF2 is int32);
   - "serving_int64": int64 inputs (what tf.train.Example / TFRecord pipelines produce).
 A signature's inputs are typed, so one signature cannot take both dtypes; numpy arrays and
-Python lists of either integer type work with both. With tensorflow-text, text-in signatures
+Python lists of either integer type work with both. The text-in signatures
 (`bert_tf.serving.text_signature`) take strings. `assets.extra/` carries the vocab, the BERT
 config, the label list and `predict_config.json`, which the Predictor reads.
 """
@@ -18,7 +18,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import fileio, tokenization
+from bert_tf import fileio
 from bert_tf.data import input_pipeline
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
@@ -66,20 +66,16 @@ def prediction_assets(task, options):
 
 
 def text_signature(task, options):
-    """The `serving_text.TextSignature` of `task`'s export, or None (with a warning) without
-    tensorflow-text."""
-    if not serving_text.available():
-        logging.warning("tensorflow-text is not installed (pip install bert_tf[serving]): the "
-                        "export gets no %s signature.", serving_text.SIGNATURE_NAME)
-        return None
+    """The `serving_text.TextSignature` of `task`'s export."""
     squad_settings = task.predict_settings(options)
     return serving_text.TextSignature(
         input_names=task.text_inputs,
-        vocab=tokenization.load_vocab(options.tokenizer.vocab_file),
+        vocab_file=options.tokenizer.vocab_file,
         do_lower_case=options.tokenizer.do_lower_case,
         max_seq_length=options.model.max_seq_length,
         max_query_length=squad_settings.get("max_query_length"),
-        pairs=task.name == "classifier")
+        pairs=task.name == "classifier",
+        num_choices=getattr(task, "num_choices", None))
 
 
 def export_saved_model(estimator, export_dir_base, extra_files=None, checkpoint_path=None,

@@ -91,6 +91,9 @@ class MultipleChoiceTask(base.FinetuningTask):
     choice a line); with --export_dir a SavedModel (see the module docstring).
     """
 
+    # serving_text: a context [B] and its choices' endings [B, num_choices].
+    text_inputs = ("context", "endings")
+
     # The [B, num_choices * S] features hold one sequence per choice, each cut alike.
     @property
     def sequences_per_example(self):
@@ -153,4 +156,5 @@ class MultipleChoiceTask(base.FinetuningTask):
         return {"inputs.txt": f"input_ids, input_mask, segment_ids: [batch, {self.num_choices} * "
                               "seq], each choice's packed sequence of length seq one after "
                               "another; outputs: probabilities [batch, "
-                              f"{self.num_choices}].\n"}
+                              f"{self.num_choices}]. serving_text: context [batch] and endings "
+                              f"[batch, {self.num_choices}] strings.\n"}

@@ -934,6 +934,8 @@ def run(options, log=print):
     config = modeling.BertConfig.from_json_file(options.bert_config_file)
     if options.max_position_embeddings:
         config.max_position_embeddings = options.max_position_embeddings
+    if options.api == "tf2":
+        return _run_tf2(options, config, log)
     spec = BenchmarkSpec(
         bert_config=config, task=options.task, mode=options.mode,
         batch_size=options.batch_size, max_seq_length=options.max_seq_length,
@@ -996,4 +998,20 @@ def run(options, log=print):
     if sweep_sizes and writes_files:
         plot_batch_sweep(results, options.output_plot)
         log(f"wrote {options.output_plot}")
+    return result
+
+
+def _run_tf2(options, config, log):
+    """`--api=tf2`: `tf2_benchmark.run_tf2_comparison`, its table, and --output_json."""
+    from bert_tf.tools import tf2_benchmark
+
+    spec = BenchmarkSpec(
+        bert_config=config, task=options.task, mode=options.mode,
+        batch_size=options.batch_size, max_seq_length=options.max_seq_length,
+        num_warmup_steps=options.num_warmup_steps, num_steps=options.num_steps)
+    result = tf2_benchmark.run_tf2_comparison(spec, log=log)
+    log(tf2_benchmark.format_comparison(result))
+    if options.output_json:
+        write_json(result, options.output_json)
+        log(f"wrote {options.output_json}")
     return result

@@ -49,10 +49,13 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import errors, fileio
-from bert_tf.training import checkpoints, distribute, multi_worker, resume
+from bert_tf.training import checkpoints, distribute, multi_worker, resume, serving_input
 from bert_tf.training import hooks as hooks_lib
 from bert_tf.training import session as session_lib
 from bert_tf.training.faults import translate_faults
+
+# The serving contract of `export_saved_model`, where tf.estimator users find it.
+from bert_tf.training.serving_input import ServingInputReceiver, build_raw_serving_input_receiver_fn  # noqa: F401
 
 # True while a model_fn builds a graph whose variables are all restored from a checkpoint of
 # the run (evaluate, predict with a checkpoint, export); see `restores_checkpoint`.
@@ -138,39 +141,6 @@ class RunConfig:
         non-chief workers of a multi-worker `train_distribute` (TF_CONFIG alone never makes
         a non-chief, so a single process never waits for a chief)."""
         return distribute.is_chief(self.train_distribute)
-
-
-ServingInputReceiver = collections.namedtuple(
-    "ServingInputReceiver", ["features", "receiver_tensors", "receiver_tensors_alternatives",
-                             "alternative_outputs"],
-    defaults=[None, None])
-ServingInputReceiver.__doc__ = """What a serving_input_receiver_fn returns: the features fed to
-the model_fn, the tensors (a dict name -> tensor) that become the signatures' inputs, and
-optionally {signature name: {name: tensor}}: more signatures with the "serving_default"
-outputs and other input tensors (any graph tensor can be fed, e.g. an int64 placeholder that
-is cast to the features' int32), and {signature name: {name: tensor}}: outputs such an
-alternative signature returns besides those."""
-
-
-def build_raw_serving_input_receiver_fn(feature_specs, default_batch_size=None):
-    """Returns a serving_input_receiver_fn that feeds each feature from its own placeholder.
-
-    Args:
-      feature_specs: dict name -> anything with `.dtype` and `.shape` (a `tf.TensorSpec`, a
-        tensor), e.g. {"input_ids": tf.TensorSpec([None, 128], tf.int32)}.
-      default_batch_size: fills the leading dimension when it is None in a spec.
-    """
-
-    def serving_input_receiver_fn():
-        placeholders = {}
-        for name, spec in feature_specs.items():
-            shape = tf.TensorShape(spec.shape)
-            if shape.rank and shape[0] is None and default_batch_size is not None:
-                shape = tf.TensorShape([default_batch_size]).concatenate(shape[1:])
-            placeholders[name] = tf.compat.v1.placeholder(tf.as_dtype(spec.dtype), shape, name)
-        return ServingInputReceiver(placeholders, placeholders)
-
-    return serving_input_receiver_fn
 
 
 @dataclasses.dataclass
@@ -404,7 +374,7 @@ class Estimator:
             final_ops = {key: value for key, (value, _) in metric_ops.items()}
             final_ops["global_step"] = global_step
             final_hook = tf.compat.v1.train.FinalOpsHook(final_ops)
-            session_creator = _restoring_session_creator(
+            session_creator = session_lib.restoring_session_creator(
                 self._scaffold(spec), checkpoint_path, self._session_config, "evaluate")
             all_hooks = [*input_hooks, *(hooks or []), *(spec.evaluation_hooks or []), final_hook]
             num_batches = 0
@@ -444,7 +414,7 @@ class Estimator:
             predictions = spec.predictions
             if isinstance(predictions, dict) and predict_keys is not None:
                 predictions = {key: predictions[key] for key in predict_keys}
-            session_creator = _restoring_session_creator(
+            session_creator = session_lib.restoring_session_creator(
                 self._scaffold(spec), checkpoint_path, self._session_config, "predict")
             sess = tf.compat.v1.train.MonitoredSession(
                 session_creator, hooks=[*input_hooks, *(hooks or []),
@@ -501,13 +471,13 @@ class Estimator:
             outputs_by_name.setdefault("serving_default", spec.predictions)
             outputs_by_name = {name: outputs if isinstance(outputs, dict) else {"output": outputs}
                                for name, outputs in outputs_by_name.items()}
-            signatures = {name: _predict_signature_def(receiver_tensors, outputs)
+            signatures = {name: serving_input.predict_signature_def(receiver_tensors, outputs)
                           for name, outputs in outputs_by_name.items()}
             extra_outputs = receiver.alternative_outputs or {}
             for name, inputs in (receiver.receiver_tensors_alternatives or {}).items():
-                signatures[name] = _predict_signature_def(
+                signatures[name] = serving_input.predict_signature_def(
                     inputs, {**outputs_by_name["serving_default"], **extra_outputs.get(name, {})})
-            restore = _checkpoint_restorer(checkpoint_path, "export")
+            restore = session_lib.checkpoint_restorer(checkpoint_path, "export")
             try:
                 with tf.compat.v1.Session(config=self._session_config) as sess:
                     restore(sess)
@@ -693,24 +663,6 @@ class Estimator:
         return checkpoint_path
 
 
-def _tensor_info(tensor):
-    """The TensorInfo proto of a dense `tensor` in a SignatureDef (what the deprecated
-    `tf.compat.v1.saved_model.build_tensor_info` builds for one)."""
-    if not isinstance(tensor, tf.Tensor):
-        raise TypeError(f"export signatures take dense tensors; got {tensor!r}.")
-    return tf.compat.v1.TensorInfo(name=tensor.name, dtype=tensor.dtype.as_datatype_enum,
-                                   tensor_shape=tensor.shape.as_proto())
-
-
-def _predict_signature_def(inputs, outputs):
-    """`tf.compat.v1.saved_model.predict_signature_def(inputs, outputs)`, without its
-    deprecation warning (it calls the deprecated `build_tensor_info`)."""
-    return tf.compat.v1.saved_model.build_signature_def(
-        inputs={key: _tensor_info(tensor) for key, tensor in inputs.items()},
-        outputs={key: _tensor_info(tensor) for key, tensor in outputs.items()},
-        method_name=tf.compat.v1.saved_model.PREDICT_METHOD_NAME)
-
-
 class _Saver(tf.compat.v1.train.Saver):
     """The training Saver; it reads the kept checkpoints' times with `tf.io.gfile.stat`."""
 
@@ -728,56 +680,6 @@ class _Saver(tf.compat.v1.train.Saver):
                 checkpoints_with_mtimes.append((path, mtime))
                 break
         self.set_last_checkpoints_with_time(checkpoints_with_mtimes)
-
-
-# ------------------------------------------------------------------------------------------ hooks
-
-
-def _checkpoint_restorer(checkpoint_path, action):
-    """A function of a session that restores every variable of the default graph from
-    `checkpoint_path`; one in the released layout (no global_step, e.g. --export_release_dir or
-    an --init_checkpoint) restores at step 0. Built before the graph is finalized.
-
-    Raises:
-      BertTfError: naming the checkpoint when it lacks a variable of the model (`action`,
-        e.g. "export", says what could not be done).
-    """
-    reader = checkpoints.reader_of(checkpoint_path)
-    variables = tf.compat.v1.global_variables()
-    global_step = tf.compat.v1.train.get_global_step()
-    missing = [v.op.name for v in variables
-               if not reader.has_tensor(v.op.name) and v is not global_step]
-    if missing:
-        raise errors.BertTfError(
-            f"Cannot {action}: checkpoint '{checkpoint_path}' has no {', '.join(missing[:5])}"
-            f"{' ...' if len(missing) > 5 else ''} ({len(missing)} variables of the model); "
-            f"{action} a checkpoint trained for this task.")
-    step_saved = reader.has_tensor(global_step.op.name)
-    saver = tf.compat.v1.train.Saver(
-        variables if step_saved else [v for v in variables if v is not global_step],
-        sharded=True)
-
-    def restore(sess):
-        if not step_saved:
-            sess.run(global_step.initializer)
-        saver.restore(sess, checkpoint_path)
-
-    return restore
-
-
-def _restoring_session_creator(scaffold, checkpoint_path, session_config, action):
-    """A ChiefSessionCreator whose session holds `checkpoint_path`'s weights, also when the
-    checkpoint is in the released layout (no global_step; see `_restore_checkpoint`)."""
-    if checkpoint_path is None or checkpoints.reader_of(checkpoint_path).has_tensor(
-            "global_step"):
-        return tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=scaffold, checkpoint_filename_with_path=checkpoint_path,
-            config=session_config)
-    # Initialized, then restored by name: the init op runs before init_fn.
-    restore = _checkpoint_restorer(checkpoint_path, action)
-    scaffold = tf.compat.v1.train.Scaffold(init_fn=lambda _, sess: restore(sess),
-                                           copy_from_scaffold=scaffold)
-    return tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, config=session_config)
 
 
 # ---------------------------------------------------------------------------------- small helpers

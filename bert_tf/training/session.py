@@ -1,10 +1,13 @@
-"""The TF1 session every run uses: its ConfigProto (threads, soft placement, XLA) and the
-`RunConfig` a script's options make.
+"""The TF1 session every run uses: its ConfigProto (threads, soft placement, XLA), and sessions
+that start from a checkpoint (`restoring_session_creator`), the released layout included.
 """
 
 import os
 
 import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+from bert_tf.training import checkpoints
 
 
 def enable_xla_cpu_jit():
@@ -48,3 +51,50 @@ def session_config(use_xla=False, intra_op_parallelism_threads=0,
             tf.compat.v1.OptimizerOptions.ON_1)
         enable_xla_cpu_jit()
     return config
+
+
+def checkpoint_restorer(checkpoint_path, action):
+    """A function of a session that restores every variable of the default graph from
+    `checkpoint_path`; one in the released layout (no global_step, e.g. --export_release_dir or
+    an --init_checkpoint) restores at step 0. Built before the graph is finalized.
+
+    Raises:
+      BertTfError: naming the checkpoint when it lacks a variable of the model (`action`,
+        e.g. "export", says what could not be done).
+    """
+    reader = checkpoints.reader_of(checkpoint_path)
+    variables = tf.compat.v1.global_variables()
+    global_step = tf.compat.v1.train.get_global_step()
+    missing = [v.op.name for v in variables
+               if not reader.has_tensor(v.op.name) and v is not global_step]
+    if missing:
+        raise BertTfError(
+            f"Cannot {action}: checkpoint '{checkpoint_path}' has no {', '.join(missing[:5])}"
+            f"{' ...' if len(missing) > 5 else ''} ({len(missing)} variables of the model); "
+            f"{action} a checkpoint trained for this task.")
+    step_saved = reader.has_tensor(global_step.op.name)
+    saver = tf.compat.v1.train.Saver(
+        variables if step_saved else [v for v in variables if v is not global_step],
+        sharded=True)
+
+    def restore(sess):
+        if not step_saved:
+            sess.run(global_step.initializer)
+        saver.restore(sess, checkpoint_path)
+
+    return restore
+
+
+def restoring_session_creator(scaffold, checkpoint_path, session_config, action):
+    """A ChiefSessionCreator whose session holds `checkpoint_path`'s weights, also when the
+    checkpoint is in the released layout (no global_step; see `checkpoint_restorer`)."""
+    if checkpoint_path is None or checkpoints.reader_of(checkpoint_path).has_tensor(
+            "global_step"):
+        return tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=scaffold, checkpoint_filename_with_path=checkpoint_path,
+            config=session_config)
+    # Initialized, then restored by name: the init op runs before init_fn.
+    restore = checkpoint_restorer(checkpoint_path, action)
+    scaffold = tf.compat.v1.train.Scaffold(init_fn=lambda _, sess: restore(sess),
+                                           copy_from_scaffold=scaffold)
+    return tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, config=session_config)
