@@ -29,11 +29,12 @@ import copy
 import json
 import math
 import re
+import threading
 
 import tensorflow as tf
 from absl import logging
 
-from bert_tf import precision
+from bert_tf import precision, table_growth
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -199,7 +200,8 @@ class BertModel:
                  use_one_hot_embeddings=False,
                  scope=None,
                  compute_dtype=tf.float32,
-                 head_mask=None):
+                 head_mask=None,
+                 recompute_grad=False):
         """Builds the model in the current graph.
 
         Args:
@@ -217,6 +219,8 @@ class BertModel:
           head_mask: optional float array or Tensor [num_hidden_layers, N] or [N]
             (same for every layer) multiplying each head's attention
             probabilities after softmax and dropout: 0 removes a head, 1 keeps it.
+          recompute_grad: recompute each encoder layer's activations in the backward pass
+            instead of keeping them (see `transformer_model`): less memory, same gradients.
 
         Raises:
           BertTfError: if the config is inconsistent or the sequence is longer
@@ -281,7 +285,8 @@ class BertModel:
                     position_embedding_type=position_embedding_type,
                     max_position_embeddings=config.max_position_embeddings,
                     head_mask=head_mask,
-                    do_return_attention_probs=True)
+                    do_return_attention_probs=True,
+                    recompute_grad=recompute_grad)
             self.sequence_output = self.all_encoder_layers[-1]
 
             # The pooler takes the hidden state of the first token ([CLS]), which
@@ -371,21 +376,27 @@ def get_activation(activation_string):
     raise ValueError(f"Unsupported activation: {act}; use one of {', '.join(_ACTIVATIONS)}.")
 
 
-def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
+def get_assignment_map_from_checkpoint(tvars, init_checkpoint, grown=None):
     """Maps the graph's variables to same-named checkpoint variables.
 
     Args:
       tvars: list of variables (usually `tf.compat.v1.trainable_variables()`).
       init_checkpoint: checkpoint prefix, e.g. `.../bert_model.ckpt`.
+      grown: optional list; tables the model has more rows of than the checkpoint (more
+        positions, a bigger vocabulary: `table_growth.table_kind`) are appended to it as
+        (checkpoint name, variable, checkpoint shape) instead of raising, and left out of
+        the map (`table_growth.init_grown_tables` initializes them).
 
     Returns:
       (assignment_map, initialized_variable_names): an OrderedDict
       checkpoint-name -> graph-name for `tf.compat.v1.train.init_from_checkpoint`,
-      and a dict holding every initialized name (with and without ":0").
+      and a dict holding every initialized name (with and without ":0"), grown tables
+      included.
 
     Raises:
       BertTfError: if the checkpoint cannot be read, or a variable present in
-        both has a different shape (names the variable and both shapes).
+        both has a different shape (names the variable and both shapes), or a table of
+        the checkpoint is longer than the model's.
     """
     name_to_variable = collections.OrderedDict()
     for var in tvars:
@@ -407,36 +418,48 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
     for name, shape in init_vars:
         if name not in name_to_variable:
             continue
-        var_shape = name_to_variable[name].shape.as_list()
-        if list(shape) != var_shape:
-            raise BertTfError(
-                f"checkpoint '{init_checkpoint}': variable '{name}' has shape {list(shape)} but "
-                f"the model built from the BERT config has shape {var_shape}; use the "
-                "bert_config.json that came with the checkpoint.")
-        assignment_map[name] = name
+        variable = name_to_variable[name]
+        grows = table_growth.check_growth(name, shape, variable.shape.as_list(),
+                                          init_checkpoint)
+        if grows and grown is None:
+            raise table_growth.shape_error(name, shape, variable.shape.as_list(),
+                                           init_checkpoint)
+        if grows:
+            grown.append((name, variable, list(shape)))
+        else:
+            assignment_map[name] = name
         initialized_variable_names[name] = 1
         initialized_variable_names[name + ":0"] = 1
     return assignment_map, initialized_variable_names
 
 
-def init_from_checkpoint(init_checkpoint, tvars=None, log=True):
+def init_from_checkpoint(init_checkpoint, tvars=None, log=True, growth=None):
     """Initializes same-named graph variables from `init_checkpoint`.
 
     Only changes the variables' initializers, so a session that restores a
-    later checkpoint of its own is unaffected.
+    later checkpoint of its own is unaffected. With `growth`, a position or vocabulary
+    table longer than the checkpoint's starts from the checkpoint's rows, its new rows as `growth`
+    says (see `bert_tf.table_growth`), with one log line saying what was extended.
 
     Args:
       init_checkpoint: checkpoint prefix.
       tvars: variables to consider; default all trainable variables.
       log: log one line saying how many variables were initialized (`restore_summary`).
+      growth: `table_growth.GrowthOptions` for the new rows of grown tables; None (the
+        original's behaviour) makes any table of another size an error.
 
     Returns:
       (initialized, not_initialized): two lists of variable names.
     """
     if tvars is None:
         tvars = tf1.trainable_variables()
-    assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+    grown = [] if growth is not None else None
+    assignment_map, initialized = get_assignment_map_from_checkpoint(tvars, init_checkpoint,
+                                                                     grown)
     tf1.train.init_from_checkpoint(init_checkpoint, assignment_map)
+    extended = table_growth.init_grown_tables(init_checkpoint, grown or [], growth)
+    if extended:
+        logging.info("%s", extended)
     done, missing = [], []
     for var in tvars:
         (done if var.name in initialized else missing).append(var.name)
@@ -541,9 +564,9 @@ def random_uint16(shape, static_shape=None):
     Returns:
       uint16 Tensor of `shape`: two values from every uint32 of a stateless Philox draw,
       keyed by a seed that a stateful op draws on every run (and that follows the
-      graph-level seed).
+      graph-level seed), or inside `dropout_key_scope` by that scope's key.
     """
-    seed = tf1.random.uniform([2], 0, tf.int32.max, dtype=tf.int32)
+    seed = _next_dropout_seed()
     size = tf.reduce_prod(shape)
     bits = tf.random.stateless_uniform([(size + 1) // 2], seed, dtype=tf.uint32, minval=None,
                                        maxval=None)
@@ -552,6 +575,108 @@ def random_uint16(shape, static_shape=None):
     if static_shape is not None:
         values.set_shape(static_shape)
     return values
+
+
+# Per thread (MirroredStrategy builds each replica in its own thread): the innermost
+# `dropout_key_scope`'s [key, number of draws so far], or nothing.
+_dropout_keys = threading.local()
+
+
+@contextlib.contextmanager
+def dropout_key_scope(key):
+    """Makes the random draws built inside stateless functions of `key` and their order.
+
+    Building the same ops twice inside two scopes of one `key` Tensor gives the same masks
+    on every run: what recomputing a layer in the backward pass needs (`recompute_layer`).
+
+    Args:
+      key: int32 Tensor [2], e.g. a row of `random_keys`.
+    """
+    stack = getattr(_dropout_keys, "stack", None)
+    if stack is None:
+        stack = _dropout_keys.stack = []
+    stack.append([key, 0])
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def random_keys(count):
+    """int32 Tensor [count, 2]: `count` keys for `dropout_key_scope`, new on every run.
+
+    One stateful op, so the graph-level seed makes them reproducible."""
+    return tf1.random.uniform([count, 2], 0, tf.int32.max, dtype=tf.int32)
+
+
+def _next_dropout_seed():
+    """int32 [2] seed of the next random draw: from the innermost `dropout_key_scope`
+    (its key folded with the draw's number), else a stateful op's draw."""
+    stack = getattr(_dropout_keys, "stack", None)
+    if not stack:
+        return tf1.random.uniform([2], 0, tf.int32.max, dtype=tf.int32)
+    entry = stack[-1]
+    entry[1] += 1
+    return tf.random.experimental.stateless_fold_in(entry[0], entry[1])
+
+
+def recompute_layer(layer_fn, inputs):
+    """Runs `layer_fn(*inputs)` keeping none of its activations for the backward pass.
+
+    The backward pass builds `layer_fn` again (reusing its variables, in the same variable
+    scope) and differentiates that copy, so memory holds one layer's activations at a time
+    instead of every layer's, for one more forward pass of compute. Graph mode; the
+    variables `layer_fn` gets with `tf.compat.v1.get_variable` must be resource variables
+    (the TF 2 default). `layer_fn` must compute the same values twice: its dropout takes
+    its key from an input through `dropout_key_scope`, so both passes draw the same masks
+    and the gradients are those of the plain graph.
+
+    Args:
+      layer_fn: function of `inputs` -> (output Tensor, extras): the output is
+        differentiated; `extras` (any structure, e.g. attention probabilities) are the
+        forward pass's values, returned as they are (no gradient through the recomputation).
+      inputs: list of Tensors; floating ones get gradients, integer ones (keys) get None.
+
+    Returns:
+      (output, extras).
+    """
+    scope = tf1.get_variable_scope()
+    extras = []
+
+    @tf.custom_gradient
+    def forward(*args):
+        output, extra = layer_fn(*args)
+        extras.append(extra)
+
+        def grad_fn(output_grad, variables=None):
+            variables = list(variables or [])
+            # A data dependency on the incoming gradient (XLA drops control dependencies)
+            # keeps the recomputation in the backward pass, and keeps grappler from merging
+            # it with the forward pass's identical ops. It adds 0 unless that gradient is NaN.
+            first = tf.reduce_max(tf.reshape(output_grad, [-1])[:1])
+            is_nan = tf.math.is_nan(first)
+            replay = [arg + tf.cast(is_nan, arg.dtype) if not arg.dtype.is_floating else
+                      arg + tf.where(is_nan, tf.constant(float("nan"), arg.dtype),
+                                     tf.zeros([], arg.dtype))
+                      for arg in args]
+            floating = [arg for arg in replay if arg.dtype.is_floating]
+            with tf.GradientTape() as tape:
+                tape.watch(floating + variables)
+                with tf1.variable_scope(scope, reuse=True):
+                    recomputed, _ = layer_fn(*replay)
+            grads = tape.gradient(recomputed, floating + variables, output_gradients=output_grad,
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            float_grads = iter(grads[:len(floating)])
+            input_grads = [next(float_grads) if arg.dtype.is_floating else None
+                           for arg in replay]
+            if not variables:
+                return input_grads
+            return input_grads, grads[len(floating):]
+
+        return output, grad_fn
+
+    output = forward(*inputs)
+    return output, extras[0]
 
 
 def layer_norm(input_tensor, name=None, epsilon=1e-12):
@@ -1002,7 +1127,8 @@ def transformer_model(input_tensor,
                       head_mask=None,
                       encoder_output=None,
                       encoder_attention_mask=None,
-                      do_return_attention_probs=False):
+                      do_return_attention_probs=False,
+                      recompute_grad=False):
     """The multi-layer bidirectional Transformer encoder of "Attention is All You Need".
 
     Variables are created under `layer_{i}/...` in the current variable scope,
@@ -1047,6 +1173,10 @@ def transformer_model(input_tensor,
       encoder_attention_mask: optional Tensor [B, S, T], 1 where position i may
         attend to encoder position j; default all ones.
       do_return_attention_probs: also return the self-attention probabilities.
+      recompute_grad: keep only each layer's input for the backward pass, which builds
+        the layer again to differentiate it (`recompute_layer`): activation memory of one
+        layer instead of all, for about one more forward pass. Same values and gradients
+        (dropout masks included); no gradient reaches a `head_mask` Tensor.
 
     Returns:
       Tensor [B, S, H] (the last layer), or a list of num_hidden_layers such
@@ -1132,22 +1262,18 @@ def transformer_model(input_tensor,
                 return attention_output + sublayer_input, probs
             return layer_norm(attention_output + sublayer_input, epsilon=layer_norm_eps), probs
 
-    prev_output = reshape_to_matrix(input_tensor)  # [B*S, H], kept 2-D across layers.
-    init = create_initializer(initializer_range)
-    all_layer_outputs = []
-    all_attention_probs = []
-    for layer_idx in range(num_hidden_layers):
-        with tf1.variable_scope(f"layer_{layer_idx}"):
-            layer_input = prev_output
+    def encoder_layer(layer_idx, layer_input, layer_encoder_output, dropout_key):
+        """One layer in the current scope: [B*S, H] -> ([B*S, H], probs [B, N, S, S])."""
+        keys = contextlib.nullcontext() if dropout_key is None else dropout_key_scope(dropout_key)
+        with keys:
             with tf1.variable_scope("attention"):
                 attention_output, probs = attention_sublayer(
                     layer_input, None, seq_length, attention_mask, layer_head_masks[layer_idx],
                     position_embedding_type)
-            all_attention_probs.append(probs)
-            if encoder_output is not None:
+            if layer_encoder_output is not None:
                 with tf1.variable_scope("crossattention"):
                     attention_output, _ = attention_sublayer(
-                        attention_output, encoder_output, encoder_seq_length,
+                        attention_output, layer_encoder_output, encoder_seq_length,
                         encoder_attention_mask, layer_head_masks[layer_idx], "absolute")
 
             feed_forward_input = attention_output
@@ -1161,10 +1287,33 @@ def transformer_model(input_tensor,
                 layer_output = dense_layer(intermediate_output, hidden_size, None, init)
                 layer_output = dropout(layer_output, hidden_dropout_prob)
                 if pre_norm:
-                    layer_output = layer_output + attention_output
-                else:
-                    layer_output = layer_norm(layer_output + attention_output,
-                                              epsilon=layer_norm_eps)
+                    return layer_output + attention_output, probs
+                return layer_norm(layer_output + attention_output, epsilon=layer_norm_eps), probs
+
+    prev_output = reshape_to_matrix(input_tensor)  # [B*S, H], kept 2-D across layers.
+    init = create_initializer(initializer_range)
+    # One key per layer, so the layer's dropout masks are a function of its inputs: the same
+    # whether or not the backward pass recomputes it.
+    uses_dropout = bool(hidden_dropout_prob) or bool(attention_probs_dropout_prob)
+    layer_keys = random_keys(num_hidden_layers) if uses_dropout else None
+    all_layer_outputs = []
+    all_attention_probs = []
+    for layer_idx in range(num_hidden_layers):
+        with tf1.variable_scope(f"layer_{layer_idx}"):
+            inputs = [prev_output, encoder_output,
+                      None if layer_keys is None else layer_keys[layer_idx]]
+            if recompute_grad:
+                present = [tensor for tensor in inputs if tensor is not None]
+
+                def layer_of_present(*tensors, layer_idx=layer_idx, inputs=inputs):
+                    tensors = iter(tensors)
+                    return encoder_layer(layer_idx, *[None if tensor is None else next(tensors)
+                                                      for tensor in inputs])
+
+                layer_output, probs = recompute_layer(layer_of_present, present)
+            else:
+                layer_output, probs = encoder_layer(layer_idx, *inputs)
+            all_attention_probs.append(probs)
             prev_output = layer_output
             all_layer_outputs.append(layer_output)
     if pre_norm:

@@ -41,12 +41,17 @@ def _flag_of_some_scripts(default):
     return dataclasses.field(default=default, metadata={"optional": True})
 
 
+def _flag_or_default(default):
+    """A field read from its flag where the script defines it, else its default."""
+    return dataclasses.field(default=default, metadata={"optional": True, "keep_default": True})
+
+
 def _from_flags(options_class, flag_values):
     values = {}
     for field in dataclasses.fields(options_class):
         group = field.metadata.get("group")
         if group is None and field.metadata.get("optional") and field.name not in flag_values:
-            values[field.name] = None
+            values[field.name] = field.default if field.metadata.get("keep_default") else None
         elif group is None:
             values[field.name] = flag_values[field.name].value
         elif field.metadata["optional"] and dataclasses.fields(group)[0].name not in flag_values:
@@ -133,6 +138,12 @@ class ModelOptions(_FromFlags):
     init_checkpoint: str | None = None  # A checkpoint prefix or a directory; None: random weights.
     max_seq_length: int = 128  # run_squad.py: SquadOptions.MAX_SEQ_LENGTH.
     precision: str = "fp32"  # "fp32", "bf16" or "fp16"; variables stay float32.
+    # Longer inputs and bigger models (docs/training-runs.md).
+    recompute_grad: bool = _flag_or_default(False)  # Recompute layers in the backward.
+    max_position_embeddings: int | None = _flag_or_default(None)  # Overrides the config's.
+    position_embedding_init: str = _flag_or_default("copy")  # New position rows: copy,
+    # interpolate.
+    new_token_init: str = _flag_or_default("mean")  # New WordPiece rows: mean, random.
 
     @property
     def compute_dtype(self):
@@ -363,6 +374,10 @@ class BenchmarkOptions(_FromFlags):
     plot_batch_sizes: str
     trace_file: str | None
     check_onednn: bool
+    recompute_grad: bool
+    max_position_embeddings: int | None  # Overrides the config's; None: keep.
+    find_max_batch: bool  # Search the largest batch that trains instead of timing one.
+    memory_limit_mb: int  # Resident-memory budget of each --find_max_batch probe.
     distribution: DistributionOptions = _group(DistributionOptions)
     api: str = "graph"  # "tf2": the step through bert_tf.tf2 beside graph mode (tf2_benchmark).
 
@@ -418,6 +433,16 @@ class BuildVocabOptions(_FromFlags):
     vocab_size: int = 30522
     do_lower_case: bool = True
     num_unused: int = 100
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtendVocabOptions(_FromFlags):
+    """The flags of extend_vocab.py (`bert_tf.data.vocab_extension.extend_vocab`)."""
+
+    vocab_file: str | None = None
+    new_words_file: str | None = None
+    output_vocab_file: str | None = None
+    do_lower_case: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -156,9 +156,18 @@ def load_vocab(vocab_file):
       BertTfError: if the file is missing, unreadable or not UTF-8.
     """
     vocab = collections.OrderedDict()
-    for index, line in enumerate(_read_vocab_lines(vocab_file)):
-        vocab[line.strip()] = index
+    for index, token in enumerate(vocab_tokens(vocab_file)):
+        vocab[token] = index
     return vocab
+
+
+def vocab_tokens(vocab_file):
+    """The tokens of `vocab_file` in id order (each line stripped), duplicates included.
+
+    Raises:
+      BertTfError: if the file is missing, unreadable or not UTF-8.
+    """
+    return [line.strip() for line in _read_vocab_lines(vocab_file)]
 
 
 def find_duplicate_tokens(vocab_file):

@@ -44,6 +44,14 @@ flags.DEFINE_enum("api", "graph", ["graph", "tf2"],
                   "graph: the task's model_fn in a session. tf2: the SQuAD training step "
                   "through bert_tf.tf2.BertEncoder under tf.function, with and without XLA, "
                   "beside the graph-mode step, fp32 and bf16, timed alternately in one run.")
+flags.DEFINE_bool("find_max_batch", False,
+                  "Instead of timing --batch_size, search the largest batch whose step runs "
+                  "within --memory_limit_mb (doubling, then bisection; each probe a child "
+                  "process).")
+flags.DEFINE_integer("memory_limit_mb", 8000,
+                     "--find_max_batch: resident-memory budget of one probe, in MB.")
+bert_flags.define_recompute_grad_flag()
+bert_flags.define_max_position_embeddings_flag()
 bert_flags.define_precision_flags()
 bert_flags.define_xla_flags()
 bert_flags.define_distribution_flags()

@@ -306,3 +306,53 @@ def test_gemm_ceiling_rejects_bad_kernels(kernels, message):
          f"--kernels={kernels}"], capture_output=True, text=True, env=child_env(), check=False)
     assert completed.returncode == 2
     assert message in completed.stderr
+
+
+# ------------------------------------------------------------- memory and --find_max_batch
+
+
+def test_find_max_batch_doubles_then_bisects():
+    spec = benchmark.BenchmarkSpec(bert_config=_tiny_config(), task="classifier")
+    probed = []
+
+    def probe(probe_spec, memory_limit_mb):
+        # A stand-in whose memory grows with the batch: 100 MB + 20 MB a sequence.
+        probed.append(probe_spec.batch_size)
+        peak = 100 + 20 * probe_spec.batch_size
+        return peak <= memory_limit_mb, peak
+
+    found = benchmark.find_max_batch(spec, 100 + 20 * 37, log=lambda _: None, probe=probe)
+    assert found["max_batch_size"] == 37
+    assert probed == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
+    assert [p["fits"] for p in found["probes"]] == [b <= 37 for b in probed]
+    assert benchmark.find_max_batch(spec, 50, log=lambda _: None,
+                                    probe=probe)["max_batch_size"] == 0
+    with pytest.raises(BertTfError, match="--memory_limit_mb=0: pass the memory budget"):
+        benchmark.find_max_batch(spec, 0, probe=probe)
+
+
+@pytest.mark.slow
+def test_a_probe_runs_the_step_in_a_child_within_its_memory_budget():
+    spec = benchmark.BenchmarkSpec(bert_config=_tiny_config(), task="classifier",
+                                   max_seq_length=16, batch_size=2, recompute_grad=True)
+    fits, peak = benchmark.run_probe(spec, memory_limit_mb=20000)
+    # The child's own peak resident memory: TensorFlow alone holds a few hundred MB.
+    assert fits and 200 < peak < 20000
+    fits, peak = benchmark.run_probe(spec, memory_limit_mb=150)
+    assert not fits and peak > 150  # Killed on going over.
+
+
+def test_peak_memory_reads_the_tensorflow_allocator_after_a_reset():
+    benchmark.reset_peak_memory()
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.random.uniform([2048, 2048])  # 16 MB, and 16 MB more for the product.
+        with tf.compat.v1.Session() as session:
+            session.run(tf.reduce_sum(tf.matmul(x, x)))
+    peak, source = benchmark.peak_memory_mb()
+    if source == "tf_allocator":
+        assert 32 <= peak < 1000
+    else:
+        assert source == "peak_rss" and peak > 32
+    rss, rss_source = benchmark.peak_rss_mb()
+    assert rss_source == "peak_rss" and rss > 32

@@ -73,6 +73,9 @@ CANNOT_RUN = {
         "needs a separate PyTorch + transformers environment and minutes per round",
     ("docs/benchmarks.md", "train_step_ablation.py"):
         "times BERT-base training steps for minutes and needs about 12 GB of memory",
+    ("docs/training-runs.md", "--find_max_batch"):
+        "probes BERT-base in a dozen child processes for many minutes; tests/test_benchmark.py "
+        "runs the search and real probes",
 }
 
 _FEW_STEPS = ["--num_train_steps=2", "--save_checkpoints_steps=1000"]
@@ -100,6 +103,8 @@ SHRINK = {
         "--max_eval_steps=2", "--num_warmup_steps=1"]},
     ("docs/training-runs.md", "--freeze_layers=4"): {"run_classifier.py": _FEW_STEPS},
     ("docs/training-runs.md", "--bucket_by_length=false"): {"run_classifier.py": _FEW_STEPS},
+    ("docs/training-runs.md", "--max_position_embeddings=1024"): {"run_classifier.py":
+                                                                  _FEW_STEPS},
     ("docs/speed.md", "scripts/benchmark.py"): {"benchmark.py": [
         "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2"]},
     ("docs/benchmarks.md", "--output_json=/tmp/base_train_fp32.json"): {"benchmark.py": [
@@ -147,6 +152,9 @@ WRITES = {
          "topics_release/vocab.txt"],
     ("docs/training-runs.md", "--freeze_layers=4"): ["topics_frozen_out/eval_results.txt"],
     ("docs/training-runs.md", "--bucket_by_length=false"): ["sst2_out/eval_results.txt"],
+    ("docs/training-runs.md", "--max_position_embeddings=1024"):
+        ["long_1024_out/eval_results.txt", "long_1024_out/model.ckpt-2.index"],
+    ("docs/training-runs.md", "extend_vocab.py"): ["minilm_grown/vocab.txt"],
     ("docs/serving.md", "--output_file=topics_answers.jsonl"): ["topics_answers.jsonl"],
     ("docs/serving.md", "export_onnx.py"): ["topics.onnx", "topics.int8.onnx"],
     ("docs/serving.md", "export_tflite.py"): ["topics.tflite", "topics.int8.tflite"],

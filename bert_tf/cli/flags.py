@@ -53,6 +53,43 @@ def define_model_flags(defaults=None, flag_values=FLAGS):
                          flag_values=flag_values)
 
 
+def define_long_input_flags(flag_values=FLAGS):
+    """--recompute_grad, --max_position_embeddings, --position_embedding_init and
+    --new_token_init: longer inputs and bigger models in the same memory (`ModelOptions`)."""
+    defaults = options.ModelOptions()
+    define_recompute_grad_flag(flag_values)
+    define_max_position_embeddings_flag(flag_values)
+    flags.DEFINE_enum("position_embedding_init", defaults.position_embedding_init,
+                      ["copy", "interpolate"],  # table_growth.POSITION_INITS
+                      "When --max_position_embeddings (or the config) has more positions than "
+                      "--init_checkpoint: copy repeats the learnt rows block after block; "
+                      "interpolate resamples them. The learnt rows keep their weights.",
+                      flag_values=flag_values)
+    flags.DEFINE_enum("new_token_init", defaults.new_token_init, ["mean", "random"],
+                      "When the config's vocab_size is larger than --init_checkpoint's tables "
+                      "(scripts/extend_vocab.py): new word embeddings and MLM output biases "
+                      "start as the mean learnt one, or from the initializer.",
+                      flag_values=flag_values)
+
+
+def define_recompute_grad_flag(flag_values=FLAGS):
+    """--recompute_grad."""
+    flags.DEFINE_bool("recompute_grad", options.ModelOptions().recompute_grad,
+                      "Keep only each encoder layer's input for the backward pass and "
+                      "recompute the layer there: much less activation memory for about one "
+                      "more forward pass; the same gradients.", flag_values=flag_values)
+
+
+def define_max_position_embeddings_flag(flag_values=FLAGS):
+    """--max_position_embeddings."""
+    flags.DEFINE_integer("max_position_embeddings",
+                         options.ModelOptions().max_position_embeddings,
+                         "Positions of the model, overriding the BERT config's (to train with "
+                         "a --max_seq_length beyond it); a smaller checkpoint table is "
+                         "extended as --position_embedding_init says.",
+                         lower_bound=1, flag_values=flag_values)
+
+
 def define_checkpoint_flags(flag_values=FLAGS):
     """--bert_config_file and --init_checkpoint."""
     define_path("bert_config_file", None,
@@ -223,6 +260,7 @@ def define_finetuning_flags(max_seq_length=None, has_eval=True, length_buckets=T
         model_defaults = dataclasses.replace(model_defaults, max_seq_length=max_seq_length)
     define_model_flags(model_defaults, flag_values)
     define_precision_flags(flag_values)
+    define_long_input_flags(flag_values)
     define_tokenizer_flags(flag_values)
     define_train_flags(flag_values=flag_values)
     define_run_flags(flag_values)
@@ -258,6 +296,7 @@ def define_pretraining_flags(flag_values=FLAGS):
     defaults = options.PretrainOptions()
     define_model_flags(defaults.model, flag_values)
     define_precision_flags(flag_values)
+    define_long_input_flags(flag_values)
     define_train_flags(defaults.train, flag_values)
     define_eval_flags(flag_values)
     define_run_flags(flag_values)
@@ -383,6 +422,21 @@ def define_build_vocab_flags(flag_values=FLAGS):
     flags.DEFINE_integer("num_unused", defaults.num_unused,
                          "[unusedN] placeholders after [PAD] (ids 1..num_unused), for tokens "
                          "added when fine-tuning.", flag_values=flag_values)
+
+
+def define_extend_vocab_flags(flag_values=FLAGS):
+    """The flags of scripts/extend_vocab.py (`ExtendVocabOptions`)."""
+    defaults = options.ExtendVocabOptions()
+    define_path("vocab_file", None, "The vocab.txt to grow (ids never move).",
+                flag_values=flag_values)
+    define_path("new_words_file", None,
+                "New words, one a line: they take the [unusedN] places first, then follow the "
+                "last token.", flag_values=flag_values)
+    define_path("output_vocab_file", None, "The grown vocab.txt to write.",
+                flag_values=flag_values)
+    flags.DEFINE_bool("do_lower_case", defaults.do_lower_case,
+                      "Normalise the new words as the uncased tokenizer does (lower case, no "
+                      "accents); False for a cased vocab.", flag_values=flag_values)
 
 
 def define_recipe_flags(flag_values=FLAGS):

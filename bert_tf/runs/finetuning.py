@@ -40,7 +40,7 @@ def run_finetuning(task, options):
     splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
     validation.check_options(options.run.validation, task.metric_names(options),
                              task.can_evaluate(splits), task.eval_flags)
-    encoder = model_fn_parts.Encoder(bert_config, init_checkpoint, options.model.compute_dtype)
+    encoder = model_fn_parts.Encoder.from_options(bert_config, init_checkpoint, options.model)
     training = runner.training_step(options, *runner.finetuning_schedule(options,
                                                                          splits["train"]))
     strategy = runner.make_strategy(options.run, options.train)

@@ -34,7 +34,7 @@ def run_pretraining(options):
     strategy = runner.make_strategy(run, train)
     with runner.claim_output_dir(run, strategy):
         model_fn = pretraining.model_fn_builder(
-            model_fn_parts.Encoder(bert_config, init_checkpoint, options.model.compute_dtype),
+            model_fn_parts.Encoder.from_options(bert_config, init_checkpoint, options.model),
             runner.training_step(options, train.num_train_steps, options.num_warmup_steps),
             next_sentence_objective=options.next_sentence_objective)
         estimator = runner.make_estimator(model_fn, run, train, strategy,

@@ -26,6 +26,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.serving import text_signature as serving_text
 from bert_tf.serving import warmup
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import runner
 
 tf1 = tf.compat.v1
 
@@ -67,6 +68,9 @@ def asset_files(settings, options):
                        (BERT_CONFIG_FILE, options.model.bert_config_file)):
         with tf.io.gfile.GFile(path) as f:
             files[name] = f.read()
+    if options.model.max_position_embeddings:
+        # The model was built with more positions than the file says.
+        files[BERT_CONFIG_FILE] = runner.load_bert_config(options.model).to_json_string()
     return files
 
 

@@ -6,30 +6,41 @@ import dataclasses
 
 import tensorflow as tf
 
-from bert_tf import modeling, precision
+from bert_tf import modeling, precision, table_growth
 from bert_tf.training import estimator as estimator_lib
 
 
 def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,
-                       compute_dtype=tf.float32):
+                       compute_dtype=tf.float32, recompute_grad=False):
     """A `BertModel` over the features input_ids, input_mask, segment_ids ([B, S] each; the
     keys of docs/compatibility.md §3)."""
     return modeling.BertModel(
         config=bert_config, is_training=is_training, input_ids=features["input_ids"],
         input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype)
+        use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype,
+        recompute_grad=recompute_grad)
 
 
 @dataclasses.dataclass(frozen=True)
 class Encoder:
     """How a task's model_fn builds BERT: the config, the checkpoint that initializes it, the
-    compute dtype and the embedding lookup."""
+    compute dtype, the embedding lookup, recomputation and how longer tables grow."""
 
     bert_config: modeling.BertConfig
     # Same-named variables are initialized from it, unless a checkpoint of the run is restored.
     init_checkpoint: str | None = None
     compute_dtype: tf.DType = tf.float32  # tf.float32, tf.bfloat16 or tf.float16.
     use_one_hot_embeddings: bool = False  # One-hot embedding lookup (TPUs).
+    recompute_grad: bool = False  # Recompute encoder layers in the backward pass.
+    # How position / vocabulary tables longer than the checkpoint's start; None: an error.
+    growth: table_growth.GrowthOptions | None = None
+
+    @classmethod
+    def from_options(cls, bert_config, init_checkpoint, model):
+        """The Encoder of a run: `model` is its `options.ModelOptions`."""
+        growth = table_growth.GrowthOptions(model.position_embedding_init, model.new_token_init)
+        return cls(bert_config, init_checkpoint, model.compute_dtype,
+                   recompute_grad=model.recompute_grad, growth=growth)
 
     def build(self, features, mode, head_fn):
         """The encoder over `features` and the task's head on it.
@@ -46,10 +57,11 @@ class Encoder:
         """
         is_training = mode == estimator_lib.ModeKeys.TRAIN
         model = bert_from_features(self.bert_config, features, is_training,
-                                   self.use_one_hot_embeddings, self.compute_dtype)
+                                   self.use_one_hot_embeddings, self.compute_dtype,
+                                   self.recompute_grad and is_training)
         with precision.compute_dtype_scope(self.compute_dtype):
             outputs = head_fn(model, is_training)
         # Not when the run's own checkpoint is restored over it (eval, predict, export).
         if self.init_checkpoint and not estimator_lib.restores_checkpoint():
-            modeling.init_from_checkpoint(self.init_checkpoint)
+            modeling.init_from_checkpoint(self.init_checkpoint, growth=self.growth)
         return outputs

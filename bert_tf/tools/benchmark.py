@@ -46,7 +46,7 @@ MODES = ("train", "infer")
 
 # Keys every result (and so the JSON) carries; tests check them.
 RESULT_KEYS = ("sequences_per_second", "step_time_median_s", "step_time_p90_s", "flops_per_step",
-               "achieved_tflops", "peak_matmul_tflops", "mfu")
+               "achieved_tflops", "peak_matmul_tflops", "mfu", "peak_memory_mb")
 
 
 @dataclasses.dataclass
@@ -68,6 +68,7 @@ class BenchmarkSpec:
       num_labels: classes of the classifier head.
       peak_matmul_size: n of the n x n x n matmul that measures the peak.
       seed: graph-level random seed.
+      recompute_grad: recompute each encoder layer in the backward pass (train mode).
     """
 
     bert_config: object
@@ -84,6 +85,7 @@ class BenchmarkSpec:
     num_labels: int = 2
     peak_matmul_size: int = 2048
     seed: int = 12345
+    recompute_grad: bool = False
 
     def validate(self):
         """Raises BertTfError naming the flag of the first bad field."""
@@ -208,7 +210,8 @@ def synthetic_features(spec):
 def _task_model_fn(spec):
     """The task's real model_fn, as the run_* scripts build it."""
     compute_dtype = precision.compute_dtype_from_name(spec.precision)
-    encoder = model_fn_parts.Encoder(spec.bert_config, compute_dtype=compute_dtype)
+    encoder = model_fn_parts.Encoder(spec.bert_config, compute_dtype=compute_dtype,
+                                     recompute_grad=spec.recompute_grad)
     training = TrainingStep(learning_rate=5e-5, num_train_steps=1000000, num_warmup_steps=100,
                             num_accumulation_steps=spec.num_accumulation_steps,
                             compute_dtype=compute_dtype)
@@ -313,6 +316,69 @@ def time_steps(session, fetch, num_warmup_steps, num_steps, runs_per_step=1, opt
             session.run(fetch, options=options)
         times.append(time.perf_counter() - start)
     return times
+
+
+def _memory_devices():
+    return [device.name.replace("/device:", "")
+            for device in tf.config.list_logical_devices("GPU")] or ["CPU:0"]
+
+
+def reset_peak_memory():
+    """Resets TensorFlow's allocator peak and this process's peak resident memory (Linux
+    VmHWM, via /proc/self/clear_refs), so that `peak_memory_mb` reads the peak of what runs
+    next. Returns False if the resident peak could not be reset."""
+    for device in _memory_devices():
+        try:
+            tf.config.experimental.reset_memory_stats(device)
+        except (ValueError, tf.errors.OpError):
+            pass
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _status_kb(field, pid="self"):
+    """A "kB" field of /proc/<pid>/status (VmHWM, VmRSS) in kB, or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def peak_rss_mb(peak_reset=True):
+    """(peak resident MB of this process, its source): VmHWM since `reset_peak_memory` if it
+    returned `peak_reset` ("peak_rss"), else `ru_maxrss` ("peak_rss_since_start": graph
+    building included)."""
+    hwm = _status_kb("VmHWM")
+    if peak_reset and hwm:
+        return hwm / 1024, "peak_rss"
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "peak_rss_since_start"
+
+
+def peak_memory_mb(peak_reset=True):
+    """(peak memory in MB, its source) since `reset_peak_memory`.
+
+    TensorFlow's allocator peak (`get_memory_info("CPU:0")["peak"]`, summed over GPUs on a
+    GPU host: the tensors of the step, weights and optimizer state included, "tf_allocator")
+    where it is kept, else `peak_rss_mb`.
+    """
+    try:
+        peak = sum(tf.config.experimental.get_memory_info(device)["peak"]
+                   for device in _memory_devices())
+    except (ValueError, tf.errors.OpError):
+        peak = 0
+    if peak:
+        return peak / 2**20, "tf_allocator"
+    return peak_rss_mb(peak_reset)
 
 
 def measure_peak_matmul_tflops(compute_dtype, session_config=None, size=2048, num_runs=5):
@@ -487,7 +553,8 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
 
     Returns:
       dict with RESULT_KEYS (throughput in sequences/s, step times in s, FLOPs,
-      TFLOP/s, MFU), the spec, the per-step times, the last loss and machine info.
+      TFLOP/s, MFU, peak memory of the timed steps in MB and where that number comes from:
+      `peak_memory_mb`), the spec, the per-step times, the last loss and machine info.
 
     Raises:
       BertTfError: on a bad spec, or when another worker died or hangs.
@@ -528,8 +595,11 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
                            options=startup_options)
             started = True
             load_before = os.getloadavg()
+            peak_reset = reset_peak_memory()
             times = time_steps(session, fetch, 0, spec.num_steps, runs_per_step,
                                options=options)
+            peak_mb, peak_source = peak_memory_mb(peak_reset)
+            rss_mb, rss_source = peak_rss_mb(peak_reset)
             # Other processes on the cores slow every step: keep the load next to the numbers.
             load_after = os.getloadavg()
             last_loss = None
@@ -564,6 +634,11 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
         "achieved_tflops": achieved,
         "peak_matmul_tflops": peak,  # One device's.
         "mfu": achieved / (peak * replicas),
+        "peak_memory_mb": peak_mb,
+        "peak_memory_source": peak_source,
+        "peak_rss_mb": rss_mb,  # The whole process's resident peak (libraries, oneDNN).
+        "peak_rss_source": rss_source,
+        "recompute_grad": spec.recompute_grad,
         "num_replicas": replicas,
         "task": spec.task,
         "mode": spec.mode,
@@ -590,6 +665,116 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
     return result
 
 
+# --find_max_batch: one probe is a child process that builds the step at one batch size and
+# runs it twice (the first run also optimises the graph). The parent reads the child's
+# resident memory every PROBE_POLL_SECS and kills it past the budget; the child reports its
+# own peak at the end, so a spike between two reads still counts. Resident memory, not
+# RLIMIT_AS: TensorFlow reserves GBs of address space it never touches (thread stacks,
+# allocator arenas: 1.5 GB of VmSize for 0.5 GB resident right after import), so an
+# address-space limit says little about the RAM a batch needs.
+PROBE_POLL_SECS = 0.05
+# Doubling stops here even if every batch fits.
+MAX_PROBED_BATCH = 4096
+
+_PROBE = """
+import json, sys
+from bert_tf.tools import benchmark
+print(json.dumps(benchmark.probe_step(json.loads(sys.argv[1]))))
+"""
+
+
+def probe_step(spec_dict):
+    """In a probe child: builds and runs the step of `spec_dict` (`BenchmarkSpec` fields, the
+    config as a dict) twice; returns {"peak_memory_mb": the process's peak resident MB}."""
+    from bert_tf import modeling
+
+    spec = BenchmarkSpec(**dict(spec_dict,
+                                bert_config=modeling.BertConfig(**spec_dict["bert_config"])))
+    graph, fetch, _ = build_step(spec)
+    with tf1.Session(graph=graph, config=session_lib.session_config(spec.use_xla)) as session:
+        initialize(session, graph)
+        runs = spec.num_accumulation_steps if spec.mode == "train" else 1
+        time_steps(session, fetch, 1, 1, runs)
+    return {"peak_memory_mb": (_status_kb("VmHWM") or 0) / 1024}
+
+
+def run_probe(spec, memory_limit_mb, timeout_secs=3600):
+    """Runs `probe_step` for `spec` in a child with a resident-memory budget.
+
+    Returns:
+      (fits, peak MB): fits is False if the child went over `memory_limit_mb`, was killed or
+      failed (out of memory); peak MB is the child's own report, or the last reading.
+    """
+    import subprocess
+    import sys
+
+    spec_dict = dict(dataclasses.asdict(spec), bert_config=spec.bert_config.to_dict())
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    child = subprocess.Popen([sys.executable, "-c", _PROBE, json.dumps(spec_dict)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    highest_kb, over, start = 0, False, time.monotonic()
+    while child.poll() is None:
+        highest_kb = max(highest_kb, _status_kb("VmRSS", child.pid) or 0)
+        if highest_kb > memory_limit_mb * 1024 or time.monotonic() - start > timeout_secs:
+            over = True
+            child.kill()
+            break
+        time.sleep(PROBE_POLL_SECS)
+    stdout, _ = child.communicate()
+    if over or child.returncode != 0:
+        return False, highest_kb / 1024
+    peak = json.loads(stdout.strip().splitlines()[-1])["peak_memory_mb"] or highest_kb / 1024
+    return peak <= memory_limit_mb, peak
+
+
+def find_max_batch(spec, memory_limit_mb, log=print, probe=run_probe):
+    """The largest batch size whose step runs within `memory_limit_mb` of resident memory.
+
+    Doubles the batch from 1 until a probe fails (or MAX_PROBED_BATCH), then bisects
+    between the last that fit and the first that did not: about 2 log2(answer) probes, each
+    a child process (`run_probe`).
+
+    Args:
+      spec: `BenchmarkSpec`; its batch_size is ignored.
+      memory_limit_mb: the budget.
+      log: function taking one string.
+      probe: `run_probe` or a stand-in with its signature and result.
+
+    Returns:
+      dict: max_batch_size (0 if batch 1 does not fit), memory_limit_mb, probes (a list of
+      {batch_size, fits, peak_memory_mb}).
+
+    Raises:
+      BertTfError: if `memory_limit_mb` is not positive.
+    """
+    if memory_limit_mb <= 0:
+        raise BertTfError(f"--memory_limit_mb={memory_limit_mb}: pass the memory budget of one "
+                          "step in MB, e.g. 8000.")
+    probes = []
+
+    def fits(batch_size):
+        ok, peak = probe(dataclasses.replace(spec, batch_size=batch_size), memory_limit_mb)
+        probes.append({"batch_size": batch_size, "fits": ok, "peak_memory_mb": peak})
+        log(f"batch {batch_size}: {'fits' if ok else 'does not fit'} (peak {peak:.0f} MB of "
+            f"{memory_limit_mb} MB)")
+        return ok
+
+    good, bad = 0, None
+    batch_size = 1
+    while batch_size <= MAX_PROBED_BATCH:
+        if not fits(batch_size):
+            bad = batch_size
+            break
+        good, batch_size = batch_size, batch_size * 2
+    while bad is not None and bad - good > 1:
+        middle = (good + bad) // 2
+        if fits(middle):
+            good = middle
+        else:
+            bad = middle
+    return {"max_batch_size": good, "memory_limit_mb": memory_limit_mb, "probes": probes}
+
+
 TABLE_COLUMNS = (
     ("task", "task", "{}"), ("mode", "mode", "{}"), ("precision", "prec", "{}"),
     ("use_xla", "xla", "{}"), ("num_replicas", "replicas", "{}"), ("batch_size", "batch", "{}"),
@@ -597,7 +782,7 @@ TABLE_COLUMNS = (
     ("sequences_per_second", "seq/s", "{:.3f}"), ("step_time_median_s", "median s", "{:.3f}"),
     ("step_time_p90_s", "p90 s", "{:.3f}"), ("flops_per_step", "GFLOP/step", None),
     ("achieved_tflops", "TFLOP/s", "{:.3f}"), ("peak_matmul_tflops", "peak TFLOP/s", "{:.3f}"),
-    ("mfu", "MFU", "{:.2f}"))
+    ("mfu", "MFU", "{:.2f}"), ("peak_memory_mb", "peak MB", "{:.0f}"))
 
 
 def format_table(results):
@@ -741,11 +926,14 @@ def run(options, log=print):
       log: function taking one string.
 
     Returns:
-      The result dict of the `--batch_size` run (with "batch_size_sweep" when plotting).
+      The result dict of the `--batch_size` run (with "batch_size_sweep" when plotting), or
+      with --find_max_batch the `find_max_batch` dict.
     """
     from bert_tf import modeling
 
     config = modeling.BertConfig.from_json_file(options.bert_config_file)
+    if options.max_position_embeddings:
+        config.max_position_embeddings = options.max_position_embeddings
     if options.api == "tf2":
         return _run_tf2(options, config, log)
     spec = BenchmarkSpec(
@@ -755,8 +943,17 @@ def run(options, log=print):
         num_warmup_steps=options.num_warmup_steps, num_steps=options.num_steps,
         num_accumulation_steps=options.num_accumulation_steps,
         max_predictions_per_seq=options.max_predictions_per_seq,
-        num_labels=options.num_labels, peak_matmul_size=options.peak_matmul_size)
+        num_labels=options.num_labels, peak_matmul_size=options.peak_matmul_size,
+        recompute_grad=options.recompute_grad)
     spec.validate()
+    if options.find_max_batch:
+        found = find_max_batch(spec, options.memory_limit_mb, log=log)
+        log(f"largest batch at seq {spec.max_seq_length} within {options.memory_limit_mb} MB: "
+            f"{found['max_batch_size']}")
+        if options.output_json:
+            write_json(found, options.output_json)
+            log(f"wrote {options.output_json}")
+        return found
     sweep_sizes = []
     if options.output_plot:
         check_plotting_available()

@@ -282,7 +282,7 @@ _HEAD_PREFIXES = ("cls/", "output_")
 
 
 def export_release_checkpoint(init_checkpoint, bert_config_file, output_dir, vocab_file=None,
-                              keep_heads=True):
+                              keep_heads=True, bert_config=None):
     """Writes the layout Google released: `output_dir/bert_model.ckpt.*` with the model
     variables only, `bert_config.json` and (with `vocab_file`) `vocab.txt`.
 
@@ -297,27 +297,50 @@ def export_release_checkpoint(init_checkpoint, bert_config_file, output_dir, voc
       output_dir: where to write; created if needed.
       vocab_file: vocab.txt to copy, or None.
       keep_heads: keep the task heads' variables.
+      bert_config: the run's `BertConfig` when it differs from `bert_config_file`
+        (--max_position_embeddings); written instead of the copy.
 
     Returns:
       The names of the variables written.
     """
     fileio.require_local(output_dir, "output_dir", "export_checkpoint.py writes")
     fileio.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
-    modeling.BertConfig.from_json_file(bert_config_file)  # A bad config stops here.
+    file_config = modeling.BertConfig.from_json_file(bert_config_file)  # A bad one stops here.
     if vocab_file:
         fileio.require_file(vocab_file, flag="vocab_file", what="vocab file")
     tensors = read_tf_checkpoint(resolve_checkpoint(init_checkpoint))
+    _check_table_sizes(tensors, bert_config or file_config, bert_config_file)
     kept = {name: value for name, value in tensors.items()
             if not optimization.is_optimizer_state(name)
             and (keep_heads or not name.startswith(_HEAD_PREFIXES))}
     write_tf_checkpoint(kept, os.path.join(output_dir, "bert_model.ckpt"))
-    fileio.copy_file(bert_config_file, os.path.join(output_dir, "bert_config.json"))
+    if bert_config is None:
+        fileio.copy_file(bert_config_file, os.path.join(output_dir, "bert_config.json"))
+    else:
+        fileio.atomic_write_text(os.path.join(output_dir, "bert_config.json"),
+                                 bert_config.to_json_string())
     if vocab_file:
         fileio.copy_file(vocab_file, os.path.join(output_dir, "vocab.txt"))
     logging.info("Wrote %s/bert_model.ckpt: %d variables (%d dropped: optimizer state%s).",
                  output_dir, len(kept), len(tensors) - len(kept),
                  "" if keep_heads else " and task heads")
     return sorted(kept)
+
+
+# Tables whose rows a config sets (a grown vocabulary or more positions change them).
+_TABLE_ROWS = (("bert/embeddings/word_embeddings", "vocab_size"),
+               ("bert/embeddings/position_embeddings", "max_position_embeddings"))
+
+
+def _check_table_sizes(tensors, bert_config, bert_config_file):
+    """Raises BertTfError if the checkpoint's word or position table has another number of
+    rows than `bert_config` says (a config from before the tables grew)."""
+    for name, key in _TABLE_ROWS:
+        if name in tensors and tensors[name].shape[0] != getattr(bert_config, key):
+            raise BertTfError(
+                f"--bert_config_file {bert_config_file}: {key} is {getattr(bert_config, key)} "
+                f"but the checkpoint's {name} has {tensors[name].shape[0]} rows; pass the "
+                f"config the checkpoint was trained with (\"{key}\": {tensors[name].shape[0]}).")
 
 
 def resolve_checkpoint(init_checkpoint):

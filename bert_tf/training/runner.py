@@ -83,7 +83,8 @@ def require_model_files(model, tokenizer_options=None):
 
 
 def load_bert_config(model):
-    """Reads `--bert_config_file` (checked by `require_model_files`) and checks
+    """Reads `--bert_config_file` (checked by `require_model_files`; with
+    `--max_position_embeddings` over its own) and checks
     `--max_seq_length` against it.
 
     Args:
@@ -93,11 +94,17 @@ def load_bert_config(model):
       The `modeling.BertConfig`.
     """
     bert_config = modeling.BertConfig.from_json_file(model.bert_config_file)
+    if model.max_position_embeddings:
+        if getattr(bert_config, "position_embedding_type", "absolute") != "absolute":
+            logging.info("--max_position_embeddings=%d: %s has relative positions, which need "
+                         "no position table; only their distance table grows.",
+                         model.max_position_embeddings, model.bert_config_file)
+        bert_config.max_position_embeddings = model.max_position_embeddings
     if model.max_seq_length > bert_config.max_position_embeddings:
         raise BertTfError(
             f"--max_seq_length={model.max_seq_length} is longer than max_position_embeddings "
             f"({bert_config.max_position_embeddings}) in {model.bert_config_file}; lower "
-            "--max_seq_length.")
+            "--max_seq_length or raise --max_position_embeddings.")
     return bert_config
 
 
@@ -136,7 +143,8 @@ def make_tokenizer(tokenizer_options, bert_config, model):
         raise BertTfError(
             f"--vocab_file {vocab_file} has token id {largest_id} but vocab_size in "
             f"{model.bert_config_file} is {bert_config.vocab_size}; pass the vocab.txt that "
-            "came with the checkpoint.")
+            f"came with the checkpoint, or for a grown vocab (extend_vocab.py) set "
+            f"\"vocab_size\": {largest_id + 1} in {model.bert_config_file}.")
     return tokenizer
 
 
@@ -236,7 +244,8 @@ def export_release(run, model, checkpoint=None, vocab_file=None):
     if run.export_release_dir:
         checkpoints.export_release_checkpoint(checkpoint or run.output_dir,
                                              model.bert_config_file, run.export_release_dir,
-                                             vocab_file=vocab_file)
+                                             vocab_file=vocab_file,
+                                             bert_config=load_bert_config(model))
 
 
 def evaluate(estimator, input_fn, steps=None, checkpoint_path=None):
