@@ -356,30 +356,30 @@ class TfliteExportOptions(_FromFlags):
 class BenchmarkOptions(_FromFlags):
     """The flags of scripts/benchmark.py (`bert_tf.tools.benchmark.run`)."""
 
-    bert_config_file: str
-    task: str
-    mode: str  # "train" or "infer".
-    batch_size: int  # Global micro-batch over all replicas.
-    max_seq_length: int
-    precision: str
-    use_xla: bool
-    num_warmup_steps: int
-    num_steps: int
-    num_accumulation_steps: int
-    max_predictions_per_seq: int
-    num_labels: int
-    peak_matmul_size: int
-    output_json: str | None
-    output_plot: str | None
-    plot_batch_sizes: str
-    trace_file: str | None
-    check_onednn: bool
-    recompute_grad: bool
-    max_position_embeddings: int | None  # Overrides the config's; None: keep.
-    find_max_batch: bool  # Search the largest batch that trains instead of timing one.
-    memory_limit_mb: int  # Resident-memory budget of each --find_max_batch probe.
-    distribution: DistributionOptions = _group(DistributionOptions)
+    bert_config_file: str | None = None
+    task: str = "squad"
+    mode: str = "train"  # "train" or "infer".
+    batch_size: int = 4  # Global micro-batch over all replicas.
+    max_seq_length: int = 384
+    precision: str = ModelOptions.precision
+    use_xla: bool = RunOptions.use_xla
+    num_warmup_steps: int = 2  # Untimed steps.
+    num_steps: int = 10  # Timed steps.
+    num_accumulation_steps: int = 1
+    max_predictions_per_seq: int = 20
+    num_labels: int = 2
+    peak_matmul_size: int = 2048
+    output_json: str | None = None
+    output_plot: str | None = None
+    plot_batch_sizes: str = "1,2,4,8"
+    trace_file: str | None = None
+    check_onednn: bool = True
+    recompute_grad: bool = ModelOptions.recompute_grad
+    max_position_embeddings: int | None = None  # Overrides the config's; None: keep.
+    find_max_batch: bool = False  # Search the largest batch that trains instead of timing one.
+    memory_limit_mb: int = 8000  # Resident-memory budget of each --find_max_batch probe.
     api: str = "graph"  # "tf2": the step through bert_tf.tf2 beside graph mode (tf2_benchmark).
+    distribution: DistributionOptions = _group(DistributionOptions)
 
 
 @dataclasses.dataclass(frozen=True)

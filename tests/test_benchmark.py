@@ -164,10 +164,9 @@ def _flag_values(config_file, **overrides):
                   num_labels=2, peak_matmul_size=64, output_json=None, output_plot=None,
                   plot_batch_sizes="1,2", trace_file=None, check_onednn=False)
     values.update(overrides)
-    # The distribution flags' defaults (one device), as scripts/benchmark.py defines them.
-    distribution = bert_options.DistributionOptions.from_flags(
-        bert_flags.parse(lambda fv: bert_flags.define_distribution_flags(fv)))
-    return bert_options.BenchmarkOptions(**values, distribution=distribution)
+    # The other flags at their defaults (one device), as scripts/benchmark.py defines them.
+    return bert_options.BenchmarkOptions.from_flags(
+        bert_flags.parse(bert_flags.define_benchmark_flags, **values))
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -47,6 +47,8 @@ CASES = {
                        options.EncoderExportOptions()),
     "export_tflite": (bert_flags.define_tflite_export_flags, options.TfliteExportOptions,
                       options.TfliteExportOptions()),
+    "benchmark": (bert_flags.define_benchmark_flags, options.BenchmarkOptions,
+                  options.BenchmarkOptions()),
     "pretrain_recipe": (bert_flags.define_recipe_flags, options.RecipeOptions,
                         options.RecipeOptions()),
 }

@@ -836,3 +836,66 @@ def define_conversion_flags(flag_values=FLAGS):
                         "tf_to_hf with --task classifier / multi_label / ner: the run's "
                         "label_list.txt for id2label (default: label_list.txt beside the "
                         "checkpoint).", flag_values=flag_values)
+
+
+def define_benchmark_flags(flag_values=FLAGS):
+    """The flags of scripts/benchmark.py (`BenchmarkOptions`)."""
+    from bert_tf.tools import benchmark
+
+    defaults = options.BenchmarkOptions
+    fv = flag_values
+    define_path("bert_config_file", defaults.bert_config_file,
+                "The config json file of the BERT model.", flag_values=fv)
+    flags.DEFINE_enum("task", defaults.task, list(benchmark.TASKS),
+                      "Which task's model_fn to run.", flag_values=fv)
+    flags.DEFINE_enum("mode", defaults.mode, list(benchmark.MODES),
+                      "train: forward + backward + optimizer update; infer: forward only.",
+                      flag_values=fv)
+    flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Sequence length S.",
+                         flag_values=fv)
+    flags.DEFINE_integer("batch_size", defaults.batch_size,
+                         "Sequences per micro-batch, over all replicas of "
+                         "--distribution_strategy.", flag_values=fv)
+    flags.DEFINE_integer("num_warmup_steps", defaults.num_warmup_steps,
+                         "Untimed steps before timing.", flag_values=fv)
+    flags.DEFINE_integer("num_steps", defaults.num_steps, "Timed steps.", flag_values=fv)
+    flags.DEFINE_integer("num_accumulation_steps", defaults.num_accumulation_steps,
+                         "Micro-batches per optimizer update (--mode=train); one step is one "
+                         "update.", flag_values=fv)
+    flags.DEFINE_integer("max_predictions_per_seq", defaults.max_predictions_per_seq,
+                         "Masked positions per sequence (pretraining).", flag_values=fv)
+    flags.DEFINE_integer("num_labels", defaults.num_labels, "Classes of the classifier head.",
+                         flag_values=fv)
+    flags.DEFINE_integer("peak_matmul_size", defaults.peak_matmul_size,
+                         "n of the n x n x n matmul that measures the peak TFLOP/s.",
+                         flag_values=fv)
+    define_path("output_json", defaults.output_json, "Write the result as JSON here.",
+                flag_values=fv)
+    define_path("output_plot", defaults.output_plot,
+                "Draw step time and throughput across --plot_batch_sizes to this image (needs "
+                "matplotlib).", flag_values=fv)
+    flags.DEFINE_string("plot_batch_sizes", defaults.plot_batch_sizes,
+                        "Batch sizes of the --output_plot sweep.", flag_values=fv)
+    define_path("trace_file", defaults.trace_file,
+                "Also trace one step: print time per op type and write a Chrome trace here.",
+                flag_values=fv)
+    flags.DEFINE_bool("check_onednn", defaults.check_onednn,
+                      "On CPU, report which oneDNN ISA and matmul kernels this precision uses "
+                      "(a child process with ONEDNN_VERBOSE=1).", flag_values=fv)
+    flags.DEFINE_enum("api", defaults.api, ["graph", "tf2"],
+                      "graph: the task's model_fn in a session. tf2: the SQuAD training step "
+                      "through bert_tf.tf2.BertEncoder under tf.function, with and without XLA, "
+                      "beside the graph-mode step, fp32 and bf16, timed alternately in one run.",
+                      flag_values=fv)
+    flags.DEFINE_bool("find_max_batch", defaults.find_max_batch,
+                      "Instead of timing --batch_size, search the largest batch whose step runs "
+                      "within --memory_limit_mb (doubling, then bisection; each probe a child "
+                      "process).", flag_values=fv)
+    flags.DEFINE_integer("memory_limit_mb", defaults.memory_limit_mb,
+                         "--find_max_batch: resident-memory budget of one probe, in MB.",
+                         flag_values=fv)
+    define_recompute_grad_flag(fv)
+    define_max_position_embeddings_flag(fv)
+    define_precision_flags(fv)
+    define_xla_flags(fv)
+    define_distribution_flags(fv)
