@@ -1256,11 +1256,15 @@ def transformer_model(input_tensor,
                 max_position_embeddings=max_position_embeddings,
                 do_return_attention_probs=True)
         with tf1.variable_scope("output"):
-            attention_output = dense_layer(attention_output, hidden_size, None, init)
-            attention_output = dropout(attention_output, hidden_dropout_prob)
-            if pre_norm:
-                return attention_output + sublayer_input, probs
-            return layer_norm(attention_output + sublayer_input, epsilon=layer_norm_eps), probs
+            return project_and_add(attention_output, sublayer_input), probs
+
+    def project_and_add(hidden, residual):
+        """A sublayer's output: dense to H, dropout, plus `residual`, then (post-LN)
+        LayerNorm, in the current scope. [B*S, *] -> [B*S, H]."""
+        hidden = dropout(dense_layer(hidden, hidden_size, None, init), hidden_dropout_prob)
+        if pre_norm:
+            return hidden + residual
+        return layer_norm(hidden + residual, epsilon=layer_norm_eps)
 
     def encoder_layer(layer_idx, layer_input, layer_encoder_output, dropout_key):
         """One layer in the current scope: [B*S, H] -> ([B*S, H], probs [B, N, S, S])."""
@@ -1284,11 +1288,7 @@ def transformer_model(input_tensor,
                 intermediate_output = dense_layer(feed_forward_input, intermediate_size,
                                                   intermediate_act_fn, init)
             with tf1.variable_scope("output"):
-                layer_output = dense_layer(intermediate_output, hidden_size, None, init)
-                layer_output = dropout(layer_output, hidden_dropout_prob)
-                if pre_norm:
-                    return layer_output + attention_output, probs
-                return layer_norm(layer_output + attention_output, epsilon=layer_norm_eps), probs
+                return project_and_add(intermediate_output, attention_output), probs
 
     prev_output = reshape_to_matrix(input_tensor)  # [B*S, H], kept 2-D across layers.
     init = create_initializer(initializer_range)

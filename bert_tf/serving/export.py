@@ -278,3 +278,15 @@ def newest_export(path):
         return path
     logging.info("Using the newest export in %s: %d/", path, stamps[0])
     return os.path.join(path, str(stamps[0]))
+
+
+def check_conversion_flags(export_dir, output_file, quantize, quantize_modes, model_suffix):
+    """Stops with one line naming the flag unless `--quantize` is one of `quantize_modes`,
+    `--export_dir` holds a SavedModel and `--output_file` (the `model_suffix` file, e.g.
+    ".onnx") is given: what every converter of an export checks before any work."""
+    if quantize not in quantize_modes:
+        raise BertTfError(f"--quantize={quantize}: use one of {', '.join(quantize_modes)}.")
+    fileio.require_file(os.path.join(export_dir or "", "saved_model.pb"), flag="export_dir",
+                        what="SavedModel (saved_model.pb)")
+    if not output_file:
+        raise BertTfError(f"--output_file: required; where to write the {model_suffix} model.")

@@ -40,12 +40,7 @@ def _rename(graph, renames):
 
 
 def _check_inputs(export_dir, output_file, quantize, optimize):
-    if quantize not in QUANTIZE_MODES:
-        raise BertTfError(f"--quantize={quantize}: use one of {', '.join(QUANTIZE_MODES)}.")
-    fileio.require_file(os.path.join(export_dir or "", "saved_model.pb"), flag="export_dir",
-                        what="SavedModel (saved_model.pb)")
-    if not output_file:
-        raise BertTfError("--output_file: required; where to write the .onnx model.")
+    export.check_conversion_flags(export_dir, output_file, quantize, QUANTIZE_MODES, ".onnx")
     fileio.require_local(output_file, "output_file", "the ONNX converter writes")
     try:
         import onnx  # noqa: F401

@@ -35,12 +35,7 @@ SIGNATURE = "serving_default"
 
 
 def _check_inputs(export_dir, output_file, quantize):
-    if quantize not in QUANTIZE_MODES:
-        raise BertTfError(f"--quantize={quantize}: use one of {', '.join(QUANTIZE_MODES)}.")
-    fileio.require_file(os.path.join(export_dir or "", "saved_model.pb"), flag="export_dir",
-                        what="SavedModel (saved_model.pb)")
-    if not output_file:
-        raise BertTfError("--output_file: required; where to write the .tflite model.")
+    export.check_conversion_flags(export_dir, output_file, quantize, QUANTIZE_MODES, ".tflite")
 
 
 def _unsupported_ops(error):
