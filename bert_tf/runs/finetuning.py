@@ -37,10 +37,10 @@ def run_finetuning(task, options):
       The eval results dict when computed (chief only), else None.
     """
     bert_config, init_checkpoint, tokenizer = prepare_run(task, options)
+    encoder = model_fn_parts.Encoder.from_options(bert_config, init_checkpoint, options.model)
     splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
     validation.check_options(options.run.validation, task.metric_names(options),
                              task.can_evaluate(splits), task.eval_flags)
-    encoder = model_fn_parts.Encoder.from_options(bert_config, init_checkpoint, options.model)
     training = runner.training_step(options, *runner.finetuning_schedule(options,
                                                                          splits["train"]))
     strategy = runner.make_strategy(options.run, options.train)
@@ -76,11 +76,14 @@ def run_finetuning(task, options):
             logging.info("Not the chief: done after training; the chief evaluates, predicts and "
                          "exports.")
             return None
-        return _evaluate_predict_export(task, estimator, features, splits, options, checkpoint)
+        return _evaluate_predict_export(task, estimator, features, splits, options, checkpoint,
+                                        bert_config)
 
 
-def _evaluate_predict_export(task, estimator, features, splits, options, checkpoint):
-    """The chief's work after training, on `checkpoint` (None: the latest)."""
+def _evaluate_predict_export(task, estimator, features, splits, options, checkpoint,
+                             bert_config):
+    """The chief's work after training, on `checkpoint` (None: the latest); the export carries
+    `bert_config`, the config the run built."""
     if options.train.do_train:
         runner.export_release(options.run, options.model, checkpoint,
                               options.tokenizer.vocab_file)
@@ -100,10 +103,10 @@ def _evaluate_predict_export(task, estimator, features, splits, options, checkpo
                                  checkpoint_path=checkpoint)
         results = predicted if predicted is not None else results
     if options.export_dir:
-        export.export_saved_model(
-            estimator, options.export_dir,
-            {**task.export_files(), **export.prediction_assets(task, options)},
-            checkpoint_path=restored, text_signature=export.text_signature(task, options))
+        assets = {**task.export_files(), **export.prediction_assets(task, options, bert_config)}
+        export.export_saved_model(estimator, options.export_dir, assets,
+                                  checkpoint_path=restored,
+                                  text_signature=export.text_signature(task, options))
     return results
 
 

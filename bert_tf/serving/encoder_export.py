@@ -88,6 +88,7 @@ def export_encoder(options):
         model_dir=options.export_dir)
     return export.export_saved_model(
         estimator, options.export_dir,
-        export.asset_files({"task": "embed", "pooling": options.pooling}, options),
+        export.asset_files({"task": "embed", "pooling": options.pooling}, options,
+                           bert_config),
         checkpoint_path=checkpoint,
         text_signature=export.make_text_signature(("text",), options))

@@ -26,7 +26,6 @@ from bert_tf.errors import BertTfError
 from bert_tf.serving import text_signature as serving_text
 from bert_tf.serving import warmup
 from bert_tf.training import estimator as estimator_lib
-from bert_tf.training import runner
 
 tf1 = tf.compat.v1
 
@@ -48,19 +47,20 @@ VOCAB_FILE = "vocab.txt"
 BERT_CONFIG_FILE = "bert_config.json"
 
 
-def prediction_assets(task, options):
+def prediction_assets(task, options, bert_config):
     """{file name: text} that make an export self-contained for prediction: the vocab, the
-    BERT config and `predict_config.json` (task, casing, max_seq_length, label list and the
-    task's `predict_settings`)."""
+    BERT config the run built (`bert_config`) and `predict_config.json` (task, casing,
+    max_seq_length, label list and the task's `predict_settings`)."""
     return asset_files({"task": task.name,
                         "label_list": list(task.label_list) if task.label_list else None,
-                        **task.predict_settings(options)}, options)
+                        **task.predict_settings(options)}, options, bert_config)
 
 
-def asset_files(settings, options):
+def asset_files(settings, options, bert_config):
     """{file name: text}: `predict_config.json` (`settings` with the casing and
     max_seq_length of `options`, which has `tokenizer` and `model` option groups), the vocab
-    and the BERT config."""
+    and the BERT config (the file as given, or `bert_config` as the run built it when
+    --max_position_embeddings changed it)."""
     config = {"do_lower_case": options.tokenizer.do_lower_case,
               "max_seq_length": options.model.max_seq_length, **settings}
     files = {PREDICT_CONFIG_FILE: json.dumps(config, indent=2, sort_keys=True) + "\n"}
@@ -70,7 +70,7 @@ def asset_files(settings, options):
             files[name] = f.read()
     if options.model.max_position_embeddings:
         # The model was built with more positions than the file says.
-        files[BERT_CONFIG_FILE] = runner.load_bert_config(options.model).to_json_string()
+        files[BERT_CONFIG_FILE] = bert_config.to_json_string()
     return files
 
 
