@@ -327,7 +327,7 @@ def main():
     args = parse_args()
     cells = [cell for cell in args.cells.split(",") if cell != "hf" or args.torch_python]
     sys.path.insert(0, REPO)
-    from bert_tf.tools import benchmark
+    from bert_tf.tools import machine
 
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_epoch_")
     paths, data = prepare(args, work)
@@ -345,7 +345,7 @@ def main():
                   f"{result['dev_accuracy']:.3f} (load {result['load_average_1min']:.2f})",
                   flush=True)
     rows, ratios = summarize(runs)
-    summary = {"args": vars(args), "data": data, "machine": benchmark.machine_info(),
+    summary = {"args": vars(args), "data": data, "machine": machine.machine_info(),
                "load_average_before": load_before, "load_average_after": os.getloadavg(),
                "minutes": (time.time() - started) / 60.0,
                "hf_framework": runs["hf"][0]["framework"] if runs.get("hf") else None,

@@ -210,7 +210,7 @@ class TorchWorker:
         import json
         import subprocess
 
-        from bert_tf.tools import benchmark
+        from bert_tf.tools import machine
 
         try:
             self._process = subprocess.Popen([python, "-c", _TORCH_WORKER],
@@ -223,7 +223,7 @@ class TorchWorker:
             raise SystemExit(f"--torch_python={python} could not import torch (its error is "
                              "above); install torch in it (see benchmarks/README.md).")
         self.versions = json.loads(first)
-        self.versions["onednn_bf16"] = benchmark.parse_onednn_verbose(
+        self.versions["onednn_bf16"] = machine.parse_onednn_verbose(
             self.versions.pop("onednn_bf16_verbose"))
 
     def tflops(self, shape, dtype, num_runs):
@@ -253,7 +253,7 @@ def measure(args, log=print):
     import tensorflow as tf
 
     from bert_tf import modeling
-    from bert_tf.tools import benchmark
+    from bert_tf.tools import machine
 
     tf.compat.v1.disable_eager_execution()
     config = modeling.BertConfig.from_json_file(args.bert_config_file)
@@ -276,7 +276,7 @@ def measure(args, log=print):
                     timers[kernel][name] = functools.partial(
                         torch_worker.tflops, shape, TORCH_DTYPES[kernel])
                 else:
-                    tf_timers.append(benchmark.MatmulTimer(
+                    tf_timers.append(machine.MatmulTimer(
                         shape, {"tf_fp32": tf.float32, "tf_bf16": tf.bfloat16}[kernel],
                         session_config))
                     timers[kernel][name] = tf_timers[-1].tflops
@@ -310,11 +310,11 @@ def measure(args, log=print):
                          for name, (shape, count) in shapes.items()},
               "median_tflops": median_tflops, "ratios_median": ratios, "rounds": rounds,
               # The operators in each onnxruntime model file (INT8: quantized MatMuls).
-              "onnx_op_types": onnx_op_types, "machine": benchmark.machine_info()}
+              "onnx_op_types": onnx_op_types, "machine": machine.machine_info()}
     if torch_worker is not None:
         result["machine"]["torch"] = torch_worker.versions
     if "tf_bf16" in args.kernels:
-        result["machine"]["onednn_bf16"] = benchmark.onednn_matmul_report("bf16")
+        result["machine"]["onednn_bf16"] = machine.onednn_matmul_report("bf16")
     return result
 
 

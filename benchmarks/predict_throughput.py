@@ -136,9 +136,9 @@ def _fused_operators(paths):
 def _machine(hf_versions):
     import onnxruntime
 
-    from bert_tf.tools import benchmark
+    from bert_tf.tools import machine
 
-    return {**benchmark.machine_info(), "onnxruntime": onnxruntime.__version__,
+    return {**machine.machine_info(), "onnxruntime": onnxruntime.__version__,
             **(hf_versions or {})}
 
 

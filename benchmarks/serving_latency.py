@@ -165,7 +165,7 @@ def _timed(embed, short, long_texts):
 
 def main(_):
     from bert_tf import tokenization
-    from bert_tf.tools import benchmark
+    from bert_tf.tools import machine
 
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     embedders, minilm = _prepare(FLAGS.work_dir)
@@ -204,7 +204,7 @@ def main(_):
     result = {"workload": {"latency_pieces": len(tokenizer.tokenize(short)) + 2,
                            "throughput_batch": BATCH, "max_seq_length": MAX_SEQ_LENGTH,
                            "rounds": FLAGS.rounds, "calls_per_round": FLAGS.calls},
-              "results": rows, "machine": {**benchmark.machine_info(), **hf_versions}}
+              "results": rows, "machine": {**machine.machine_info(), **hf_versions}}
     if FLAGS.output_json:
         with open(FLAGS.output_json, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=2)

@@ -100,7 +100,7 @@ def main():
     args = parse_args()
     import tensorflow as tf
 
-    from bert_tf.tools import benchmark
+    from bert_tf.tools import benchmark, machine
 
     tf.compat.v1.disable_eager_execution()
     sessions = {}
@@ -109,7 +109,7 @@ def main():
         session = tf.compat.v1.Session(graph=graph,
                                        config=session_lib.session_config(use_xla=False))
         benchmark.initialize(session, graph)
-        benchmark.time_steps(session, fetch, args.num_warmup_steps, 0)
+        machine.time_steps(session, fetch, args.num_warmup_steps, 0)
         sessions[variant] = (session, fetch)
         print(f"built and warmed up {variant}", flush=True)
     load_before = os.getloadavg()
@@ -118,7 +118,7 @@ def main():
         order = args.variants if round_index % 2 == 0 else args.variants[::-1]
         for variant in order:
             session, fetch = sessions[variant]
-            times[variant] += benchmark.time_steps(session, fetch, 0, 1)
+            times[variant] += machine.time_steps(session, fetch, 0, 1)
     base = args.variants[0]
     rows = {}
     print(f"{'variant':18s} {'median s':>9s} {'min s':>7s} {'paired ratio to ' + base:>26s}")
@@ -130,7 +130,7 @@ def main():
         print(f"{variant:18s} {rows[variant]['median_seconds']:9.3f} "
               f"{rows[variant]['min_seconds']:7.3f} {ratio:26.3f}")
     if args.output_json:
-        benchmark.write_json({"args": vars(args), "machine": benchmark.machine_info(),
+        benchmark.write_json({"args": vars(args), "machine": machine.machine_info(),
                               "load_average_before": load_before,
                               "load_average_after": os.getloadavg(), "rows": rows},
                              args.output_json)

@@ -19,7 +19,7 @@ from bert_tf import modeling
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
-from bert_tf.tools import benchmark
+from bert_tf.tools import benchmark, machine
 from bert_tf.training import session as session_lib
 
 tf1 = tf.compat.v1
@@ -131,7 +131,7 @@ wei_f16::blocked:ab::f0 dst_f16::blocked:ab::f0,,,512x512:512x512,0.8
 
 
 def test_onednn_verbose_is_parsed_in_both_layouts():
-    report = benchmark.parse_onednn_verbose(_ONEDNN_LOG)
+    report = machine.parse_onednn_verbose(_ONEDNN_LOG)
     assert report == {"isa": "Intel AVX-512 with Intel DL Boost",
                       "kernels": ["gemm_api - src_f32", "matmul brg:avx512_core_amx src_f16",
                                   "matmul gemm:jit:bf16 src_bf16"],
@@ -139,7 +139,7 @@ def test_onednn_verbose_is_parsed_in_both_layouts():
     lines = _ONEDNN_LOG.splitlines()
     assert len(lines) == 6
     fp32_only = "\n".join(lines[:3] + lines[4:5])  # Info lines and the fp32 gemm only.
-    assert benchmark.parse_onednn_verbose(fp32_only)["low_precision_on_onednn"] is False
+    assert machine.parse_onednn_verbose(fp32_only)["low_precision_on_onednn"] is False
 
 
 @pytest.mark.parametrize("task,mode,precision", [("classifier", "infer", "fp32"),
@@ -342,16 +342,16 @@ def test_a_probe_runs_the_step_in_a_child_within_its_memory_budget():
 
 
 def test_peak_memory_reads_the_tensorflow_allocator_after_a_reset():
-    benchmark.reset_peak_memory()
+    machine.reset_peak_memory()
     graph = tf.Graph()
     with graph.as_default():
         x = tf.random.uniform([2048, 2048])  # 16 MB, and 16 MB more for the product.
         with tf.compat.v1.Session() as session:
             session.run(tf.reduce_sum(tf.matmul(x, x)))
-    peak, source = benchmark.peak_memory_mb()
+    peak, source = machine.peak_memory_mb()
     if source == "tf_allocator":
         assert 32 <= peak < 1000
     else:
         assert source == "peak_rss" and peak > 32
-    rss, rss_source = benchmark.peak_rss_mb()
+    rss, rss_source = machine.peak_rss_mb()
     assert rss_source == "peak_rss" and rss > 32

@@ -20,7 +20,7 @@ import tensorflow as tf
 from bert_tf import optimization, precision, tf2
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import squad
-from bert_tf.tools import benchmark
+from bert_tf.tools import benchmark, machine
 
 tf1 = tf.compat.v1
 
@@ -161,7 +161,7 @@ def run_tf2_comparison(spec, log=print):
     return {"cells": results, "ratios": ratios, "batch_size": spec.batch_size,
             "max_seq_length": spec.max_seq_length, "num_steps": spec.num_steps,
             "load_average_before": list(load_before), "load_average_after": list(load_after),
-            "machine": benchmark.machine_info()}
+            "machine": machine.machine_info()}
 
 
 def format_comparison(result):
