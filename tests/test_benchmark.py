@@ -19,7 +19,7 @@ from bert_tf import modeling
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
 from bert_tf.errors import BertTfError
-from bert_tf.tools import benchmark, machine
+from bert_tf.tools import batch_search, benchmark, machine
 from bert_tf.training import session as session_lib
 
 tf1 = tf.compat.v1
@@ -320,24 +320,24 @@ def test_find_max_batch_doubles_then_bisects():
         peak = 100 + 20 * probe_spec.batch_size
         return peak <= memory_limit_mb, peak
 
-    found = benchmark.find_max_batch(spec, 100 + 20 * 37, log=lambda _: None, probe=probe)
+    found = batch_search.find_max_batch(spec, 100 + 20 * 37, log=lambda _: None, probe=probe)
     assert found["max_batch_size"] == 37
     assert probed == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
     assert [p["fits"] for p in found["probes"]] == [b <= 37 for b in probed]
-    assert benchmark.find_max_batch(spec, 50, log=lambda _: None,
+    assert batch_search.find_max_batch(spec, 50, log=lambda _: None,
                                     probe=probe)["max_batch_size"] == 0
     with pytest.raises(BertTfError, match="--memory_limit_mb=0: pass the memory budget"):
-        benchmark.find_max_batch(spec, 0, probe=probe)
+        batch_search.find_max_batch(spec, 0, probe=probe)
 
 
 @pytest.mark.slow
 def test_a_probe_runs_the_step_in_a_child_within_its_memory_budget():
     spec = benchmark.BenchmarkSpec(bert_config=_tiny_config(), task="classifier",
                                    max_seq_length=16, batch_size=2, recompute_grad=True)
-    fits, peak = benchmark.run_probe(spec, memory_limit_mb=20000)
+    fits, peak = batch_search.run_probe(spec, memory_limit_mb=20000)
     # The child's own peak resident memory: TensorFlow alone holds a few hundred MB.
     assert fits and 200 < peak < 20000
-    fits, peak = benchmark.run_probe(spec, memory_limit_mb=150)
+    fits, peak = batch_search.run_probe(spec, memory_limit_mb=150)
     assert not fits and peak > 150  # Killed on going over.
 
 
