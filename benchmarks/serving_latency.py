@@ -74,6 +74,7 @@ def _prepare(work_dir):
 
     from bert_tf import options as bert_options
     from bert_tf.cli import flags as bert_flags
+    from bert_tf.cli import tool_flags
     from bert_tf.serving import encoder_export, export, onnx_export, tflite_export
     from bert_tf.serving.predictor import Predictor
     from bert_tf.tools import conversion
@@ -86,7 +87,7 @@ def _prepare(work_dir):
     if not os.path.isdir(export_dir):
         encoder_export.export_encoder(bert_options.EncoderExportOptions.from_flags(
             bert_flags.parse(
-                bert_flags.define_encoder_export_flags,
+                tool_flags.define_encoder_export_flags,
                 bert_config_file=os.path.join(converted, "bert_config.json"),
                 init_checkpoint=os.path.join(converted, "bert_model.ckpt"),
                 vocab_file=os.path.join(converted, "vocab.txt"), export_dir=export_dir,

@@ -12,10 +12,10 @@ XLA) beside the graph-mode step, in fp32 and bf16 (bert_tf.tools.tf2_benchmark).
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.tools import benchmark
 
-bert_flags.define_benchmark_flags()
+tool_flags.define_benchmark_flags()
 
 FLAGS = flags.FLAGS
 

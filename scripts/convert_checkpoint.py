@@ -14,11 +14,11 @@ See `bert_tf/tools/conversion.py` for the name mapping and what each direction w
 from absl import flags
 
 from bert_tf import errors, fileio
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.tools import conversion
 
 FLAGS = flags.FLAGS
-bert_flags.define_conversion_flags()
+tool_flags.define_conversion_flags()
 
 
 def main(_):

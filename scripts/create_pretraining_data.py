@@ -10,10 +10,10 @@ Example:
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.data import pretraining_data
 
-bert_flags.define_pretraining_data_flags()
+tool_flags.define_pretraining_data_flags()
 
 
 def main(_):

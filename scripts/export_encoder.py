@@ -15,10 +15,10 @@ it like the task exports.
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.serving import encoder_export
 
-bert_flags.define_encoder_export_flags()
+tool_flags.define_encoder_export_flags()
 
 
 def main(_):

@@ -17,10 +17,10 @@ answers text.
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.serving import onnx_export
 
-bert_flags.define_onnx_export_flags()
+tool_flags.define_onnx_export_flags()
 
 
 def main(_):

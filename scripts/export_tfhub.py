@@ -13,10 +13,10 @@ only (no tensorflow-text). See bert_tf.serving.tfhub_export and docs/encoder.md.
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.serving import tfhub_export
 
-bert_flags.define_tfhub_export_flags()
+tool_flags.define_tfhub_export_flags()
 
 
 def main(_):

@@ -14,10 +14,10 @@ labels in its metadata: `Predictor.from_tflite(path)` (bert_tf.serving.predictor
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.serving import tflite_export
 
-bert_flags.define_tflite_export_flags()
+tool_flags.define_tflite_export_flags()
 
 
 def main(_):

@@ -15,10 +15,9 @@ serving".
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
-from bert_tf.cli import predict
+from bert_tf.cli import predict, tool_flags
 
-bert_flags.define_predict_flags()
+tool_flags.define_predict_flags()
 
 
 def main(_):

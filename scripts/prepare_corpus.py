@@ -9,10 +9,10 @@ Example:
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.data import corpus
 
-bert_flags.define_prepare_corpus_flags()
+tool_flags.define_prepare_corpus_flags()
 
 
 def main(_):

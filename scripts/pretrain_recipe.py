@@ -9,9 +9,9 @@ Example (the shipped corpus, bert_tiny, a few minutes on 2 cores):
 from absl import flags
 
 from bert_tf import errors, options
-from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 
-bert_flags.define_recipe_flags()
+tool_flags.define_recipe_flags()
 
 
 def main(_):

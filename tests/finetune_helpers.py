@@ -576,9 +576,10 @@ def encoder_export_options(**values):
     group (the flag defaults, then `values`)."""
     from bert_tf import options as bert_options
     from bert_tf.cli import flags as bert_flags
+    from bert_tf.cli import tool_flags
 
     return bert_options.EncoderExportOptions.from_flags(
-        bert_flags.parse(bert_flags.define_encoder_export_flags, **values))
+        bert_flags.parse(tool_flags.define_encoder_export_flags, **values))
 
 
 def random_bert_inputs(seed, batch_size=3, seq_length=20):

@@ -18,6 +18,7 @@ from finetune_helpers import graph_matmul_flops, run_script, tiny_config
 from bert_tf import modeling
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.errors import BertTfError
 from bert_tf.tools import batch_search, benchmark, machine
 from bert_tf.training import session as session_lib
@@ -166,7 +167,7 @@ def _flag_values(config_file, **overrides):
     values.update(overrides)
     # The other flags at their defaults (one device), as scripts/benchmark.py defines them.
     return bert_options.BenchmarkOptions.from_flags(
-        bert_flags.parse(bert_flags.define_benchmark_flags, **values))
+        bert_flags.parse(tool_flags.define_benchmark_flags, **values))
 
 
 @pytest.mark.parametrize("overrides,message", [

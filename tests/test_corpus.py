@@ -11,6 +11,7 @@ import pytest
 from bert_tf import options as bert_options
 from bert_tf import tokenization
 from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 from bert_tf.data import corpus, vocab
 from bert_tf.errors import BertTfError
 
@@ -21,14 +22,14 @@ TRAIN_TXT = os.path.join(REPO, "data", "corpus", "train.txt")
 
 def _prepare(tmp_path, input_file, **values):
     values = {"output_dir": str(tmp_path / "out"), "num_workers": 1, **values}
-    flag_values = bert_flags.parse(bert_flags.define_prepare_corpus_flags,
+    flag_values = bert_flags.parse(tool_flags.define_prepare_corpus_flags,
                                    input_file=input_file, **values)
     return corpus.prepare_corpus(bert_options.PrepareCorpusOptions.from_flags(flag_values),
                                  log_fn=lambda *args: None)
 
 
 def _vocab_options(input_file, output_file, **values):
-    flag_values = bert_flags.parse(bert_flags.define_build_vocab_flags, input_file=input_file,
+    flag_values = bert_flags.parse(tool_flags.define_build_vocab_flags, input_file=input_file,
                                    output_file=output_file, **values)
     return bert_options.BuildVocabOptions.from_flags(flag_values)
 

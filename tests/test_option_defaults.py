@@ -8,6 +8,7 @@ import pytest
 
 from bert_tf import options
 from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import tool_flags
 
 
 def _finetuning(**kwargs):
@@ -30,26 +31,26 @@ CASES = {
     "squad task": (bert_flags.define_squad_flags, options.SquadOptions, options.SquadOptions()),
     "multiple choice task": (bert_flags.define_multiple_choice_flags,
                              options.MultipleChoiceOptions, options.MultipleChoiceOptions()),
-    "predict": (bert_flags.define_predict_flags, options.PredictOptions,
+    "predict": (tool_flags.define_predict_flags, options.PredictOptions,
                 options.PredictOptions()),
-    "export_onnx": (bert_flags.define_onnx_export_flags, options.OnnxExportOptions,
+    "export_onnx": (tool_flags.define_onnx_export_flags, options.OnnxExportOptions,
                     options.OnnxExportOptions()),
-    "create_pretraining_data": (bert_flags.define_pretraining_data_flags,
+    "create_pretraining_data": (tool_flags.define_pretraining_data_flags,
                                 options.PretrainingDataOptions,
                                 options.PretrainingDataOptions()),
-    "prepare_corpus": (bert_flags.define_prepare_corpus_flags, options.PrepareCorpusOptions,
+    "prepare_corpus": (tool_flags.define_prepare_corpus_flags, options.PrepareCorpusOptions,
                        options.PrepareCorpusOptions()),
-    "build_vocab": (bert_flags.define_build_vocab_flags, options.BuildVocabOptions,
+    "build_vocab": (tool_flags.define_build_vocab_flags, options.BuildVocabOptions,
                     options.BuildVocabOptions()),
-    "export_tfhub": (bert_flags.define_tfhub_export_flags, options.TfHubExportOptions,
+    "export_tfhub": (tool_flags.define_tfhub_export_flags, options.TfHubExportOptions,
                      options.TfHubExportOptions()),
-    "export_encoder": (bert_flags.define_encoder_export_flags, options.EncoderExportOptions,
+    "export_encoder": (tool_flags.define_encoder_export_flags, options.EncoderExportOptions,
                        options.EncoderExportOptions()),
-    "export_tflite": (bert_flags.define_tflite_export_flags, options.TfliteExportOptions,
+    "export_tflite": (tool_flags.define_tflite_export_flags, options.TfliteExportOptions,
                       options.TfliteExportOptions()),
-    "benchmark": (bert_flags.define_benchmark_flags, options.BenchmarkOptions,
+    "benchmark": (tool_flags.define_benchmark_flags, options.BenchmarkOptions,
                   options.BenchmarkOptions()),
-    "pretrain_recipe": (bert_flags.define_recipe_flags, options.RecipeOptions,
+    "pretrain_recipe": (tool_flags.define_recipe_flags, options.RecipeOptions,
                         options.RecipeOptions()),
 }
 

@@ -63,7 +63,7 @@ def read_records(path, input_format, task):
 
     Args:
       path: the input file, or None for stdin.
-      input_format: "text" or "jsonl" (see `flags.define_predict_flags`).
+      input_format: "text" or "jsonl" (see `tool_flags.define_predict_flags`).
       task: the model's task (which fields a line needs).
 
     Raises:
