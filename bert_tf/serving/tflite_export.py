@@ -28,7 +28,6 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
 from bert_tf.serving import backends, export
-from bert_tf.serving import text_signature as serving_text
 
 QUANTIZE_MODES = ("none", "dynamic", "float16")
 SIGNATURE = "serving_default"
@@ -76,7 +75,6 @@ def convert(export_dir, quantize="none"):
     """
     from tensorflow.lite.python.convert_phase import ConverterError
 
-    serving_text.available()  # Registers tf-text's ops: the export's graph has them.
     converter = tf.lite.TFLiteConverter.from_saved_model(export_dir, signature_keys=[SIGNATURE])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantize != "none":
