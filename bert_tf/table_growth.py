@@ -132,7 +132,9 @@ def grown_rows(table, rows, how, initial_value=None):
         weight = tf.reshape(weight, [-1] + [1] * (table.shape.rank - 1))
         new = tf.gather(table, below) * (1 - weight) + tf.gather(table, above) * weight
     elif how == "mean":
-        mean = tf.reduce_mean(table, axis=0, keepdims=True)
+        # In float64: the mean row rounded once, whatever the order TF sums in.
+        mean = tf.cast(tf.reduce_mean(tf.cast(table, tf.float64), axis=0, keepdims=True),
+                       table.dtype)
         new = tf.broadcast_to(mean, [rows - n] + table.shape.as_list()[1:])
     elif how == "random":
         new = tf.convert_to_tensor(initial_value)[n:]

@@ -118,8 +118,10 @@ def test_multi_label_and_windowed_classifiers_match_run_classifier(values, tmp_p
 
 @pytest.fixture(scope="module")
 def squad_model(tmp_path_factory, vocab_file):
+    # A fixed seed: an untrained model answers some questions with no valid span, and this one
+    # answers at least one with a span, so the offsets below are checked on every run.
     return _train("squad", tmp_path_factory.mktemp("squad"), vocab_file, train_file=SQUAD_FILE,
-                  predict_file=SQUAD_FILE, **SQUAD_SETTINGS)
+                  predict_file=SQUAD_FILE, random_seed=2, **SQUAD_SETTINGS)
 
 
 def _squad_inputs():

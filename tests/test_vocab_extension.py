@@ -142,7 +142,7 @@ def test_the_mlm_output_bias_grows_with_the_vocabulary(tmp_path):
             sess.run(tf1.global_variables_initializer())
             value = sess.run(bias)
     np.testing.assert_array_equal(value[:30], learnt)
-    np.testing.assert_allclose(value[30:], [learnt.mean()] * 4, rtol=1e-6)
+    np.testing.assert_allclose(value[30:], [learnt.astype(np.float64).mean()] * 4, rtol=1e-6)
 
 
 def test_grown_tables_go_through_the_converter_and_the_release_export(minilm_converted,
