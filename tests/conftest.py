@@ -46,6 +46,21 @@ def _clean_environment(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _restore_logger_levels():
+    """Puts the `absl` and `tensorflow` loggers' levels back after each test. TensorFlow's
+    SavedModel writer saves and restores absl's verbosity around listing a model's children;
+    with no command line parsed that "restore" sets the absl logger to WARNING for good, and the
+    INFO records that later tests read through caplog are never made."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("absl", "tensorflow")]
+    levels = [logger.level for logger in loggers]
+    yield
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
 def _reset_default_graph():
     """Gives each test an empty default graph (only if TensorFlow is already loaded)."""
     # Looked up rather than imported, so pure-Python tests do not pay for importing TF.
