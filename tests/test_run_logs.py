@@ -2,6 +2,7 @@
 restored variable, the example features or TensorFlow deprecation notices."""
 
 import os
+import re
 import shutil
 
 import pytest
@@ -87,3 +88,19 @@ def test_restore_summary_names_at_most_ten_missing_encoder_variables():
                            "checkpoint")
     assert "bert/encoder/layer_9/output/dense/kernel and 5 more" in line
     assert "layer_10/" not in line
+
+
+def test_each_training_run_logs_where_its_start_up_time_went(run_log):
+    _, first, second = run_log
+    pattern = re.compile(r"Started the training loop in ([\d.]+) s: graph ([\d.]+) s, session "
+                         r"([\d.]+) s, graph files and checkpoint ([\d.]+) s, first step "
+                         r"([\d.]+) s\.$")
+    for lines in (first, second):
+        found = [pattern.search(line) for line in lines if "Started the training loop" in line]
+        assert len(found) == 1 and found[0], found
+        total, *phases = (float(value) for value in found[0].groups())
+        assert total > 0 and all(secs >= 0 for secs in phases), phases
+        assert abs(sum(phases) - total) <= 0.25, (phases, total)  # Each rounded to 0.1 s.
+        started = lines.index(found[0].string)
+        # Logged once the first step ran: after the session's restore line, before step 1's end.
+        assert started > [i for i, line in enumerate(lines) if "Initialized " in line][0]

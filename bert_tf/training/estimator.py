@@ -216,6 +216,7 @@ class Estimator:
                          self.model_dir, start_step, max_steps)
             return self
         logging.info("Training %s from step %d to %d.", self.model_dir, start_step, max_steps)
+        start_time = time.monotonic()
         several_workers = distribute.is_multi_worker(strategy)
         deadlines = multi_worker.TrainingDeadlines.of(
             self.config.step_timeout_secs, self.config.startup_timeout_secs,
@@ -223,7 +224,8 @@ class Estimator:
         with tf.Graph().as_default(), _strategy_scope(strategy):
             self._set_seed()
             run = self._training_graph(input_fn, max_steps, strategy, deadlines, hooks,
-                                       saving_listeners, evaluate_fn, evaluate_every_n_steps)
+                                       saving_listeners, evaluate_fn, evaluate_every_n_steps,
+                                       start_time)
             self._run_training_loop(run, strategy, deadlines)
         if run.stop_on_signal.stopped_at is not None:
             raise errors.Preempted(run.stop_on_signal.stopped_at,
@@ -232,7 +234,7 @@ class Estimator:
         return self
 
     def _training_graph(self, input_fn, max_steps, strategy, deadlines, hooks,
-                        saving_listeners, evaluate_fn, evaluate_every_n_steps):
+                        saving_listeners, evaluate_fn, evaluate_every_n_steps, start_time):
         """Builds the training graph in the default graph: its train op, scaffold and hooks."""
         is_chief = distribute.is_chief(strategy)
         several_workers = distribute.is_multi_worker(strategy)
@@ -262,12 +264,12 @@ class Estimator:
         # Order matters: the loss check must run before the checkpoint saver in the same step.
         # Every worker runs it (it fetches the loss reduced over all workers, so all of them
         # take part in that all-reduce at every step and stop at the same step).
-        all_hooks = [stop_on_signal, *input_hooks,
+        all_hooks = [hooks_lib.StartupTimesHook(start_time), stop_on_signal, *input_hooks,
                      hooks_lib.StopOnNonFiniteLossHook(spec.loss, self.model_dir),
                      tf.compat.v1.train.StopAtStepHook(last_step=max_steps),
                      *(hooks or []), *(spec.training_hooks or [])]
         if several_workers:
-            all_hooks.insert(1, hooks_lib.WaitForWorkersHook(
+            all_hooks.insert(2, hooks_lib.WaitForWorkersHook(
                 multi_worker.all_workers_barrier(strategy), strategy.num_replicas_in_sync,
                 multi_worker.run_options(deadlines.startup)))
         if is_chief:

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 
 import numpy as np
@@ -47,6 +48,46 @@ class WaitForWorkersHook(tf.compat.v1.train.SessionRunHook):
         logging.info("Waiting for all %d replicas to join.", self._num_replicas)
         session.run(self._barrier, options=self._run_options)
         logging.info("All %d replicas joined.", self._num_replicas)
+
+
+class StartupTimesHook(tf.compat.v1.train.SessionRunHook):
+    """Logs, after the first step, where the time before the training loop went.
+
+    `Started the training loop in 9.6 s: graph 3.2 s, session 4.0 s, graph files and
+    checkpoint 1.0 s, first step 2.4 s.` It must be the first hook: "session" ends when its
+    `after_create_session` runs (variables initialized or restored, the initial checkpoint
+    read), "graph files and checkpoint" when the first step starts (what the other hooks do
+    on a new session: graph.pbtxt, the events file's graph, the step's checkpoint; with several
+    workers also the wait for the others), and "first step" includes grappler's optimization
+    of the step's graph.
+    """
+
+    def __init__(self, start_time):
+        """`start_time`: `time.monotonic()` when training began (before the graph)."""
+        self._times = [start_time]
+
+    def begin(self):
+        self._times.append(time.monotonic())
+
+    def after_create_session(self, session, coord):
+        self._times.append(time.monotonic())
+
+    def before_run(self, run_context):
+        if len(self._times) == 3:
+            self._times.append(time.monotonic())
+
+    def after_run(self, run_context, run_values):
+        if len(self._times) == 4:
+            self._times.append(time.monotonic())
+            logging.info("%s", startup_line(self._times))
+
+
+def startup_line(times):
+    """The log line of `StartupTimesHook` from its five `time.monotonic()` readings."""
+    phases = [b - a for a, b in zip(times, times[1:], strict=False)]
+    names = ("graph", "session", "graph files and checkpoint", "first step")
+    parts = ", ".join(f"{name} {secs:.1f} s" for name, secs in zip(names, phases, strict=True))
+    return f"Started the training loop in {times[-1] - times[0]:.1f} s: {parts}."
 
 
 class StepHook(tf.compat.v1.train.SessionRunHook):
