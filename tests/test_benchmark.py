@@ -224,7 +224,7 @@ def test_trace_file_and_profile_rows(tmp_path):
     trace = tmp_path / "trace.json"
     lines = []
     flag_values = _flag_values(_write_tiny_config(tmp_path), trace_file=str(trace),
-                               precision="bf16")
+                               precision="bf16", output_json=str(tmp_path / "result.json"))
     benchmark.run(flag_values, log=lines.append)
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(_is_matmul(event.get("args", {}).get("op", "")) for event in events)
@@ -232,6 +232,13 @@ def test_trace_file_and_profile_rows(tmp_path):
     # bf16 matmuls show up as such in the per-op-type table, whatever kernel ran them.
     assert any(_is_matmul(line.split()[0]) and line.split()[1] == "bfloat16"
                for line in profile.splitlines()[1:-1])
+    # The JSON keeps the profile; its op count is the table's last column summed, and the
+    # number of kernels TensorFlow's own timeline drew for that step.
+    summary = json.loads((tmp_path / "result.json").read_text())["step_profile"]
+    assert summary["ops_per_step"] == sum(row["count"] for row in summary["rows"])
+    assert profile.splitlines()[-1].split()[-1] == str(summary["ops_per_step"])
+    kernels = [event for event in events if event.get("ph") == "X" and "op" in event["args"]]
+    assert len(kernels) == summary["ops_per_step"] > 100
 
 
 def _is_matmul(op_type):

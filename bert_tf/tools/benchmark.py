@@ -564,6 +564,8 @@ def run(options, log=print):
         log(f"wrote the Chrome trace of one step to {options.trace_file}")
 
     result = run_benchmark(spec, session_config, log=log, **distributed)
+    if options.trace_file:
+        result["step_profile"] = step_profile.profile_summary(rows)
     results = [result]
     if sweep_sizes:
         sweep = []

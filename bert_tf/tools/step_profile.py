@@ -66,10 +66,23 @@ def _node_dtype(graph, node_name):
 
 
 def format_profile(rows, limit=25):
-    """The profile rows as a text table with each op type's share of the summed op time."""
+    """The profile rows as a text table with each op type's share of the summed op time; the
+    last line sums them, with the number of kernels the step ran."""
     total = sum(row[2] for row in rows) or 1.0
     lines = [f"{'op type':<28} {'dtype':<18} {'ms':>9} {'share':>6} {'count':>6}"]
     for op_type, dtype, millis, count in rows[:limit]:
         lines.append(f"{op_type:<28} {dtype:<18} {millis:9.1f} {millis / total:6.1%} {count:6d}")
-    lines.append(f"{'(all ops)':<28} {'':<18} {total:9.1f}")
+    lines.append(f"{'(all ops)':<28} {'':<18} {total:9.1f} {1:6.1%} {ops_per_step(rows):6d}")
     return "\n".join(lines)
+
+
+def ops_per_step(rows):
+    """How many kernels one step ran (the sum of the profile's counts)."""
+    return sum(row[3] for row in rows)
+
+
+def profile_summary(rows):
+    """The profile as JSON-ready data: ops per step and every row as a dict."""
+    return {"ops_per_step": ops_per_step(rows),
+            "rows": [{"op_type": op, "dtype": dtype, "ms": round(millis, 3), "count": count}
+                     for op, dtype, millis, count in rows]}
