@@ -116,3 +116,31 @@ def test_each_log_message_is_printed_once(files, tmp_path):
     # bert_tf's own progress line: one per logged step.
     progress = [line for line in lines if "step 3/4 loss=" in line]
     assert len(progress) == 1, progress
+
+
+@pytest.mark.parametrize("num_tokens", [28996, 30522])
+def test_a_vocab_with_fewer_tokens_than_the_config_is_one_warning(num_tokens, minilm_dir,
+                                                                   tmp_path, caplog):
+    # 28996 is the size of BERT's cased vocab: the typical wrong vocab for an uncased model.
+    from absl import logging as absl_logging
+
+    from bert_tf import modeling
+    from bert_tf.training import runner
+
+    lines = open(os.path.join(minilm_dir, "vocab.txt"), encoding="utf-8").readlines()
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(lines[:num_tokens]), encoding="utf-8")
+    config = modeling.BertConfig.from_dict(TINY_CONFIG)  # vocab_size 30522
+    caplog.set_level(absl_logging.WARNING)
+    tokenizer = runner.make_tokenizer(
+        bert_options.TokenizerOptions(str(vocab)), config,
+        bert_options.ModelOptions(bert_config_file="bert_config.json"))
+    assert len(tokenizer.vocab) == num_tokens
+    warnings = [r.getMessage() for r in caplog.records if "never used" in r.getMessage()]
+    if num_tokens == 30522:
+        assert not warnings
+    else:
+        assert warnings == [
+            f"--vocab_file {vocab} has 28996 tokens but vocab_size in bert_config.json is 30522: "
+            "embedding rows 28996..30521 are never used. If this vocab did not come with the "
+            "checkpoint, pass the one that did; a table padded on purpose needs no change."]

@@ -128,7 +128,8 @@ def make_tokenizer(tokenizer_options, bert_config, model):
 
     Args:
       tokenizer_options: `options.TokenizerOptions`.
-      bert_config: the run's `BertConfig` (its vocab_size bounds the vocab's ids).
+      bert_config: the run's `BertConfig` (its vocab_size bounds the vocab's ids; a vocab
+        with fewer tokens than it is logged as a warning).
       model: `options.ModelOptions` (names the config file and the init checkpoint).
     """
     vocab_file = tokenizer_options.vocab_file
@@ -145,6 +146,15 @@ def make_tokenizer(tokenizer_options, bert_config, model):
             f"{model.bert_config_file} is {bert_config.vocab_size}; pass the vocab.txt that "
             f"came with the checkpoint, or for a grown vocab (extend_vocab.py) set "
             f"\"vocab_size\": {largest_id + 1} in {model.bert_config_file}.")
+    if largest_id + 1 < bert_config.vocab_size:
+        # Not an error: some configs pad the table on purpose (to a multiple of 8 or 64); but a
+        # vocab from another model (cased for uncased, 28996 for 30522) looks just like this.
+        logging.warning(
+            "--vocab_file %s has %d tokens but vocab_size in %s is %d: embedding rows %d..%d "
+            "are never used. If this vocab did not come with the checkpoint, pass the one that "
+            "did; a table padded on purpose needs no change.", vocab_file, largest_id + 1,
+            model.bert_config_file, bert_config.vocab_size, largest_id + 1,
+            bert_config.vocab_size - 1)
     return tokenizer
 
 
