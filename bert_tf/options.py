@@ -377,7 +377,8 @@ class BenchmarkOptions(_FromFlags):
     recompute_grad: bool = ModelOptions.recompute_grad
     max_position_embeddings: int | None = None  # Overrides the config's; None: keep.
     find_max_batch: bool = False  # Search the largest batch that trains instead of timing one.
-    memory_limit_mb: int = 8000  # Resident-memory budget of each --find_max_batch probe.
+    find_max_seq_length: bool = False  # Search the longest sequence at --batch_size instead.
+    memory_limit_mb: int = 8000  # Resident-memory budget of each search probe.
     api: str = "graph"  # "tf2": the step through bert_tf.tf2 beside graph mode (tf2_benchmark).
     distribution: DistributionOptions = _group(DistributionOptions)
 

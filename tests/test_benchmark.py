@@ -338,6 +338,37 @@ def test_find_max_batch_doubles_then_bisects():
         batch_search.find_max_batch(spec, 0, probe=probe)
 
 
+def test_find_max_seq_length_doubles_then_bisects_in_steps_of_128():
+    spec = benchmark.BenchmarkSpec(bert_config=_tiny_config(), task="classifier", batch_size=3)
+    table = spec.bert_config.max_position_embeddings
+    probed = []
+
+    def probe(probe_spec, memory_limit_mb):
+        # Memory that grows with the square of the length, as attention scores do.
+        length = probe_spec.max_seq_length
+        assert probe_spec.batch_size == 3
+        # Past the config's table the probe's model has a table of its length.
+        assert probe_spec.bert_config.max_position_embeddings == max(table, length)
+        probed.append(length)
+        peak = 100 + (length / 128) ** 2
+        return peak <= memory_limit_mb, peak
+
+    found = batch_search.find_max_seq_length(spec, 100 + 23 ** 2, log=lambda _: None,
+                                             probe=probe)
+    assert found["max_seq_length"] == 23 * 128 and found["batch_size"] == 3
+    assert probed == [128 * n for n in (1, 2, 4, 8, 16, 32, 24, 20, 22, 23)]
+    assert spec.bert_config.max_position_embeddings == table  # The caller's, untouched.
+    assert batch_search.find_max_seq_length(spec, 100, log=lambda _: None,
+                                            probe=probe)["max_seq_length"] == 0
+
+
+def test_the_two_searches_are_one_at_a_time(tmp_path):
+    flag_values = _flag_values(_write_tiny_config(tmp_path), find_max_batch=True,
+                               find_max_seq_length=True)
+    with pytest.raises(BertTfError, match="--find_max_batch and --find_max_seq_length: pass one"):
+        benchmark.run(flag_values, log=lambda _: None)
+
+
 @pytest.mark.slow
 def test_a_probe_runs_the_step_in_a_child_within_its_memory_budget():
     spec = benchmark.BenchmarkSpec(bert_config=_tiny_config(), task="classifier",

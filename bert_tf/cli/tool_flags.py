@@ -375,9 +375,14 @@ def define_benchmark_flags(flag_values=FLAGS):
                       "Instead of timing --batch_size, search the largest batch whose step runs "
                       "within --memory_limit_mb (doubling, then bisection; each probe a child "
                       "process).", flag_values=fv)
+    flags.DEFINE_bool("find_max_seq_length", defaults.find_max_seq_length,
+                      "Instead of timing --max_seq_length, search the longest sequence (a "
+                      "multiple of 128) whose step at --batch_size runs within "
+                      "--memory_limit_mb (doubling from 128, then bisection; a probe past the "
+                      "config's position table gets a table of its length).", flag_values=fv)
     flags.DEFINE_integer("memory_limit_mb", defaults.memory_limit_mb,
-                         "--find_max_batch: resident-memory budget of one probe, in MB.",
-                         flag_values=fv)
+                         "--find_max_batch / --find_max_seq_length: resident-memory budget of "
+                         "one probe, in MB.", flag_values=fv)
     define_recompute_grad_flag(fv)
     define_max_position_embeddings_flag(fv)
     define_precision_flags(fv)

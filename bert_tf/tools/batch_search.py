@@ -1,5 +1,6 @@
-"""The largest batch whose step fits a memory budget (scripts/benchmark.py --find_max_batch):
-each probe runs the step in a child process whose resident memory is watched."""
+"""The largest batch, or the longest sequence, whose step fits a memory budget
+(scripts/benchmark.py --find_max_batch, --find_max_seq_length): each probe runs the step in a
+child process whose resident memory is watched."""
 
 import dataclasses
 import json
@@ -29,6 +30,10 @@ PROBE_POLL_SECS = 0.05
 
 # Doubling stops here even if every batch fits.
 MAX_PROBED_BATCH = 4096
+# --find_max_seq_length: lengths are multiples of this (the bisection stops at this
+# resolution), from this first one, up to this limit.
+SEQ_LENGTH_STEP = 128
+MAX_PROBED_SEQ_LENGTH = 65536
 
 
 _PROBE = """
@@ -100,29 +105,73 @@ def find_max_batch(spec, memory_limit_mb, log=print, probe=run_probe):
     Raises:
       BertTfError: if `memory_limit_mb` is not positive.
     """
+    def probe_batch(batch_size):
+        return probe(dataclasses.replace(spec, batch_size=batch_size), memory_limit_mb)
+
+    largest, probes = _largest_fitting("batch_size", 1, MAX_PROBED_BATCH, probe_batch,
+                                       memory_limit_mb, log)
+    return {"max_batch_size": largest, "memory_limit_mb": memory_limit_mb, "probes": probes}
+
+
+def find_max_seq_length(spec, memory_limit_mb, log=print, probe=run_probe):
+    """The longest sequence (a multiple of SEQ_LENGTH_STEP) whose step at `spec.batch_size`
+    runs within `memory_limit_mb` of resident memory.
+
+    As `find_max_batch`, over lengths 128, 256, 512, ... then bisection to a multiple of 128.
+    A probe longer than the config's position table gets a table of its length (the
+    benchmark's weights are random; a fine-tuning run grows a checkpoint's table the same way,
+    `--max_position_embeddings`), so the search measures memory, not the table.
+
+    Returns:
+      dict: max_seq_length (0 if 128 does not fit), batch_size, memory_limit_mb, probes (a
+      list of {max_seq_length, fits, peak_memory_mb}).
+
+    Raises:
+      BertTfError: if `memory_limit_mb` is not positive.
+    """
+    def probe_length(steps):
+        length = steps * SEQ_LENGTH_STEP
+        config = spec.bert_config
+        if length > config.max_position_embeddings:
+            config = type(config).from_dict(dict(config.to_dict(),
+                                                 max_position_embeddings=length))
+        return probe(dataclasses.replace(spec, bert_config=config, max_seq_length=length),
+                     memory_limit_mb)
+
+    largest, probes = _largest_fitting("max_seq_length", 1,
+                                       MAX_PROBED_SEQ_LENGTH // SEQ_LENGTH_STEP, probe_length,
+                                       memory_limit_mb, log, unit=SEQ_LENGTH_STEP)
+    return {"max_seq_length": largest * SEQ_LENGTH_STEP, "batch_size": spec.batch_size,
+            "memory_limit_mb": memory_limit_mb, "probes": probes}
+
+
+def _largest_fitting(name, first, limit, probe, memory_limit_mb, log, unit=1):
+    """The largest n in [first, limit] with probe(n) fitting (0 if none): n doubles from
+    `first` until a probe fails, then bisection. `name` and `unit` (n * unit is the value)
+    label the probes and the log lines."""
     if memory_limit_mb <= 0:
         raise BertTfError(f"--memory_limit_mb={memory_limit_mb}: pass the memory budget of one "
                           "step in MB, e.g. 8000.")
     probes = []
 
-    def fits(batch_size):
-        ok, peak = probe(dataclasses.replace(spec, batch_size=batch_size), memory_limit_mb)
-        probes.append({"batch_size": batch_size, "fits": ok, "peak_memory_mb": peak})
-        log(f"batch {batch_size}: {'fits' if ok else 'does not fit'} (peak {peak:.0f} MB of "
-            f"{memory_limit_mb} MB)")
+    def fits(n):
+        ok, peak = probe(n)
+        probes.append({name: n * unit, "fits": ok, "peak_memory_mb": peak})
+        log(f"{name.replace('_', ' ')} {n * unit}: {'fits' if ok else 'does not fit'} (peak "
+            f"{peak:.0f} MB of {memory_limit_mb} MB)")
         return ok
 
     good, bad = 0, None
-    batch_size = 1
-    while batch_size <= MAX_PROBED_BATCH:
-        if not fits(batch_size):
-            bad = batch_size
+    n = first
+    while n <= limit:
+        if not fits(n):
+            bad = n
             break
-        good, batch_size = batch_size, batch_size * 2
+        good, n = n, n * 2
     while bad is not None and bad - good > 1:
         middle = (good + bad) // 2
         if fits(middle):
             good = middle
         else:
             bad = middle
-    return {"max_batch_size": good, "memory_limit_mb": memory_limit_mb, "probes": probes}
+    return good, probes

@@ -516,7 +516,7 @@ def run(options, log=print):
 
     Returns:
       The result dict of the `--batch_size` run (with "batch_size_sweep" when plotting), or
-      with --find_max_batch the `find_max_batch` dict.
+      with --find_max_batch / --find_max_seq_length the search's dict.
     """
     from bert_tf import modeling
 
@@ -535,12 +535,20 @@ def run(options, log=print):
         num_labels=options.num_labels, peak_matmul_size=options.peak_matmul_size,
         recompute_grad=options.recompute_grad)
     spec.validate()
-    if options.find_max_batch:
+    if options.find_max_batch and options.find_max_seq_length:
+        raise BertTfError("--find_max_batch and --find_max_seq_length: pass one of them (the "
+                          "other stays at --batch_size or --max_seq_length).")
+    if options.find_max_batch or options.find_max_seq_length:
         from bert_tf.tools import batch_search  # It imports this module.
 
-        found = batch_search.find_max_batch(spec, options.memory_limit_mb, log=log)
-        log(f"largest batch at seq {spec.max_seq_length} within {options.memory_limit_mb} MB: "
-            f"{found['max_batch_size']}")
+        if options.find_max_batch:
+            found = batch_search.find_max_batch(spec, options.memory_limit_mb, log=log)
+            log(f"largest batch at seq {spec.max_seq_length} within "
+                f"{options.memory_limit_mb} MB: {found['max_batch_size']}")
+        else:
+            found = batch_search.find_max_seq_length(spec, options.memory_limit_mb, log=log)
+            log(f"longest sequence at batch {spec.batch_size} within "
+                f"{options.memory_limit_mb} MB: {found['max_seq_length']}")
         if options.output_json:
             write_json(found, options.output_json)
             log(f"wrote {options.output_json}")
