@@ -88,9 +88,10 @@ def test_save_and_load_model_give_identical_outputs(trained, topics, tmp_path):
     for saved, restored in zip(model.weights, loaded.weights, strict=True):
         assert saved.path == restored.path
         assert np.array_equal(saved.numpy(), restored.numpy()), saved.path
-    # Identical weights, the same computation: the same bits.
-    np.testing.assert_array_equal(loaded.predict(dev_x, verbose=0),
-                                  model.predict(dev_x, verbose=0))
+    # Identical weights. Alone this test gives the same bits; in the full suite the two traced
+    # predict functions have differed by up to 2e-7 (float32 rounding), so not bit-exact.
+    np.testing.assert_allclose(loaded.predict(dev_x, verbose=0), model.predict(dev_x, verbose=0),
+                               atol=1e-6)
     assert isinstance(loaded.get_layer("bert_encoder"), bert_keras.BertEncoderLayer)
 
 
