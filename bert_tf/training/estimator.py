@@ -216,7 +216,6 @@ class Estimator:
                          self.model_dir, start_step, max_steps)
             return self
         logging.info("Training %s from step %d to %d.", self.model_dir, start_step, max_steps)
-        start_time = time.monotonic()
         several_workers = distribute.is_multi_worker(strategy)
         deadlines = multi_worker.TrainingDeadlines.of(
             self.config.step_timeout_secs, self.config.startup_timeout_secs,
@@ -224,8 +223,7 @@ class Estimator:
         with tf.Graph().as_default(), _strategy_scope(strategy):
             self._set_seed()
             run = self._training_graph(input_fn, max_steps, strategy, deadlines, hooks,
-                                       saving_listeners, evaluate_fn, evaluate_every_n_steps,
-                                       start_time)
+                                       saving_listeners, evaluate_fn, evaluate_every_n_steps)
             self._run_training_loop(run, strategy, deadlines)
         if run.stop_on_signal.stopped_at is not None:
             raise errors.Preempted(run.stop_on_signal.stopped_at,
@@ -234,8 +232,9 @@ class Estimator:
         return self
 
     def _training_graph(self, input_fn, max_steps, strategy, deadlines, hooks,
-                        saving_listeners, evaluate_fn, evaluate_every_n_steps, start_time):
+                        saving_listeners, evaluate_fn, evaluate_every_n_steps):
         """Builds the training graph in the default graph: its train op, scaffold and hooks."""
+        start_time = time.monotonic()  # The start-up log's "graph" phase begins here.
         is_chief = distribute.is_chief(strategy)
         several_workers = distribute.is_multi_worker(strategy)
         global_step = tf.compat.v1.train.get_or_create_global_step()
