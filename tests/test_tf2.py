@@ -109,18 +109,28 @@ def test_eager_and_xla_outputs_equal_graph_mode(encoder, graph_reference, inputs
     assert len(encoder.trainable_variables) == len(graph_reference[0])
 
 
-def test_gradients_equal_graph_mode_for_every_variable(encoder, graph_reference, inputs):
-    names, _, _, graph_gradients = graph_reference
+def _tape_gradients(encoder, inputs):
+    """Gradients of the projection loss by variable, as a TF2 training step takes them."""
     projection = _projection(encoder.config.hidden_size)
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(encoder(*inputs)["pooled_output"] * projection)
-    gradients = tape.gradient(loss, encoder.trainable_variables)
-    assert len(gradients) == len(names)
-    for name, gradient in zip(names, gradients, strict=True):
-        assert gradient is not None, name
+    return tape.gradient(loss, encoder.trainable_variables)
+
+
+def test_gradients_equal_graph_mode_for_every_variable(encoder, graph_reference, inputs):
+    names, _, _, graph_gradients = graph_reference
+    # A tf.function step runs the same graph optimizations as the Session: within 1e-5 outright
+    # (the same kernels: measured 0.0).
+    in_function = tf.function(lambda *x: _tape_gradients(encoder, x))(*inputs)
+    eager = _tape_gradients(encoder, inputs)
+    assert len(in_function) == len(eager) == len(names)
+    for name, compiled, gradient in zip(names, in_function, eager, strict=True):
+        assert compiled is not None and gradient is not None, name
         expected = graph_gradients[name]
-        # Relative to the gradient's size where it exceeds 1 (the pooler's reach ~5: float32
-        # sums of 10 examples in another order differ by ~1.5e-5 there).
+        assert _max_difference(tf.convert_to_tensor(compiled), expected) < TOLERANCE, name
+        # Eagerly every op runs unfused (no MatMul + BiasAdd fusion), so float32 rounds
+        # differently along the way: within 1e-5 of the gradient's size where it exceeds 1
+        # (the pooler's reach ~5 and differ by ~1.5e-5, 3e-6 of their size).
         scale = max(1.0, float(np.max(np.abs(expected))))
         assert _max_difference(tf.convert_to_tensor(gradient), expected) < TOLERANCE * scale, \
             name
@@ -134,9 +144,14 @@ def test_bf16_forward_stays_within_graph_modes(minilm, encoder, inputs):
     outputs = bf16(*inputs)
     assert outputs["pooled_output"].dtype == tf.bfloat16
     assert all(v.dtype == tf.float32 for v in bf16.trainable_variables)
+    # Inside tf.function the graph is optimized as the Session's: the same bf16 result
+    # (measured 0.0 apart).
+    in_function = tf.function(lambda *x: bf16(*x))(*inputs)
+    assert _max_difference(in_function["pooled_output"], pooled) < TOLERANCE
+    assert _max_difference(in_function["sequence_output"], sequence, inputs[1]) < TOLERANCE
     fp32 = encoder(*inputs)
-    # bf16 moves the outputs away from float32: no further eagerly than in graph mode
-    # (measured: pooled 2.0e-3 graph, 2.4e-3 eager; the two bf16 results differ by rounding).
+    # Eagerly (unfused kernels) bf16 moves the outputs away from float32 no further than in
+    # graph mode (measured: pooled 2.0e-3 graph, 2.4e-3 eager: bf16 rounding differs).
     for key, graph_bf16, mask in (("pooled_output", pooled, None),
                                   ("sequence_output", sequence, inputs[1])):
         graph_error = _max_difference(graph_bf16, fp32[key], mask)

@@ -23,7 +23,8 @@ from finetune_helpers import (
     write_tiny_config,
 )
 
-from bert_tf import tf2
+from bert_tf import tf2, tokenization
+from bert_tf.data import classification
 from bert_tf.serving import tfhub_export
 
 SEQ_LENGTH = 32
@@ -117,3 +118,24 @@ def test_missing_vocab_and_used_export_path_are_one_error_line(tmp_path, exporte
     used = run_script("export_tfhub.py", *flags, f"--export_path={tmp_path / 'encoder'}",
                       f"--preprocessor_export_path={exported['cased']}")
     assert_clean_error(used, "--preprocessor_export_path", "already holds a SavedModel")
+
+
+@pytest.mark.parametrize("seq_length", [12, 64])
+def test_bert_pack_inputs_takes_any_seq_length(exported, minilm_converted, seq_length):
+    """As TF Hub's callers pass it (`hub.KerasLayer(p.bert_pack_inputs, arguments=dict(
+    seq_length=...))`), longer and shorter than the export's: run_classifier.py's features."""
+    preprocessor = tf.saved_model.load(exported["uncased"])
+    first = ["The match went to extra time after a goalless first half.", "fresh basil pesto"]
+    second = ["Fresh basil, pine nuts and parmesan make a pesto.", "extra time"]
+    packed = preprocessor.bert_pack_inputs(
+        [preprocessor.tokenize(tf.constant(texts)) for texts in (first, second)],
+        seq_length=seq_length)
+    tokenizer = tokenization.FullTokenizer(os.path.join(minilm_converted, "vocab.txt"))
+    examples = [classification.InputExample(str(i), a, b, "0")
+                for i, (a, b) in enumerate(zip(first, second, strict=True))]
+    features = classification.convert_examples_to_features(examples, ["0"], seq_length,
+                                                           tokenizer)
+    for key, field in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+                       ("input_type_ids", "segment_ids")):
+        assert packed[key].shape == (2, seq_length), key
+        np.testing.assert_array_equal(packed[key], [getattr(f, field) for f in features], key)

@@ -508,7 +508,7 @@ def _head(pieces, lengths):
 def _pair_lengths(length_a, length_b, budget):
     """`packing.truncate_seq_pair`'s lengths: pop from the longer ([B] each; b on a tie)
     until the two hold at most `budget` pieces."""
-    budget = tf.constant(budget, length_a.dtype)
+    budget = tf.cast(budget, length_a.dtype)
     fits = length_a + length_b <= budget
     # The shorter one is kept whole if the longer one can fill the rest without getting
     # shorter than it; else both end at half the budget, a with the odd piece.
@@ -541,7 +541,8 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, max_query_length=None):
     Args:
       segments: [a] or [a, b]: int RaggedTensors [B, (pieces)] or [B, (words), (pieces)]
         (`GraphTokenizer.tokenize`).
-      seq_length: the packed length, specials included (>= 3 for two segments).
+      seq_length: the packed length, specials included (>= 3 for two segments): a Python
+        int, or an int scalar Tensor (then the outputs' second dimension is not static).
       cls_id, sep_id: the ids of [CLS] and [SEP] (`GraphTokenizer.cls_id`, `.sep_id`).
       max_query_length: SQuAD's question limit, or None.
 
@@ -550,8 +551,10 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, max_query_length=None):
     """
     if len(segments) not in (1, 2):
         raise ValueError(f"pack_inputs takes one or two segments, not {len(segments)}")
+    static_length = tf.get_static_value(seq_length)
     first = _as_pieces(segments[0])
     length_a = first.row_lengths()
+    seq_length = tf.cast(seq_length, length_a.dtype)
     num_rows = first.nrows()
     specials = tf.ones([num_rows, 1], tf.int32)
     if len(segments) == 1:
@@ -562,7 +565,8 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, max_query_length=None):
         length_b = second.row_lengths()
         budget = seq_length - 3
         if max_query_length is not None:
-            length_a = tf.minimum(length_a, min(max_query_length, budget))
+            length_a = tf.minimum(length_a, tf.minimum(
+                tf.cast(max_query_length, length_a.dtype), budget))
             length_b = tf.minimum(length_b, budget - length_a)
         else:
             pair_a, pair_b = _pair_lengths(length_a, length_b, budget)
@@ -578,7 +582,8 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, max_query_length=None):
     b_part = tf.concat([_head(second, length_b), second_sep], axis=1)
     word_ids = tf.concat([a_part, b_part], axis=1)
     type_ids = tf.concat([tf.zeros_like(a_part), tf.ones_like(b_part)], axis=1)
-    shape = [None, seq_length]
+    shape = ([None, int(static_length)] if static_length is not None
+             else tf.stack([num_rows, seq_length]))
     return {"input_word_ids": word_ids.to_tensor(shape=shape),
             "input_mask": tf.ones_like(word_ids).to_tensor(shape=shape),
             "input_type_ids": type_ids.to_tensor(shape=shape)}

@@ -14,8 +14,8 @@ The preprocessor (`export_preprocessor`), made of core TensorFlow ops only
 
   - `obj.tokenize(strings)`: tf.string [B] -> int32 RaggedTensor [B, (words), (pieces)];
   - `obj.bert_pack_inputs(segments, seq_length)`: a list of one or two such tokenized
-    segments -> the encoder's input dict, int32 [B, seq_length] each (traced for the
-    export's `seq_length` only);
+    segments -> the encoder's input dict, int32 [B, seq_length] each; `seq_length` any int
+    (the export's `--seq_length` when left out, the one length with a static shape);
   - `obj(strings)`: tokenize and pack one segment.
 
 Under tf-keras, `hub.KerasLayer(preprocessor)` then `hub.KerasLayer(encoder, trainable=True)`
@@ -106,11 +106,12 @@ class PreprocessorModule(tf.Module):
         return self.bert_pack_inputs([self.tokenize(strings)], self.seq_length)
 
     def trace(self):
-        """Traces `bert_pack_inputs` for one and two segments at `seq_length` (before saving)."""
+        """Traces `bert_pack_inputs` for one and two segments (before saving): at the
+        export's `seq_length` and at any length (a scalar, as TF Hub's callers pass it)."""
         segment = tf.RaggedTensorSpec([None, None, None], tf.int32, ragged_rank=2)
         for count in (1, 2):
-            self.bert_pack_inputs.get_concrete_function([segment] * count, self.seq_length)
-            self.bert_pack_inputs.get_concrete_function([segment] * count)
+            for seq_length in (self.seq_length, tf.TensorSpec([], tf.int32), None):
+                self.bert_pack_inputs.get_concrete_function([segment] * count, seq_length)
 
 
 def _check_export_path(path, flag):
