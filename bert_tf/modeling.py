@@ -201,7 +201,9 @@ class BertModel:
                  scope=None,
                  compute_dtype=tf.float32,
                  head_mask=None,
-                 recompute_grad=False):
+                 recompute_grad=False,
+                 position_ids=None,
+                 pooled_positions=None):
         """Builds the model in the current graph.
 
         Args:
@@ -221,6 +223,13 @@ class BertModel:
             probabilities after softmax and dropout: 0 removes a head, 1 keeps it.
           recompute_grad: recompute each encoder layer's activations in the backward pass
             instead of keeping them (see `transformer_model`): less memory, same gradients.
+          position_ids: optional int Tensor [B, S], each token's position. For packed rows
+            (several examples one after another, each from position 0): each token then
+            attends only to the tokens of its own example
+            (`create_attention_mask_from_packed_positions`). None: 0..S-1 in every row.
+          pooled_positions: optional int Tensor [B, K], the tokens the pooler reads (each
+            packed example's [CLS]); `get_pooled_output` is then [B * K, H]. None: the
+            first token of each row, [B, H].
 
         Raises:
           BertTfError: if the config is inconsistent or the sequence is longer
@@ -262,10 +271,15 @@ class BertModel:
                     initializer_range=config.initializer_range,
                     max_position_embeddings=config.max_position_embeddings,
                     dropout_prob=config.hidden_dropout_prob,
-                    layer_norm_eps=layer_norm_eps)
+                    layer_norm_eps=layer_norm_eps,
+                    position_ids=position_ids)
 
             with tf1.variable_scope("encoder"):
-                attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
+                if position_ids is None:
+                    attention_mask = create_attention_mask_from_input_mask(input_ids, input_mask)
+                else:
+                    attention_mask = create_attention_mask_from_packed_positions(position_ids,
+                                                                                 input_mask)
                 # The probabilities are graph tensors the encoder builds anyway;
                 # keeping references to them costs nothing unless they are fetched.
                 self.all_encoder_layers, self.all_attention_probs = transformer_model(
@@ -292,7 +306,12 @@ class BertModel:
             # The pooler takes the hidden state of the first token ([CLS]), which
             # pre-training's next-sentence objective has trained to summarise the pair.
             with tf1.variable_scope("pooler"):
-                first_token_tensor = self.sequence_output[:, 0, :]
+                if pooled_positions is None:
+                    first_token_tensor = self.sequence_output[:, 0, :]
+                else:
+                    first_token_tensor = tf.reshape(
+                        tf.gather(self.sequence_output, pooled_positions, batch_dims=1),
+                        [-1, config.hidden_size])
                 self.pooled_output = dense_layer(
                     first_token_tensor, config.hidden_size, activation=tf.tanh,
                     kernel_initializer=create_initializer(config.initializer_range),
@@ -852,7 +871,8 @@ def embedding_postprocessor(input_tensor,
                             initializer_range=0.02,
                             max_position_embeddings=512,
                             dropout_prob=0.1,
-                            layer_norm_eps=1e-12):
+                            layer_norm_eps=1e-12,
+                            position_ids=None):
     """Adds token-type and position embeddings, then layer norm and dropout.
 
     Args:
@@ -867,6 +887,8 @@ def embedding_postprocessor(input_tensor,
       max_position_embeddings: rows of the position table; S must not exceed it.
       dropout_prob: dropout after the layer norm.
       layer_norm_eps: epsilon of the layer norm.
+      position_ids: optional int Tensor [B, S], each token's row of the position table
+        (packed examples restart at 0); None: 0..S-1 in every row.
 
     Returns:
       float Tensor [B, S, H].
@@ -891,10 +913,14 @@ def embedding_postprocessor(input_tensor,
         full_position_embeddings = get_variable(
             name=position_embedding_name, shape=[max_position_embeddings, width],
             initializer=create_initializer(initializer_range), dtype=input_tensor.dtype)
-        with tf.control_dependencies(checks):
-            # Positions are 0..S-1 for every example: slice once and broadcast over B.
-            position_embeddings = tf.slice(full_position_embeddings, [0, 0], [seq_length, -1])
-        output += tf.expand_dims(position_embeddings, 0)
+        if position_ids is not None:
+            output += gather_rows(full_position_embeddings, position_ids)
+        else:
+            with tf.control_dependencies(checks):
+                # Positions are 0..S-1 in every row: slice once and broadcast over B.
+                position_embeddings = tf.slice(full_position_embeddings, [0, 0],
+                                               [seq_length, -1])
+            output += tf.expand_dims(position_embeddings, 0)
 
     return layer_norm_and_dropout(output, dropout_prob, epsilon=layer_norm_eps)
 
@@ -935,6 +961,27 @@ def create_attention_mask_from_input_mask(from_tensor, to_mask):
     # Every query position sees the same keys, so broadcasting ones over F suffices.
     broadcast_ones = tf.ones(shape=[batch_size, from_seq_length, 1], dtype=tf.float32)
     return broadcast_ones * to_mask
+
+
+def create_attention_mask_from_packed_positions(position_ids, input_mask):
+    """The attention mask of packed rows: each token attends to its own example only.
+
+    An example starts at each real token whose position is 0, so the k-th example of a row
+    is the tokens between its k-th and (k+1)-th start; padding attends to and is seen by
+    nothing that matters (its outputs are ignored).
+
+    Args:
+      position_ids: int Tensor [B, S], positions restarting at 0 for each example.
+      input_mask: int Tensor [B, S], 1 for real tokens, 0 for padding.
+
+    Returns:
+      float32 Tensor [B, S, S]: 1 where query and key belong to the same example.
+    """
+    is_real = tf.cast(input_mask, tf.int32)
+    starts = tf.cast(tf.equal(position_ids, 0), tf.int32) * is_real
+    example_ids = tf.cumsum(starts, axis=1) * is_real  # 1..k per row; 0 on padding.
+    same = tf.equal(example_ids[:, :, None], example_ids[:, None, :])
+    return tf.cast(tf.logical_and(same, example_ids[:, None, :] > 0), tf.float32)
 
 
 def attention_layer(from_tensor,

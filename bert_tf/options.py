@@ -249,6 +249,7 @@ class ClassifierOptions(_FromFlags):
     label_separator: str = "|"  # Between the labels of a --multi_label label column.
     multi_label_threshold: float = 0.5  # A label is predicted when its probability is >= this.
     class_weights: str | None = None  # "w0,w1,..." in label order, or "balanced".
+    pack_sequences: bool = False  # Several short training examples per max_seq_length row.
 
 
 @dataclasses.dataclass(frozen=True)

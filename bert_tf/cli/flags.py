@@ -465,6 +465,13 @@ def define_classifier_flags(flag_values=FLAGS):
     flags.DEFINE_float("multi_label_threshold", defaults.multi_label_threshold,
                        "--multi_label: a label is predicted when its probability is >= this.",
                        flag_values=flag_values)
+    flags.DEFINE_bool("pack_sequences", defaults.pack_sequences,
+                      "Training: pack several short examples into each max_seq_length "
+                      "sequence, each with its own positions, attending only to itself and "
+                      "pooled at its own [CLS]; a batch then holds about --train_batch_size "
+                      "examples in fewer sequences. Single-label classification and "
+                      "regression; evaluation and prediction stay one example a sequence.",
+                      flag_values=flag_values)
     string("class_weights", "Single-label classification: weights of the classes in the "
            "cross-entropy, comma separated in label order (w0,w1,...), or 'balanced' "
            "(n_examples / (n_classes * n_examples_of_class), from the training labels).")

@@ -263,16 +263,30 @@ def write_tf_examples(tf_examples, output_file):
 
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                            output_file, doc_stride=0, multi_label=False):
+                                            output_file, doc_stride=0, multi_label=False,
+                                            pack_sequences=False):
     """Converts examples to features and writes them to the TFRecord file `output_file`.
 
     Written to a temporary name and renamed, so `output_file` is whole or absent. With
     `doc_stride` > 0 each example becomes its windows (`convert_example_to_windows`), each
-    record carrying `example_index`; `multi_label`: multi-hot label_ids [len(label_list)].
+    record carrying `example_index`; `multi_label`: multi-hot label_ids [len(label_list)];
+    `pack_sequences`: several examples a record (`sequence_packing`, training only).
 
     Returns:
       The number of records written.
     """
+    if pack_sequences:
+        from bert_tf.data import sequence_packing
+
+        rows = sequence_packing.pack_features(
+            convert_examples_to_features(examples, label_list, max_seq_length, tokenizer),
+            max_seq_length)
+        num_written = write_tf_examples(map(sequence_packing.packed_tf_example, rows),
+                                        output_file)
+        logging.info("%d examples -> %d packed sequences of %d (--pack_sequences)",
+                     len(examples), num_written, max_seq_length)
+        return num_written
+
     def tf_examples():
         for ex_index, example in enumerate(examples):
             if ex_index % 10000 == 0 and ex_index:
@@ -294,7 +308,7 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
 
 def cached_file_based_convert_examples_to_features(examples, label_list, max_seq_length,
                                                    tokenizer, output_file, doc_stride=0,
-                                                   multi_label=False):
+                                                   multi_label=False, pack_sequences=False):
     """`file_based_convert_examples_to_features`, reusing `output_file` when still valid.
 
     The sidecar `<output_file>.meta.json` (see `feature_cache.cached_tfrecord_file`) records
@@ -308,10 +322,12 @@ def cached_file_based_convert_examples_to_features(examples, label_list, max_seq
     """
     settings = {"doc_stride": doc_stride, "multi_label": multi_label} if (
         doc_stride or multi_label) else {}
-    key = feature_cache.feature_cache_key("classification", examples, label_list, max_seq_length,
-                            tokenizer, **settings)
+    if pack_sequences:
+        settings["pack_sequences"] = True
+    key = feature_cache.feature_cache_key("classification", examples, label_list,
+                                          max_seq_length, tokenizer, **settings)
     return feature_cache.cached_tfrecord_file(
         output_file, key,
         lambda: file_based_convert_examples_to_features(
             examples, label_list, max_seq_length, tokenizer, output_file, doc_stride,
-            multi_label))
+            multi_label, pack_sequences))

@@ -20,7 +20,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.data import classification as classification_data
-from bert_tf.data import processors
+from bert_tf.data import input_pipeline, processors, records, sequence_packing
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as classification_metrics
 from bert_tf.tasks import base, heads
@@ -47,7 +47,8 @@ def classifier_logits(pooled_output, num_labels, is_training, initializer_range=
                                    dropout_prob=heads.HEAD_DROPOUT_PROB if is_training else 0.0)
 
 
-def classifier_loss(logits, labels, is_regression, multi_label=False, class_weights=None):
+def classifier_loss(logits, labels, is_regression, multi_label=False, class_weights=None,
+                    example_weights=None):
     """Per-example and mean loss, and the outputs.
 
     Args:
@@ -58,6 +59,8 @@ def classifier_loss(logits, labels, is_regression, multi_label=False, class_weig
       multi_label: binary cross-entropy per label (`heads.sigmoid_cross_entropy`).
       class_weights: None, or a weight per class: the loss is sum(w[y] * loss) / sum(w[y])
         (PyTorch's CrossEntropyLoss(weight=...)).
+      example_weights: None, or float32 [B]: 0 leaves an example out of the loss (the empty
+        slots of packed rows), 1 keeps it.
 
     Returns:
       (loss scalar, per_example_loss [B], outputs): outputs is a dict with "probabilities"
@@ -67,13 +70,18 @@ def classifier_loss(logits, labels, is_regression, multi_label=False, class_weig
     if is_regression:
         predictions = logits[:, 0]
         per_example_loss = tf.square(predictions - tf.cast(labels, tf.float32))
-        return tf.reduce_mean(per_example_loss), per_example_loss, {"predictions": predictions}
+        loss = (tf.reduce_mean(per_example_loss) if example_weights is None else
+                tf.reduce_sum(example_weights * per_example_loss) /
+                tf.maximum(tf.reduce_sum(example_weights), 1.0))
+        return loss, per_example_loss, {"predictions": predictions}
     if multi_label:
         loss, per_example_loss, probabilities = heads.sigmoid_cross_entropy(logits, labels)
         return loss, per_example_loss, {"probabilities": probabilities}
-    weights = None
+    weights = example_weights
     if class_weights is not None:
         weights = tf.gather(tf.constant(class_weights, tf.float32), labels)
+        if example_weights is not None:
+            weights *= example_weights
     loss, per_example_loss, log_probs = heads.softmax_cross_entropy(logits, labels, weights)
     outputs = {"probabilities": tf.exp(log_probs),
                "predictions": tf.argmax(logits, axis=-1, output_type=tf.int32)}
@@ -88,9 +96,11 @@ def model_fn_builder(encoder, num_labels, training=None, is_regression=False,
 
     Features: input_ids, input_mask, segment_ids [B, S]; label_ids [B, 1] ([B, num_labels]
     multi-hot for multi-label) and is_real_example (TRAIN / EVAL); example_index [B, 1] for
-    windows. PREDICT and the export return {"probabilities": [B, num_labels]} (softmax;
-    multi-label: sigmoid per label; regression: {"predictions": [B]}); `windowed` adds
-    "logits" [B, num_labels] (to aggregate over windows) and PREDICT "example_index".
+    windows. Packed training records (`data.sequence_packing`) hold K examples a row:
+    position_ids [B, S], cls_positions, label_ids and label_weights [B, K]. PREDICT and the
+    export return {"probabilities": [B, num_labels]} (softmax; multi-label: sigmoid per
+    label; regression: {"predictions": [B]}); `windowed` adds "logits" [B, num_labels] (to
+    aggregate over windows) and PREDICT "example_index".
 
     Args:
       encoder: a `model_fn_parts.Encoder`: the BERT config, the checkpoint that initializes
@@ -120,8 +130,12 @@ def model_fn_builder(encoder, num_labels, training=None, is_regression=False,
 
         label_ids = features["label_ids"]
         label_ids = label_ids if multi_label else tf.reshape(label_ids, [-1])
+        example_weights = None
+        if "label_weights" in features:
+            example_weights = tf.reshape(features["label_weights"], [-1])
         loss, per_example_loss, outputs = classifier_loss(logits, label_ids, is_regression,
-                                                          multi_label, class_weights)
+                                                          multi_label, class_weights,
+                                                          example_weights)
         if mode == estimator_lib.ModeKeys.TRAIN:
             return training.spec(loss, features["input_ids"])
 
@@ -304,6 +318,7 @@ class ClassificationTask(base.FinetuningTask):
     cached_features = staticmethod(
         classification_data.cached_file_based_convert_examples_to_features)
     name = "classifier"
+    sequence_keys = input_pipeline.SEQUENCE_FEATURES + sequence_packing.SEQUENCE_FEATURES
 
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.ClassifierOptions`."""
@@ -313,6 +328,7 @@ class ClassificationTask(base.FinetuningTask):
         self.head_labels = None
         self.class_weights = None
         self.collector = base.ExampleCollector()
+        self.examples_per_row = None  # Of the packed training records, once written.
 
     @property
     def is_regression(self):
@@ -325,6 +341,10 @@ class ClassificationTask(base.FinetuningTask):
     @property
     def windowed(self):
         return self.task_options.doc_stride > 0
+
+    def packs(self, is_training):
+        """Whether the records of this split are packed (--pack_sequences: training only)."""
+        return bool(is_training and self.task_options.pack_sequences)
 
     def check(self, options):
         t = self.task_options
@@ -345,6 +365,10 @@ class ClassificationTask(base.FinetuningTask):
             raise BertTfError("--class_weights: only for single-label classification, not "
                               f"{'--regression' if self.is_regression else '--multi_label'}; "
                               "drop the flag.")
+        if t.pack_sequences and (t.multi_label or t.doc_stride):
+            raise BertTfError("--pack_sequences: packs whole single-label examples; not with "
+                              f"{'--multi_label' if t.multi_label else '--doc_stride'}. Drop "
+                              "one of the two flags.")
         if t.multi_label and not 0.0 < t.multi_label_threshold < 1.0:
             raise BertTfError(f"--multi_label_threshold={t.multi_label_threshold} must be "
                               "between 0 and 1 (exclusive).")
@@ -375,15 +399,30 @@ class ClassificationTask(base.FinetuningTask):
                                 class_weights=self.class_weights, windowed=self.windowed)
 
     def write_features(self, examples, path, tokenizer, options, is_training):
-        del is_training
         self.cached_features(examples, self.label_list, options.model.max_seq_length,
                              tokenizer, path, doc_stride=self.task_options.doc_stride,
-                             multi_label=self.multi_label)
+                             multi_label=self.multi_label, pack_sequences=self.packs(is_training))
+        if self.packs(is_training):
+            self.examples_per_row = len(examples) / max(records.scan_records(path).num_records, 1)
 
     def feature_spec(self, seq_length, is_training):
-        del is_training
+        if self.packs(is_training):
+            return sequence_packing.packed_feature_spec(seq_length, self.is_regression)
         return feature_spec(seq_length, self.is_regression,
                             len(self.label_list) if self.multi_label else 1, self.windowed)
+
+    def input_fn(self, path, is_training, options):
+        """`base.FinetuningTask.input_fn`; packed training batches hold about
+        --train_batch_size examples (`sequence_packing.batches_of_examples`)."""
+        input_fn = super().input_fn(path, is_training, options)
+        if not self.packs(is_training):
+            return input_fn
+        logging.info("--pack_sequences: %.2f examples a sequence of %d on average; a batch "
+                     "of --train_batch_size=%d examples is about %d sequences.",
+                     self.examples_per_row, options.model.max_seq_length,
+                     options.train.train_batch_size,
+                     max(1, round(options.train.train_batch_size / self.examples_per_row)))
+        return sequence_packing.batches_of_examples(input_fn, self.examples_per_row)
 
     def example_outputs(self, logits, example_index, num_examples):
         """Per-example logits [N, C] from the records' logits (windows aggregated)."""

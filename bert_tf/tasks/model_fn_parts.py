@@ -13,12 +13,14 @@ from bert_tf.training import estimator as estimator_lib
 def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,
                        compute_dtype=tf.float32, recompute_grad=False):
     """A `BertModel` over the features input_ids, input_mask, segment_ids ([B, S] each; the
-    keys of docs/compatibility.md §3)."""
+    keys of docs/compatibility.md §3); packed records (`data.sequence_packing`) add
+    position_ids [B, S] and cls_positions [B, K], and the pooled output is then [B * K, H]."""
     return modeling.BertModel(
         config=bert_config, is_training=is_training, input_ids=features["input_ids"],
         input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype,
-        recompute_grad=recompute_grad)
+        recompute_grad=recompute_grad, position_ids=features.get("position_ids"),
+        pooled_positions=features.get("cls_positions"))
 
 
 @dataclasses.dataclass(frozen=True)
