@@ -909,7 +909,9 @@ def embedding_postprocessor(input_tensor,
         output += gather_rows(token_type_table, token_type_ids)
 
     if use_position_embeddings:
-        checks = _check_seq_length(seq_length, max_position_embeddings)
+        # Packed rows' positions come from their records, each below S.
+        checks = ([] if position_ids is not None else
+                  _check_seq_length(seq_length, max_position_embeddings))
         full_position_embeddings = get_variable(
             name=position_embedding_name, shape=[max_position_embeddings, width],
             initializer=create_initializer(initializer_range), dtype=input_tensor.dtype)
