@@ -103,6 +103,7 @@ SHRINK = {
         "--max_eval_steps=2", "--num_warmup_steps=1"]},
     ("docs/training-runs.md", "--freeze_layers=4"): {"run_classifier.py": _FEW_STEPS},
     ("docs/training-runs.md", "--bucket_by_length=false"): {"run_classifier.py": _FEW_STEPS},
+    ("docs/training-runs.md", "--pack_sequences"): {"run_classifier.py": _FEW_STEPS},
     ("docs/training-runs.md", "--max_position_embeddings=1024"): {"run_classifier.py":
                                                                   _FEW_STEPS},
     ("docs/speed.md", "scripts/benchmark.py"): {"benchmark.py": [
@@ -152,6 +153,7 @@ WRITES = {
          "topics_release/vocab.txt"],
     ("docs/training-runs.md", "--freeze_layers=4"): ["topics_frozen_out/eval_results.txt"],
     ("docs/training-runs.md", "--bucket_by_length=false"): ["sst2_out/eval_results.txt"],
+    ("docs/training-runs.md", "--pack_sequences"): ["sst2_packed_out/eval_results.txt"],
     ("docs/training-runs.md", "--max_position_embeddings=1024"):
         ["long_1024_out/eval_results.txt", "long_1024_out/model.ckpt-2.index"],
     ("docs/training-runs.md", "extend_vocab.py"): ["minilm_grown/vocab.txt"],
