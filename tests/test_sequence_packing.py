@@ -149,3 +149,36 @@ def test_pack_sequences_with_multi_label_is_one_error_line(tmp_path, minilm_conv
         minilm_converted, tmp_path / "out", "--do_train", "--pack_sequences", "--multi_label"))
     assert_clean_error(result, "--pack_sequences", "--multi_label")
     assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("is_regression", [False, True])
+def test_loss_averages_over_the_packed_examples_only(is_regression):
+    """Empty slots (weight 0) leave the loss: it is the plain mean over the real examples."""
+    from bert_tf.tasks import classification as classification_task
+
+    logits = np.array([[2.0, -1.0], [0.5, 0.3], [9.0, 9.0], [-1.0, 1.0]], np.float32)
+    labels = (np.array([1.5, -0.5, 7.0, 0.25], np.float32) if is_regression
+              else np.array([0, 1, 0, 1], np.int32))
+    weights = np.array([1.0, 1.0, 0.0, 1.0], np.float32)
+    real = weights > 0
+    loss, _, _ = classification_task.classifier_loss(
+        tf.constant(logits[:, :1] if is_regression else logits), tf.constant(labels),
+        is_regression, example_weights=tf.constant(weights))
+    if is_regression:
+        expected = np.mean((logits[real, 0] - labels[real]) ** 2)
+    else:
+        log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        expected = -np.mean(log_probs[real, labels[real]])
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+
+
+def test_regression_rows_keep_float_scores(tmp_path):
+    features = [_feature([2, 5, 6, 3], [0] * 4, 3.5), _feature([2, 4, 3], [0] * 3, 1.25)]
+    rows = sequence_packing.pack_features(features, max_seq_length=32)
+    path = str(tmp_path / "train.tf_record")
+    classification.write_tf_examples(map(sequence_packing.packed_tf_example, rows), path)
+    spec = sequence_packing.packed_feature_spec(32, is_regression=True)
+    (parsed,) = list(tf.data.TFRecordDataset(path).map(
+        lambda record: tf.io.parse_single_example(record, spec)))
+    assert parsed["label_ids"].numpy().tolist() == [3.5, 1.25, 0.0, 0.0]
+    assert parsed["label_weights"].numpy().tolist() == [1.0, 1.0, 0.0, 0.0]
