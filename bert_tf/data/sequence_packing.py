@@ -125,12 +125,16 @@ def packed_feature_spec(max_seq_length, is_regression=False):
     return spec
 
 
+def rows_per_batch(batch_size, examples_per_row_on_average):
+    """The rows that hold about `batch_size` examples: rounded, at least 1."""
+    return max(1, round(batch_size / examples_per_row_on_average))
+
+
 def batches_of_examples(input_fn, examples_per_row_on_average):
-    """`input_fn` over packed records with batches of about params["batch_size"] examples:
-    that many divided by the rows' mean number of examples, rounded, rows a batch (at least
-    1), so a step trains on as many examples as an unpacked one."""
+    """`input_fn` over packed records with batches of about params["batch_size"] examples
+    (`rows_per_batch` rows), so a step trains on as many examples as an unpacked one."""
     def packed_input_fn(params, input_context=None):
-        rows = max(1, round(params["batch_size"] / examples_per_row_on_average))
+        rows = rows_per_batch(params["batch_size"], examples_per_row_on_average)
         return input_fn({**params, "batch_size": rows}, input_context)
 
     packed_input_fn.input_files, packed_input_fn.flag = input_fn.input_files, input_fn.flag

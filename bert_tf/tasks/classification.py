@@ -421,7 +421,8 @@ class ClassificationTask(base.FinetuningTask):
                      "of --train_batch_size=%d examples is about %d sequences.",
                      self.examples_per_row, options.model.max_seq_length,
                      options.train.train_batch_size,
-                     max(1, round(options.train.train_batch_size / self.examples_per_row)))
+                     sequence_packing.rows_per_batch(options.train.train_batch_size,
+                                                     self.examples_per_row))
         return sequence_packing.batches_of_examples(input_fn, self.examples_per_row)
 
     def example_outputs(self, logits, example_index, num_examples):
