@@ -324,15 +324,15 @@ def define_conversion_flags(flag_values=FLAGS):
 
 def define_benchmark_flags(flag_values=FLAGS):
     """The flags of scripts/benchmark.py (`BenchmarkOptions`)."""
-    from bert_tf.tools import benchmark
+    from bert_tf.tools import benchmark_step
 
     defaults = options.BenchmarkOptions
     fv = flag_values
     define_path("bert_config_file", defaults.bert_config_file,
                 "The config json file of the BERT model.", flag_values=fv)
-    flags.DEFINE_enum("task", defaults.task, list(benchmark.TASKS),
+    flags.DEFINE_enum("task", defaults.task, list(benchmark_step.TASKS),
                       "Which task's model_fn to run.", flag_values=fv)
-    flags.DEFINE_enum("mode", defaults.mode, list(benchmark.MODES),
+    flags.DEFINE_enum("mode", defaults.mode, list(benchmark_step.MODES),
                       "train: forward + backward + optimizer update; infer: forward only.",
                       flag_values=fv)
     flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Sequence length S.",

@@ -5,7 +5,7 @@
 import tensorflow as tf
 
 from bert_tf.tools import machine
-from bert_tf.tools.benchmark import build_step, initialize
+from bert_tf.tools.benchmark_step import build_step, initialize
 from bert_tf.training import session as session_lib
 
 tf1 = tf.compat.v1

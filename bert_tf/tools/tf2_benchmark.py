@@ -1,6 +1,6 @@
 """`scripts/benchmark.py --api=tf2`: the training step through `tf2.BertEncoder` beside graph mode.
 
-Six cells, one run: for fp32 and bf16, the graph-mode step of `benchmark.build_step` (the
+Six cells, one run: for fp32 and bf16, the graph-mode step of `benchmark_step.build_step` (the
 task's real model_fn in a session) and the same SQuAD training step in TensorFlow 2 code, under
 `tf.function` without XLA and with `jit_compile=True`. The TF2 step is the same computation:
 `tf2.BertEncoder`, the SQuAD head's own builder (`squad.squad_logits`) on variables made once,
@@ -20,12 +20,12 @@ import tensorflow as tf
 from bert_tf import optimization, precision, tf2
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import squad
-from bert_tf.tools import benchmark, machine
+from bert_tf.tools import benchmark_step, machine
 
 tf1 = tf.compat.v1
 
 PRECISIONS = ("fp32", "bf16")
-# Those of benchmark._task_model_fn, so both steps follow the same schedule.
+# Those of benchmark_step._task_model_fn, so both steps follow the same schedule.
 _LEARNING_RATE, _NUM_TRAIN_STEPS, _NUM_WARMUP_STEPS = 5e-5, 1000000, 100
 
 
@@ -34,7 +34,7 @@ class SquadTrainStep(tf.Module):
 
     def __init__(self, spec, jit_compile):
         """Args:
-          spec: `benchmark.BenchmarkSpec` (task squad, mode train).
+          spec: `benchmark_step.BenchmarkSpec` (task squad, mode train).
           jit_compile: compile the step with XLA.
         """
         super().__init__(name="squad_train_step")
@@ -55,7 +55,7 @@ class SquadTrainStep(tf.Module):
 
     def _step(self):
         """One update on random features; returns the loss (float32 scalar)."""
-        features = benchmark.synthetic_features(self.spec)
+        features = benchmark_step.synthetic_features(self.spec)
         variables = list(self.encoder.trainable_variables) + list(self.head.values())
         with tf.GradientTape() as tape:
             outputs = self.encoder(features["input_ids"], features["input_mask"],
@@ -76,12 +76,12 @@ class SquadTrainStep(tf.Module):
 
 
 class _GraphCell:
-    """The graph-mode step of `benchmark.build_step` in its own session."""
+    """The graph-mode step of `benchmark_step.build_step` in its own session."""
 
     def __init__(self, spec):
-        graph, self.fetch, self.loss = benchmark.build_step(spec)
+        graph, self.fetch, self.loss = benchmark_step.build_step(spec)
         self.session = tf1.Session(graph=graph)
-        benchmark.initialize(self.session, graph)
+        benchmark_step.initialize(self.session, graph)
 
     def run(self):
         self.session.run(self.fetch)
@@ -111,7 +111,7 @@ def run_tf2_comparison(spec, log=print):
     """Times the six cells (see the module docstring) on `spec`'s sizes.
 
     Args:
-      spec: `benchmark.BenchmarkSpec`; its task must be squad and its mode train; its
+      spec: `benchmark_step.BenchmarkSpec`; its task must be squad and its mode train; its
         precision and use_xla are ignored (every combination runs).
       log: function taking one string.
 

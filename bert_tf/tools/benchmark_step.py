@@ -1,0 +1,272 @@
+"""The step a benchmark times: what it is (`BenchmarkSpec`), its model FLOPs (`count_flops`),
+its inputs (`synthetic_features`, random, made in the graph) and its graph (`build_step`: the
+task's real model_fn, once per replica under a strategy). `benchmark` times it,
+`step_profile` traces it, `batch_search` probes its memory, `tf2_benchmark` sets the
+`tf2.BertEncoder` step beside it.
+"""
+
+import contextlib
+import dataclasses
+
+import tensorflow as tf
+
+from bert_tf import precision
+from bert_tf.errors import BertTfError
+from bert_tf.tasks import model_fn_parts
+from bert_tf.training import distribute
+from bert_tf.training import estimator as estimator_lib
+from bert_tf.training.training_step import TrainingStep
+
+tf1 = tf.compat.v1
+
+TASKS = ("squad", "classifier", "pretraining")
+MODES = ("train", "infer")
+
+
+@dataclasses.dataclass
+class BenchmarkSpec:
+    """What to benchmark.
+
+    Attributes:
+      bert_config: `modeling.BertConfig`.
+      task: "squad", "classifier" or "pretraining".
+      mode: "train" (forward + backward + optimizer update) or "infer" (forward).
+      batch_size: sequences per micro-batch.
+      max_seq_length: S.
+      precision: "fp32", "bf16" or "fp16" (compute dtype; variables stay fp32).
+      use_xla: XLA auto-clustering of the session (`session_lib.session_config`).
+      num_warmup_steps: untimed steps first (graph optimisation, oneDNN primitive caches).
+      num_steps: timed steps.
+      num_accumulation_steps: micro-batches per optimizer update (train mode).
+      max_predictions_per_seq: masked positions per sequence (pretraining).
+      num_labels: classes of the classifier head.
+      peak_matmul_size: n of the n x n x n matmul that measures the peak.
+      seed: graph-level random seed.
+      recompute_grad: recompute each encoder layer in the backward pass (train mode).
+    """
+
+    bert_config: object
+    task: str = "squad"
+    mode: str = "train"
+    batch_size: int = 4
+    max_seq_length: int = 384
+    precision: str = "fp32"
+    use_xla: bool = False
+    num_warmup_steps: int = 2
+    num_steps: int = 10
+    num_accumulation_steps: int = 1
+    max_predictions_per_seq: int = 20
+    num_labels: int = 2
+    peak_matmul_size: int = 2048
+    seed: int = 12345
+    recompute_grad: bool = False
+
+    def validate(self):
+        """Raises BertTfError naming the flag of the first bad field."""
+        if self.task not in TASKS:
+            raise BertTfError(f"--task: unknown task '{self.task}'; use one of {', '.join(TASKS)}.")
+        if self.mode not in MODES:
+            raise BertTfError(f"--mode: unknown mode '{self.mode}'; use one of {', '.join(MODES)}.")
+        precision.compute_dtype_from_name(self.precision)
+        for name in ("batch_size", "max_seq_length", "num_steps", "num_accumulation_steps",
+                     "peak_matmul_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise BertTfError(f"--{name} must be a positive integer, got {value!r}.")
+        if self.num_warmup_steps < 0:
+            raise BertTfError(f"--num_warmup_steps must be >= 0, got {self.num_warmup_steps}.")
+        if self.max_seq_length > self.bert_config.max_position_embeddings:
+            raise BertTfError(
+                f"--max_seq_length={self.max_seq_length} is longer than max_position_embeddings "
+                f"({self.bert_config.max_position_embeddings}) of --bert_config_file; use at "
+                f"most {self.bert_config.max_position_embeddings}.")
+        if self.mode == "infer" and self.num_accumulation_steps != 1:
+            raise BertTfError("--num_accumulation_steps applies to --mode=train only; "
+                              "drop it for --mode=infer.")
+        if self.task == "pretraining" and self.max_predictions_per_seq > self.max_seq_length:
+            raise BertTfError(f"--max_predictions_per_seq ({self.max_predictions_per_seq}) must "
+                              f"not exceed --max_seq_length ({self.max_seq_length}).")
+
+    @property
+    def sequences_per_step(self):
+        return self.batch_size * (self.num_accumulation_steps if self.mode == "train" else 1)
+
+
+def count_flops(bert_config, task, mode, batch_size, seq_length, max_predictions_per_seq=20,
+                num_labels=2):
+    """Model FLOPs of one micro-batch, counted from the config (a multiply-add is 2 FLOPs).
+
+    Counts every matmul the step runs: per layer and sequence the Q, K, V and
+    output projections (4 * 2*S*H*H), the two feed-forward matmuls (2 * 2*S*H*I),
+    the attention scores and the probability-weighted sum of values (2 * 2*S*S*H);
+    then the task head. Embedding lookups (gathers), layer norm, softmax and
+    element-wise ops are not counted. Training counts 3x the forward: the backward
+    pass needs two matmuls (input and weight gradients) for each forward one.
+
+    Heads: squad 2*S*H*2 (start/end logits); classifier the pooler 2*H*H plus
+    2*H*num_labels; pretraining the pooler and next-sentence head 2*H*H + 2*H*2,
+    and at the P = max_predictions_per_seq gathered positions the MLM transform
+    2*P*H*H and the tied decoder 2*P*H*V. (SQuAD does not use the pooler, so
+    grappler prunes it.)
+
+    Args:
+      bert_config: `BertConfig` (hidden_size, intermediate_size, num_hidden_layers,
+        vocab_size are used).
+      task: "squad", "classifier" or "pretraining".
+      mode: "train" or "infer".
+      batch_size: B.
+      seq_length: S.
+      max_predictions_per_seq: P (pretraining).
+      num_labels: classifier classes.
+
+    Returns:
+      int, FLOPs of one micro-batch.
+    """
+    hidden = bert_config.hidden_size
+    intermediate = bert_config.intermediate_size
+    seq = seq_length
+    per_layer = (4 * 2 * seq * hidden * hidden
+                 + 2 * 2 * seq * hidden * intermediate
+                 + 2 * 2 * seq * seq * hidden)
+    encoder = bert_config.num_hidden_layers * per_layer
+    if task == "squad":
+        head = 2 * seq * hidden * 2
+    elif task == "classifier":
+        head = 2 * hidden * hidden + 2 * hidden * num_labels
+    elif task == "pretraining":
+        predictions = max_predictions_per_seq
+        head = (2 * hidden * hidden + 2 * hidden * 2
+                + 2 * predictions * hidden * hidden
+                + 2 * predictions * hidden * bert_config.vocab_size)
+    else:
+        raise BertTfError(f"--task: unknown task '{task}'; use one of {', '.join(TASKS)}.")
+    forward = batch_size * (encoder + head)
+    return forward * (3 if mode == "train" else 1)
+
+
+def synthetic_features(spec):
+    """Random features of the task's TFRecord schema, generated in the graph on every run.
+
+    Every token is real (input_mask all ones), as in full seq-384 SQuAD windows. The mask
+    is still made at run time, as data would be: a constant mask would let grappler fold
+    the attention masking away.
+
+    Returns:
+      dict name -> int32 / float32 Tensor with static shapes [B, S], [B] or [B, P].
+    """
+    config = spec.bert_config
+    batch, seq = spec.batch_size, spec.max_seq_length
+
+    def ints(shape, maxval):
+        return tf.random.uniform(shape, 0, maxval, dtype=tf.int32)
+
+    features = {
+        "input_ids": ints([batch, seq], config.vocab_size),
+        "input_mask": tf.random.uniform([batch, seq], 1, 2, dtype=tf.int32),  # All ones.
+        "segment_ids": ints([batch, seq], min(2, config.type_vocab_size)),
+    }
+    if spec.task == "squad":
+        features["start_positions"] = ints([batch], seq)
+        features["end_positions"] = ints([batch], seq)
+        features["unique_ids"] = tf.range(batch, dtype=tf.int32)
+    elif spec.task == "classifier":
+        features["label_ids"] = ints([batch], spec.num_labels)
+        features["is_real_example"] = tf.ones([batch], tf.int32)
+    else:
+        predictions = spec.max_predictions_per_seq
+        features["masked_lm_positions"] = ints([batch, predictions], seq)
+        features["masked_lm_ids"] = ints([batch, predictions], config.vocab_size)
+        features["masked_lm_weights"] = tf.ones([batch, predictions], tf.float32)
+        features["next_sentence_labels"] = ints([batch], 2)
+    return features
+
+
+def _task_model_fn(spec):
+    """The task's real model_fn, as the run_* scripts build it."""
+    compute_dtype = precision.compute_dtype_from_name(spec.precision)
+    encoder = model_fn_parts.Encoder(spec.bert_config, compute_dtype=compute_dtype,
+                                     recompute_grad=spec.recompute_grad)
+    training = TrainingStep(learning_rate=5e-5, num_train_steps=1000000, num_warmup_steps=100,
+                            num_accumulation_steps=spec.num_accumulation_steps,
+                            compute_dtype=compute_dtype)
+    if spec.task == "squad":
+        from bert_tf.tasks import squad
+        return squad.model_fn_builder(encoder, training)
+    if spec.task == "pretraining":
+        from bert_tf.tasks import pretraining
+        return pretraining.model_fn_builder(encoder, training)
+    try:
+        from bert_tf.tasks import classification
+    except ImportError:
+        raise BertTfError("--task=classifier: bert_tf.tasks.classification is not available in "
+                          "this build; use --task=squad or --task=pretraining.") from None
+    return classification.model_fn_builder(encoder, spec.num_labels, training)
+
+
+def _replica_step(spec, model_fn):
+    """(fetch, loss) of the step on `spec.batch_size` sequences; see `build_step`."""
+    features = synthetic_features(spec)
+    if spec.mode == "train":
+        mode = estimator_lib.ModeKeys.TRAIN
+    elif spec.task == "pretraining":
+        mode = estimator_lib.ModeKeys.EVAL  # Its forward with losses; no PREDICT head.
+    else:
+        mode = estimator_lib.ModeKeys.PREDICT
+    estimator_spec = model_fn(features, None, mode, {"batch_size": spec.batch_size})
+    loss = estimator_spec.loss
+    if spec.mode == "train":
+        fetch = estimator_spec.train_op
+    elif estimator_spec.predictions is not None:
+        # Fetched as values: grappler prunes ops that only feed a tf.group. They are
+        # small ([B, S] logits), so copying them out costs nothing measurable.
+        fetch = estimator_spec.predictions
+    else:
+        fetch = loss
+    return fetch, loss
+
+
+def build_step(spec, strategy=None):
+    """Builds the step's graph, once per replica under `strategy`.
+
+    Returns:
+      (graph, fetch, loss): `fetch` is what one session run executes (the train
+      op in train mode; the predictions, or the loss for pretraining, in infer
+      mode; under a strategy the group of the replicas' train ops or the list of
+      their outputs); `loss` a float32 scalar (None for SQuAD / classifier
+      inference), the mean over replicas.
+
+    Raises:
+      BertTfError: if `spec.batch_size` does not split evenly over the replicas.
+    """
+    graph = tf.Graph()
+    scope = contextlib.nullcontext() if strategy is None else strategy.scope()
+    with graph.as_default(), scope:
+        tf1.set_random_seed(spec.seed)
+        model_fn = _task_model_fn(spec)
+        if strategy is None:
+            fetch, loss = _replica_step(spec, model_fn)
+            return graph, fetch, loss
+        replica_spec = dataclasses.replace(spec, batch_size=distribute.per_replica_batch_size(
+            spec.batch_size, strategy, flag="batch_size"))
+        tf1.train.get_or_create_global_step()  # Outside the replicas, as the Estimator does.
+
+        def replica_fn():
+            fetch, loss = _replica_step(replica_spec, model_fn)
+            return {"fetch": fetch} if loss is None else {"fetch": fetch, "loss": loss}
+
+        outputs = distribute.call_for_each_replica(strategy, replica_fn)
+        if spec.mode == "train":
+            fetch = strategy.group(outputs["fetch"])
+        else:
+            fetch = tf.nest.map_structure(strategy.experimental_local_results, outputs["fetch"])
+        loss = None
+        if "loss" in outputs:
+            loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, outputs["loss"], axis=None)
+    return graph, fetch, loss
+
+
+def initialize(session, graph, options=None):
+    """Runs the variable initializers of `graph` (with `options`, `tf1.RunOptions`)."""
+    with graph.as_default():
+        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()],
+                    options=options)
