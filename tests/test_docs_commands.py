@@ -152,8 +152,8 @@ WRITES = {
         ["topics_release/bert_model.ckpt.index", "topics_release/bert_config.json",
          "topics_release/vocab.txt"],
     ("docs/training-runs.md", "--freeze_layers=4"): ["topics_frozen_out/eval_results.txt"],
-    ("docs/training-runs.md", "--bucket_by_length=false"): ["sst2_out/eval_results.txt"],
-    ("docs/training-runs.md", "--pack_sequences"): ["sst2_packed_out/eval_results.txt"],
+    ("docs/training-runs.md", "--bucket_by_length=false"): ["topics_fixed_out/eval_results.txt"],
+    ("docs/training-runs.md", "--pack_sequences"): ["topics_packed_out/eval_results.txt"],
     ("docs/training-runs.md", "--max_position_embeddings=1024"):
         ["long_1024_out/eval_results.txt", "long_1024_out/model.ckpt-2.index"],
     ("docs/training-runs.md", "extend_vocab.py"): ["minilm_grown/vocab.txt"],
