@@ -46,18 +46,24 @@ def _clean_environment(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def _restore_logger_levels():
-    """Puts the `absl` and `tensorflow` loggers' levels back after each test. TensorFlow's
-    SavedModel writer saves and restores absl's verbosity around listing a model's children;
-    with no command line parsed that "restore" sets the absl logger to WARNING for good, and the
-    INFO records that later tests read through caplog are never made."""
+def _unset_logger_levels():
+    """Gives each test the `absl` and `tensorflow` loggers without a level of their own (NOTSET,
+    as a fresh process has them: records reach the root logger, whose level caplog sets).
+    TensorFlow's SavedModel writer saves and restores absl's verbosity around listing a model's
+    children; with no command line parsed that "restore" sets the absl logger to WARNING for
+    good, and the INFO records later tests read through caplog are never made. Set before the
+    test, not only after it: a session fixture that writes a SavedModel (an export) runs in the
+    set-up of whichever test first asks for it, before this fixture."""
     import logging
 
-    loggers = [logging.getLogger(name) for name in ("absl", "tensorflow")]
-    levels = [logger.level for logger in loggers]
+    # Only loggers already made: a logger made before absl is imported would not be absl's.
+    loggers = [logging.getLogger(name) for name in ("absl", "tensorflow")
+               if name in logging.Logger.manager.loggerDict]
+    for logger in loggers:
+        logger.setLevel(logging.NOTSET)
     yield
-    for logger, level in zip(loggers, levels, strict=True):
-        logger.setLevel(level)
+    for logger in loggers:
+        logger.setLevel(logging.NOTSET)
 
 
 @pytest.fixture(autouse=True)
