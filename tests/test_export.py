@@ -19,26 +19,29 @@ from finetune_helpers import (
 
 from bert_tf import modeling
 from bert_tf.runs import finetuning
+from bert_tf.serving.predictor import Predictor
 from bert_tf.tasks import classification, model_fn_parts, ner, squad
 from bert_tf.training import estimator as estimator_lib
 
 MAX_SEQ_LENGTH = 24
 
 
-def _train_and_export(kind, directory, vocab_file):
-    """Trains a tiny model for `kind` 3 steps and exports it; returns (model_fn, output_dir,
-    export path)."""
+def _train_and_export(kind, directory, vocab_file, precision="fp32"):
+    """Trains a tiny model for `kind` 3 steps and exports it, both in `precision`; returns
+    (model_fn, output_dir, export path)."""
     config_file = write_tiny_config(directory)
     common = dict(vocab_file=vocab_file, bert_config_file=config_file,
                   output_dir=str(directory / "out"), export_dir=str(directory / "export"),
                   do_train=True, num_train_steps=3, max_seq_length=MAX_SEQ_LENGTH,
-                  train_batch_size=4)
+                  train_batch_size=4, precision=precision)
     bert_config = modeling.BertConfig.from_json_file(config_file)
     if kind == "classifier":
         finetuning.run_finetuning(*options(
             "classifier", task_name="tsv", text_a_column="sentence",
             data_dir=TOPICS, **common))
-        model_fn = classification.model_fn_builder(model_fn_parts.Encoder(bert_config), 2)
+        model_fn = classification.model_fn_builder(
+            model_fn_parts.Encoder(bert_config, compute_dtype=tf.as_dtype(
+                {"fp32": "float32", "bf16": "bfloat16"}[precision])), 2)
     elif kind == "squad":
         finetuning.run_finetuning(*options(
             "squad", train_file=os.path.join(DATA, "squad", "windows_v2.json"),
@@ -122,3 +125,33 @@ def test_saved_model_matches_graph_predictions(kind, output_keys, tmp_path, mini
         for key in output_keys:
             np.testing.assert_allclose(answers[name][key], answers["serving_text"][key],
                                        atol=1e-5, err_msg=f"{kind} {name} {key}")
+
+
+def test_bf16_export_serves_the_trained_weights_cast_once(tmp_path, minilm_dir):
+    """A bf16 export reads bf16 copies of its weights made once on load (not casts every
+    request): they must hold the restored weights, and never be saved."""
+    model_fn, model_dir, export_path = _train_and_export(
+        "classifier", tmp_path, os.path.join(minilm_dir, "vocab.txt"), precision="bf16")
+    saved = tf.train.load_checkpoint(os.path.join(export_path, "variables", "variables"))
+    names = saved.get_variable_to_dtype_map()
+    assert "bert/encoder/layer_0/attention/self/query/kernel" in names
+    assert not [name for name in names if "bfloat16" in name]
+    assert set(names.values()) <= {tf.float32, tf.int64}
+
+    loaded = tf.saved_model.load(export_path)
+    batches = [_inputs(3, MAX_SEQ_LENGTH, 0), _inputs(2, 9, 1)]
+    for inputs, expected in zip(batches, _graph_predictions(model_fn, model_dir, batches),
+                                strict=True):
+        served = loaded.signatures["serving_default"](**{
+            key: tf.constant(value) for key, value in inputs.items()})["probabilities"]
+        # The graph's Session casts the restored weights the same way: the same bf16 model.
+        np.testing.assert_allclose(served.numpy(), expected["probabilities"], atol=1e-5)
+
+    # The Predictor on the checkpoint (its own Session) makes its copies after the restore too.
+    texts = ["a bowl of noodle soup", "the match went to penalties after extra time"]
+    from_checkpoint = Predictor.from_checkpoint(
+        model_dir, str(tmp_path / "bert_config.json"), os.path.join(minilm_dir, "vocab.txt"),
+        "classifier", max_seq_length=MAX_SEQ_LENGTH, precision_name="bf16").predict(texts)
+    from_export = Predictor.from_saved_model(export_path).predict(texts)
+    for got, expected in zip(from_checkpoint, from_export, strict=True):
+        assert got["probabilities"] == pytest.approx(expected["probabilities"], abs=1e-5)

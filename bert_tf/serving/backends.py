@@ -99,6 +99,7 @@ class GraphBackend:
                             for name in (*export.SERVING_INPUT_NAMES, *extra_inputs)}
             self._outputs = build_fn(self._inputs)
             saver = tf1.train.Saver()
+            local_init = tf1.local_variables_initializer()
             self._session = tf1.Session(graph=self._graph)
             try:
                 saver.restore(self._session, checkpoint)
@@ -107,6 +108,8 @@ class GraphBackend:
                     f"checkpoint {checkpoint} does not fit this task's model "
                     f"({errors.short_tf_error(e)}); pass the checkpoint the task was "
                     "fine-tuned into, with its --task, labels and bert_config.json.") from None
+            # After the restore: weight copies cast once (`precision.weights_cast_once`).
+            self._session.run(local_init)
 
     def __call__(self, inputs):
         return self._session.run(self._outputs, {self._inputs[name]: value

@@ -2,6 +2,7 @@
 head (`Encoder.build`). Its TRAIN mode is `bert_tf.training.training_step.TrainingStep`.
 Pre-training, classification, NER, SQuAD and multiple choice all take both as settings objects."""
 
+import contextlib
 import dataclasses
 
 import tensorflow as tf
@@ -58,11 +59,13 @@ class Encoder:
           What `head_fn` returns.
         """
         is_training = mode == estimator_lib.ModeKeys.TRAIN
-        model = bert_from_features(self.bert_config, features, is_training,
-                                   self.use_one_hot_embeddings, self.compute_dtype,
-                                   self.recompute_grad and is_training)
-        with precision.compute_dtype_scope(self.compute_dtype):
-            outputs = head_fn(model, is_training)
+        # Evaluation, prediction and exports never update the weights: cast them once.
+        with (contextlib.nullcontext() if is_training else precision.weights_cast_once()):
+            model = bert_from_features(self.bert_config, features, is_training,
+                                       self.use_one_hot_embeddings, self.compute_dtype,
+                                       self.recompute_grad and is_training)
+            with precision.compute_dtype_scope(self.compute_dtype):
+                outputs = head_fn(model, is_training)
         # Not when the run's own checkpoint is restored over it (eval, predict, export).
         if self.init_checkpoint and not estimator_lib.restores_checkpoint():
             modeling.init_from_checkpoint(self.init_checkpoint, growth=self.growth)

@@ -268,5 +268,7 @@ def build_step(spec, strategy=None):
 def initialize(session, graph, options=None):
     """Runs the variable initializers of `graph` (with `options`, `tf1.RunOptions`)."""
     with graph.as_default():
-        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()],
-                    options=options)
+        initializers = tf1.global_variables_initializer(), tf1.local_variables_initializer()
+    # In this order: a weight copy cast once (`precision.weights_cast_once`) reads its variable.
+    for initializer in initializers:
+        session.run(initializer, options=options)

@@ -479,13 +479,17 @@ class Estimator:
                 signatures[name] = serving_input.predict_signature_def(
                     inputs, {**outputs_by_name["serving_default"], **extra_outputs.get(name, {})})
             restore = session_lib.checkpoint_restorer(checkpoint_path, "export")
+            # Run on load after the weights are restored: lookup tables, and the weight
+            # copies cast once of a reduced-precision export (`precision.weights_cast_once`).
+            main_op = tf.group(tf.compat.v1.tables_initializer(),
+                               tf.compat.v1.local_variables_initializer())
             try:
                 with tf.compat.v1.Session(config=self._session_config) as sess:
                     restore(sess)
                     builder = tf.compat.v1.saved_model.Builder(temp_dir)
                     builder.add_meta_graph_and_variables(
                         sess, [tf.saved_model.SERVING], signature_def_map=signatures,
-                        main_op=tf.compat.v1.tables_initializer(), strip_default_attrs=True)
+                        main_op=main_op, strip_default_attrs=True)
                     builder.save()
             except BaseException:
                 if tf.io.gfile.exists(temp_dir):  # A failed export leaves nothing behind.
