@@ -45,7 +45,8 @@ def weights_cast_once():
     Only for graphs that do not change their weights, and the local-variable
     initializer must run after the weights are restored (as `tf.compat.v1.train.
     Scaffold`'s `local_init_op` and a SavedModel's main op do). Copies are not saved
-    in checkpoints. float32 graphs are unchanged.
+    in checkpoints. float32 graphs, and graphs built for several replicas of a
+    distribution strategy, are unchanged.
     """
     global _cast_once_blocks
     _cast_once_blocks += 1
@@ -65,7 +66,10 @@ def float32_variable_storage_getter(getter, name, *args, **kwargs):
     variable = getter(name, *args, **kwargs)
     if not trainable or dtype is None or dtype == tf.float32:
         return variable
-    if not _cast_once_blocks:
+    # Under a strategy of several replicas the copies would be mirrored variables too: those
+    # graphs cast on every step, as training does.
+    if not _cast_once_blocks or (tf.distribute.has_strategy() and
+                                 tf.distribute.get_strategy().num_replicas_in_sync > 1):
         return tf.cast(variable, dtype)
     return _cast_copy(variable, dtype)
 
