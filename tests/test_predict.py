@@ -28,7 +28,7 @@ from bert_tf.data import ner as ner_data
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.runs import finetuning
-from bert_tf.serving import backends, export
+from bert_tf.serving import export
 from bert_tf.serving.predictor import Predictor
 
 SEQ = 24
@@ -86,28 +86,6 @@ def test_classifier_matches_run_classifier_in_input_order(classifier, vocab_file
         one_by_one = [predictor.predict([text])[0]["probabilities"] for text in mixed]
         for result, alone in zip(predictor.predict(mixed), one_by_one, strict=True):
             assert result["probabilities"] == pytest.approx(alone, abs=1e-6)
-
-
-def _variable_ops(predictor):
-    return [op.name for op in predictor._backend._session.graph.get_operations()
-            if op.type in ("VarHandleOp", "VariableV2")]
-
-
-def test_weights_run_as_constants_unless_the_graph_cannot_hold_them(classifier, vocab_file,
-                                                                   monkeypatch):
-    """The Predictor freezes the weights into its graph (oneDNN then keeps each matmul's
-    weight in its kernel's layout): no variable is left, the answers stay the same, and a
-    model larger than a GraphDef holds runs on its variables."""
-    sentences = _topic_sentences()
-    frozen = _predictors(classifier, vocab_file, "classifier")
-    monkeypatch.setattr(backends, "_MAX_CONSTANT_WEIGHT_BYTES", 0)
-    variables = _predictors(classifier, vocab_file, "classifier")
-    for name, predictor in frozen.items():
-        assert _variable_ops(predictor) == [], name
-        assert _variable_ops(variables[name]), name
-        for got, expected in zip(predictor.predict(sentences), variables[name].predict(
-                sentences), strict=True):
-            assert got["probabilities"] == pytest.approx(expected["probabilities"], abs=1e-6)
 
 
 @pytest.mark.parametrize("values", [

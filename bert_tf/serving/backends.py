@@ -4,7 +4,6 @@ session. Each maps int32 [B, S] features to the task's named outputs.
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from bert_tf import errors
 from bert_tf.errors import BertTfError
@@ -54,91 +53,35 @@ def frozen_signature(export_dir):
       (GraphDef whose inputs are placeholders named as the signature's input tensors,
       the serving_default SignatureDef).
     """
-    session, signature = load_serving_session(export_dir)
-    with session:
-        return weights_as_constants(session, _cut_at_inputs(session, signature),
-                                    _tensor_names(signature.outputs)), signature
-
-
-def _tensor_names(tensor_infos):
-    """{key: tensor name} of a SignatureDef's inputs or outputs."""
-    return {key: info.name for key, info in tensor_infos.items()}
-
-
-def _cut_at_inputs(session, signature):
-    """The session's GraphDef with the signature's input tensors as placeholders."""
-    graph_def = session.graph.as_graph_def()
-    # serving_default feeds tensors computed from the text signatures' placeholders
-    # (export.export_saved_model): cut there, so nothing above them is kept.
-    fed = {info.name.split(":")[0]: info for info in signature.inputs.values()}
-    for node in graph_def.node:
-        if node.name in fed:
-            info = fed[node.name]
-            node.Clear()
-            node.name, node.op = info.name.split(":")[0], "Placeholder"
-            node.attr["dtype"].type = info.dtype
-            node.attr["shape"].shape.CopyFrom(info.tensor_shape)
-    return graph_def
-
-
-def weights_as_constants(session, graph_def, fetches):
-    """`graph_def` cut to what computes `fetches` ({key: tensor name}), with the values of
-    the variables `session` holds as constants."""
     # What tf.compat.v1.graph_util.convert_variables_to_constants calls, without its
     # deprecation notice.
     from tensorflow.python.framework import convert_to_constants
 
-    return convert_to_constants.convert_variables_to_constants_from_session_graph(
-        session, graph_def, sorted({name.split(":")[0] for name in fetches.values()}))
-
-
-# A GraphDef holds at most 2 GB (protocol buffers); past this, weights stay variables.
-_MAX_CONSTANT_WEIGHT_BYTES = 1500 * 1024 ** 2
-
-
-def constant_weights_session(session, fetches, graph_def=None):
-    """A session that computes `fetches` ({key: tensor name}) with `session`'s weights as
-    constants, in place of `session` (closed).
-
-    oneDNN reorders a matmul's constant weight into its kernel's layout once and keeps it;
-    a variable's it reorders on every call. Models whose weights a GraphDef cannot hold keep
-    `session`.
-
-    Args:
-      session: holds the weights (restored; local variables, such as the copies of
-        `precision.weights_cast_once`, initialized).
-      fetches: {key: tensor name}; the tensors the new session computes.
-      graph_def: the GraphDef to freeze (default: the session's graph).
-
-    Returns:
-      A tf.compat.v1.Session whose graph has the tensors of `fetches` and the placeholders
-      they need, by the same names.
-    """
-    weight_bytes = sum(
-        tf.TensorShape(op.get_attr("shape")).num_elements() * op.get_attr("dtype").size
-        for op in session.graph.get_operations() if op.type == "VarHandleOp")
-    if weight_bytes > _MAX_CONSTANT_WEIGHT_BYTES:
-        logging.info("Weights of %.1f GB run as variables (a graph holds at most 2 GB of "
-                     "constants).", weight_bytes / 1e9)
-        return session
-    frozen = weights_as_constants(session, graph_def or session.graph.as_graph_def(), fetches)
-    session.close()
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.graph_util.import_graph_def(frozen, name="")
-    return tf1.Session(graph=graph)
+    session, signature = load_serving_session(export_dir)
+    with session:
+        graph_def = session.graph.as_graph_def()
+        # serving_default feeds tensors computed from the text signatures' placeholders
+        # (export.export_saved_model): cut there, so nothing above them is kept.
+        fed = {info.name.split(":")[0]: info for info in signature.inputs.values()}
+        for node in graph_def.node:
+            if node.name in fed:
+                info = fed[node.name]
+                node.Clear()
+                node.name, node.op = info.name.split(":")[0], "Placeholder"
+                node.attr["dtype"].type = info.dtype
+                node.attr["shape"].shape.CopyFrom(info.tensor_shape)
+        return convert_to_constants.convert_variables_to_constants_from_session_graph(
+            session, graph_def, [info.name.split(":")[0] for info in signature.outputs.values()]
+        ), signature
 
 
 class SavedModelBackend:
-    """The export's `serving_default` signature, run in a session (`load_serving_session`)
-    with the weights as constants (`constant_weights_session`)."""
+    """The export's `serving_default` signature, run in a session (`load_serving_session`)."""
 
     def __init__(self, path):
-        session, signature = load_serving_session(path)
-        self._inputs = _tensor_names(signature.inputs)
-        self._outputs = _tensor_names(signature.outputs)
-        self._session = constant_weights_session(session, self._outputs,
-                                                 _cut_at_inputs(session, signature))
+        self._session, signature = load_serving_session(path)
+        self._inputs = {name: info.name for name, info in signature.inputs.items()}
+        self._outputs = {name: info.name for name, info in signature.outputs.items()}
 
     def __call__(self, inputs):
         return self._session.run(self._outputs, {self._inputs[name]: np.asarray(value, np.int32)
@@ -167,9 +110,6 @@ class GraphBackend:
                     "fine-tuned into, with its --task, labels and bert_config.json.") from None
             # After the restore: weight copies cast once (`precision.weights_cast_once`).
             self._session.run(local_init)
-        self._inputs = {name: tensor.name for name, tensor in self._inputs.items()}
-        self._outputs = {name: tensor.name for name, tensor in self._outputs.items()}
-        self._session = constant_weights_session(self._session, self._outputs)
 
     def __call__(self, inputs):
         return self._session.run(self._outputs, {self._inputs[name]: value
