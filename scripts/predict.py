@@ -16,11 +16,14 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf.cli import predict, tool_flags
+from bert_tf.serving import prediction_process
 
 tool_flags.define_predict_flags()
 
 
 def main(_):
+    # This process only predicts: oneDNN may keep every weight in its kernel's layout.
+    prediction_process.assume_frozen_weights()
     predict.run_predict(options.PredictOptions.from_flags(flags.FLAGS))
 
 

@@ -13,7 +13,9 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Variables that change bert_tf's behaviour when inherited.
-BEHAVIOUR_VARIABLES = ("TF_CONFIG", "BERT_TF_DEBUG")
+# TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 would freeze every training test's weights at their first
+# step (bert_tf.serving.prediction_process).
+BEHAVIOUR_VARIABLES = ("TF_CONFIG", "BERT_TF_DEBUG", "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS")
 
 
 def child_env(**overrides):

@@ -309,6 +309,63 @@ def test_script_answers_jsonl_and_stops_at_a_bad_line(classifier, tmp_path):
     assert not (tmp_path / "never.jsonl").exists()
 
 
+_FROZEN_WEIGHTS_CHILD = """
+import json, sys
+from bert_tf.serving import prediction_process
+assert prediction_process.assume_frozen_weights()
+from bert_tf.serving.predictor import Predictor
+classifier_export, classifier_dir, config_file, vocab_file, ner_export = sys.argv[1:6]
+texts = json.loads(sys.argv[6])
+predictors = {
+    "classifier": Predictor.from_saved_model(classifier_export, batch_size=2),
+    "classifier_bf16": Predictor.from_checkpoint(
+        classifier_dir, config_file, vocab_file, "classifier", max_seq_length=24,
+        batch_size=2, precision_name="bf16"),
+    "ner": Predictor.from_saved_model(ner_export, batch_size=2),
+}
+# Each model twice, the others in between: a kernel keeps the weights of its own model.
+answers = {name: [] for name in predictors}
+for _ in range(2):
+    for name, predictor in predictors.items():
+        answers[name].append((predictor.tag if name == "ner" else predictor.predict)(texts))
+print("ANSWERS" + json.dumps(answers))
+"""
+
+
+def test_a_prediction_process_keeps_packed_weights_and_answers_the_same(
+        classifier, ner_model, vocab_file):
+    """scripts/predict.py's process assumes frozen weights (oneDNN keeps each weight in its
+    kernel's layout): several models in one process, batches of several shapes, the same
+    answers as this process, which does not."""
+    import subprocess
+    import sys
+
+    from envs import child_env
+
+    texts = _topic_sentences() + ["Ada Lovelace lives in London", "a short one"]
+    completed = subprocess.run(
+        [sys.executable, "-c", _FROZEN_WEIGHTS_CHILD, classifier[1], classifier[0],
+         classifier[2], vocab_file, ner_model[1], json.dumps(texts)],
+        capture_output=True, text=True, env=child_env(), timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    answers = json.loads(completed.stdout.split("ANSWERS")[1])
+    expected = {
+        "classifier": Predictor.from_saved_model(classifier[1]).predict(texts),
+        "classifier_bf16": Predictor.from_checkpoint(
+            classifier[0], classifier[2], vocab_file, "classifier", max_seq_length=SEQ,
+            precision_name="bf16").predict(texts),
+        "ner": Predictor.from_saved_model(ner_model[1]).tag(texts),
+    }
+    for name, rounds in answers.items():
+        for got_round in rounds:
+            for got, want in zip(got_round, expected[name], strict=True):
+                if name == "ner":
+                    assert got["tags"] == want["tags"]
+                else:
+                    assert got["probabilities"] == pytest.approx(want["probabilities"],
+                                                                 abs=1e-5), name
+
+
 # -------------------------------------------------------------------- fill_mask and embed
 
 
