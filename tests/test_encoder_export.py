@@ -143,8 +143,10 @@ def test_predict_script_answers_from_the_export(minilm_encoder_exports, tmp_path
     assert_ok(run_script("predict.py", f"--export_dir={export}", f"--input_file={input_file}",
                          f"--output_file={output_file}"))
     lines = [json.loads(line) for line in output_file.read_text().splitlines()]
+    # predict.py keeps the weights packed (prediction_process), whose fp32 kernels sum in
+    # another order than this process's: measured up to 1.2e-6 apart.
     np.testing.assert_allclose([line["embedding"] for line in lines],
-                               Predictor.from_saved_model(export).embed(TEXTS), atol=1e-6)
+                               Predictor.from_saved_model(export).embed(TEXTS), atol=1e-5)
 
 
 def test_bad_input_stops_before_writing(minilm_converted, tmp_path):

@@ -297,7 +297,8 @@ def test_script_answers_jsonl_and_stops_at_a_bad_line(classifier, tmp_path):
     assert [r.pop("id") for r in written] == [0, 1, 2]
     for row, want in zip(written, expected, strict=True):
         assert row["label"] == want["label"]
-        assert row["probabilities"] == pytest.approx(want["probabilities"], abs=1e-6)
+        # predict.py keeps the weights packed (prediction_process): other fp32 kernels.
+        assert row["probabilities"] == pytest.approx(want["probabilities"], abs=1e-5)
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(good.read_text(encoding="utf-8") + '{"txt": "no text key"}\n',
