@@ -159,10 +159,10 @@ def _classifier_exports(work_dir):
     return {name: export.newest_export(path) for name, path in exports.items()}, hf_dir
 
 
-def _prepare(work_dir):
-    """({backend: run(texts) -> float32 [B, k] outputs}, the HF model directory)."""
+def _made_files(work_dir):
+    """(the exports {precision: path}, the HF model directory, the timed backends
+    {name: the export or conversion it loads}), making in `work_dir` what is not there yet."""
     from bert_tf.serving import onnx_export, tflite_export
-    from bert_tf.serving.predictor import Predictor
 
     classifier = FLAGS.model == "classifier"
     exports, hf_dir = (_classifier_exports if classifier else _embedding_exports)(work_dir)
@@ -173,18 +173,30 @@ def _prepare(work_dir):
              "tflite_fp32": ("model.tflite", lambda f: tflite_export.export_tflite(path, f)),
              "tflite_int8": ("model.int8.tflite",
                              lambda f: tflite_export.export_tflite(path, f, "dynamic"))}
-    backends = FLAGS.backends or ([f"savedmodel_{name}" for name in exports] + list(files))
-    threads = os.cpu_count()
-    predictors = {}
-    for name in backends:
+    targets = {}
+    for name in FLAGS.backends or ([f"savedmodel_{name}" for name in exports] + list(files)):
         if name.startswith("savedmodel_"):
-            predictors[name] = Predictor.from_saved_model(exports[name.split("_")[1]],
-                                                          batch_size=BATCH)
+            targets[name] = exports[name.split("_")[1]]
         elif name in files:
             file_name, make = files[name]
-            target = os.path.join(work_dir, file_name)
-            if not os.path.exists(target):
-                make(target)
+            targets[name] = os.path.join(work_dir, file_name)
+            if not os.path.exists(targets[name]):
+                make(targets[name])
+    return exports, hf_dir, targets
+
+
+def _prepare(work_dir):
+    """({backend: run(texts) -> float32 [B, k] outputs}, the HF model directory)."""
+    from bert_tf.serving.predictor import Predictor
+
+    classifier = FLAGS.model == "classifier"
+    _, hf_dir, targets = _made_files(work_dir)
+    threads = os.cpu_count()
+    predictors = {}
+    for name, target in targets.items():
+        if name.startswith("savedmodel_"):
+            predictors[name] = Predictor.from_saved_model(target, batch_size=BATCH)
+        else:
             predictors[name] = (Predictor.from_onnx(target, BATCH) if "onnx" in name else
                                 Predictor.from_tflite(target, BATCH, num_threads=threads))
     if not classifier:
@@ -270,7 +282,7 @@ def main(_):
 
     os.makedirs(FLAGS.work_dir, exist_ok=True)
     if FLAGS.prepare_only:
-        _prepare(FLAGS.work_dir)
+        _made_files(FLAGS.work_dir)
         return
     # Made in a child: the fine-tuning step that makes an export must not run in a process that
     # assumes frozen weights, and TensorFlow reads that once, at the first matmul.

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from bert_tf import precision
 from bert_tf.errors import BertTfError
+from bert_tf.options import BenchmarkOptions
 from bert_tf.tasks import model_fn_parts
 from bert_tf.training import distribute
 from bert_tf.training import estimator as estimator_lib
@@ -46,20 +47,21 @@ class BenchmarkSpec:
     """
 
     bert_config: object
-    task: str = "squad"
-    mode: str = "train"
-    batch_size: int = 4
-    max_seq_length: int = 384
-    precision: str = "fp32"
-    use_xla: bool = False
-    num_warmup_steps: int = 2
-    num_steps: int = 10
-    num_accumulation_steps: int = 1
-    max_predictions_per_seq: int = 20
-    num_labels: int = 2
-    peak_matmul_size: int = 2048
+    # The defaults are scripts/benchmark.py's flags'.
+    task: str = BenchmarkOptions.task
+    mode: str = BenchmarkOptions.mode
+    batch_size: int = BenchmarkOptions.batch_size
+    max_seq_length: int = BenchmarkOptions.max_seq_length
+    precision: str = BenchmarkOptions.precision
+    use_xla: bool = BenchmarkOptions.use_xla
+    num_warmup_steps: int = BenchmarkOptions.num_warmup_steps
+    num_steps: int = BenchmarkOptions.num_steps
+    num_accumulation_steps: int = BenchmarkOptions.num_accumulation_steps
+    max_predictions_per_seq: int = BenchmarkOptions.max_predictions_per_seq
+    num_labels: int = BenchmarkOptions.num_labels
+    peak_matmul_size: int = BenchmarkOptions.peak_matmul_size
     seed: int = 12345
-    recompute_grad: bool = False
+    recompute_grad: bool = BenchmarkOptions.recompute_grad
 
     def validate(self):
         """Raises BertTfError naming the flag of the first bad field."""
