@@ -125,6 +125,10 @@ def run_script(name, *args, timeout=300, cwd=ROOT, env=None, ran_ops_file=None):
                              timeout=timeout)
 
 
+# What a run_*.py run that does not train logs (bert_tf.runs.finetuning.run_finetuning_process).
+PACKED_WEIGHTS_LINE = "Not training: oneDNN keeps each matmul's weights packed"
+
+
 def assert_ok(result):
     assert result.returncode == 0, result.stderr[-3000:]
 

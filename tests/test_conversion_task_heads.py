@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 
+import finetune_helpers
 import numpy as np
 import pytest
 import safetensors.numpy
@@ -261,7 +262,9 @@ def _only(path, source):
 def test_hugging_face_fine_tuned_model_predicts_through_the_scripts(tmp_path, encoder, task):
     """The Hugging Face conversion of a fine-tuned model, converted back by
     convert_checkpoint.py --task and predicting through its run_*.py --do_predict, gives the
-    original checkpoint's predictions (bert_tf.serving.predictor on it, in process)."""
+    original checkpoint's predictions (bert_tf.serving.predictor on it, in process). The
+    scripts only predict, so they keep their weights packed (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS);
+    this process does not."""
     tf_dir = _fine_tuned_dir(tmp_path / "tf", task, encoder)
     hf_dir, converted, out = tmp_path / "hf", tmp_path / "converted", tmp_path / "out"
     _tf_to_hf(tf_dir, hf_dir, task)
@@ -285,9 +288,9 @@ def test_hugging_face_fine_tuned_model_predicts_through_the_scripts(tmp_path, en
         assert (converted / "label_list.txt").read_text().split() == labels
     if task == "classifier":
         test_file = os.path.join(TASK_DATA, "classifier", "test.tsv")
-        assert_ok(run_script("run_classifier.py", *common, "--task_name=tsv",
-                             f"--data_dir={_only(tmp_path / 'data', test_file)}",
-                             "--text_a_column=sentence"))
+        _assert_predicted_with_packed_weights(run_script(
+            "run_classifier.py", *common, "--task_name=tsv",
+            f"--data_dir={_only(tmp_path / 'data', test_file)}", "--text_a_column=sentence"))
         with open(out / "test_results.tsv", encoding="utf-8") as f:
             got = np.array([[float(x) for x in line.split("\t")] for line in f])
         with open(test_file, encoding="utf-8") as f:
@@ -299,8 +302,8 @@ def test_hugging_face_fine_tuned_model_predicts_through_the_scripts(tmp_path, en
         np.testing.assert_allclose(got, expected, atol=1e-5)
     elif task == "ner":
         test_file = os.path.join(TASK_DATA, "ner", "test.txt")
-        assert_ok(run_script("run_ner.py", *common,
-                             f"--data_dir={_only(tmp_path / 'data', test_file)}"))
+        _assert_predicted_with_packed_weights(run_script(
+            "run_ner.py", *common, f"--data_dir={_only(tmp_path / 'data', test_file)}"))
         got = _read_conll_predictions(out / "test_predictions.txt")
         expected = original.tag([" ".join(words) for words, _ in got])
         # The tiny model tags every word "O" after its 10 steps; "O" is the last output of
@@ -310,8 +313,9 @@ def test_hugging_face_fine_tuned_model_predicts_through_the_scripts(tmp_path, en
         assert len(got) == 6 and labels[0] != "O"
     else:
         predict_file = os.path.join(TASK_DATA, "squad", "test.json")
-        assert_ok(run_script("run_squad.py", *common, f"--predict_file={predict_file}",
-                             *(f"--{name}={value}" for name, value in SQUAD_SETTINGS.items())))
+        _assert_predicted_with_packed_weights(run_script(
+            "run_squad.py", *common, f"--predict_file={predict_file}",
+            *(f"--{name}={value}" for name, value in SQUAD_SETTINGS.items())))
         questions = _squad_questions(predict_file)
         answers = load_json(out / "predictions.json")
         nbest = load_json(out / "nbest_predictions.json")
@@ -324,6 +328,11 @@ def test_hugging_face_fine_tuned_model_predicts_through_the_scripts(tmp_path, en
             for key in ("start_logit", "end_logit", "probability"):
                 np.testing.assert_allclose([e[key] for e in nbest[qid]],
                                            [e[key] for e in record["nbest"]], atol=1e-5)
+
+
+def _assert_predicted_with_packed_weights(result):
+    assert_ok(result)
+    assert finetune_helpers.PACKED_WEIGHTS_LINE in result.stderr, result.stderr[-3000:]
 
 
 def test_labels_other_than_the_heads_are_a_clear_error(tmp_path, encoder):

@@ -21,7 +21,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
-from bert_tf.serving import export
+from bert_tf.serving import export, prediction_process
 from bert_tf.tasks import model_fn_parts
 from bert_tf.training import runner, validation
 
@@ -78,6 +78,20 @@ def run_finetuning(task, options):
             return None
         return _evaluate_predict_export(task, estimator, features, splits, options, checkpoint,
                                         bert_config)
+
+
+def run_finetuning_process(task, options):
+    """`run_finetuning` as the whole of a process: the entry point of the run_*.py scripts.
+
+    A run that does not train (--do_eval, --do_predict, --export_dir on a trained checkpoint)
+    never changes its weights, so it tells oneDNN to keep each matmul's weights packed
+    (`prediction_process.assume_frozen_weights`). Only here: a process that calls
+    `run_finetuning` may train later, and TensorFlow reads that setting once per process.
+    """
+    if not options.train.do_train and prediction_process.assume_frozen_weights():
+        logging.info("Not training: oneDNN keeps each matmul's weights packed (%s=1).",
+                     prediction_process.FROZEN_WEIGHTS_VARIABLE)
+    return run_finetuning(task, options)
 
 
 def _evaluate_predict_export(task, estimator, features, splits, options, checkpoint,
