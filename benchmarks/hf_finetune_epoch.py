@@ -31,6 +31,8 @@ def parse_args():
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="bf16: Trainer's bf16=True (torch.autocast on the CPU).")
     parser.add_argument("--num_threads", type=int, default=os.cpu_count())
     parser.add_argument("--log_every", type=int, default=10,
                         help="The loop rate is timed from this step to the last multiple of it.")
@@ -79,7 +81,8 @@ def main():
             warmup_steps=int(0.1 * steps), weight_decay=0.01, adam_epsilon=1e-6,
             max_grad_norm=1.0, dataloader_drop_last=True, save_strategy="no",
             eval_strategy="no", logging_strategy="no", report_to="none", disable_tqdm=True,
-            use_cpu=True, seed=args.seed, data_seed=args.seed, **grouping)
+            use_cpu=True, bf16=args.precision == "bf16", seed=args.seed, data_seed=args.seed,
+            **grouping)
         marks = {}
 
         class Marks(transformers.TrainerCallback):
