@@ -846,15 +846,22 @@ def embedding_lookup(input_ids,
         input_ids = tf.squeeze(input_ids, axis=[2])
     input_shape = get_shape_list(input_ids, expected_rank=2, name="input_ids")
 
-    embedding_table = get_variable(
+    compute_dtype = _scope_compute_dtype()
+    stored_table = get_variable(
         name=word_embedding_name, shape=[vocab_size, embedding_size],
-        initializer=create_initializer(initializer_range), dtype=_scope_compute_dtype())
+        initializer=create_initializer(initializer_range), dtype=tf.float32)
+    # In the compute dtype for the one-hot matmul and tied output layers; a graph that never
+    # uses it never runs it.
+    embedding_table = precision.read_as(stored_table, compute_dtype)
 
     if use_one_hot_embeddings:
         flat_input_ids = tf.reshape(input_ids, [-1])
         one_hot_input_ids = tf.one_hot(flat_input_ids, depth=vocab_size,
                                        dtype=embedding_table.dtype)
         output = tf.matmul(one_hot_input_ids, embedding_table)
+    elif precision.casts_every_step():
+        # Cast the B*S gathered rows, not the whole [V, H] table on every step.
+        output = tf.cast(gather_rows(stored_table, input_ids), compute_dtype)
     else:
         output = gather_rows(embedding_table, input_ids)
     output = tf.reshape(output, input_shape + [embedding_size])

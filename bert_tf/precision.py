@@ -64,14 +64,28 @@ def float32_variable_storage_getter(getter, name, *args, **kwargs):
     if trainable:
         kwargs["dtype"] = tf.float32
     variable = getter(name, *args, **kwargs)
-    if not trainable or dtype is None or dtype == tf.float32:
+    if not trainable or dtype is None:
         return variable
-    # Under a strategy of several replicas the copies would be mirrored variables too: those
-    # graphs cast on every step, as training does.
-    if not _cast_once_blocks or (tf.distribute.has_strategy() and
-                                 tf.distribute.get_strategy().num_replicas_in_sync > 1):
+    return read_as(variable, dtype)
+
+
+def read_as(variable, dtype):
+    """`variable` (float32) read as `dtype`: itself for float32, else a cast on every step, or
+    inside `weights_cast_once` the copy cast once (`casts_every_step` says which)."""
+    if dtype == tf.float32:
+        return variable
+    if casts_every_step():
         return tf.cast(variable, dtype)
     return _cast_copy(variable, dtype)
+
+
+def casts_every_step():
+    """Whether reduced-precision reads of a variable built here are a cast on every step
+    (training graphs) rather than a copy cast once (`weights_cast_once`)."""
+    # Under a strategy of several replicas the copies would be mirrored variables too: those
+    # graphs cast on every step, as training does.
+    return not _cast_once_blocks or (tf.distribute.has_strategy() and
+                                     tf.distribute.get_strategy().num_replicas_in_sync > 1)
 
 
 def _cast_copy(variable, dtype):

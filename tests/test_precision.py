@@ -254,9 +254,10 @@ def test_checkpoints_are_fp32_and_interchangeable_between_precisions(tmp_path):
 
 
 def _weight_casts(fetch):
-    """The Casts of a trainable variable's value that `fetch` runs on every step."""
+    """The trainable variables whose value `fetch` (a tensor or an op) casts on every step,
+    one name per Cast."""
     trainable = {v.op.name for v in tf1.trainable_variables()}
-    casts, seen, stack = [], set(), [fetch.op]
+    casts, seen, stack = [], set(), [getattr(fetch, "op", fetch)]
     while stack:
         op = stack.pop()
         if op.name in seen:
@@ -264,7 +265,7 @@ def _weight_casts(fetch):
         seen.add(op.name)
         if (op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"
                 and op.inputs[0].op.inputs[0].op.name in trainable):
-            casts.append(op.name)
+            casts.append(op.inputs[0].op.inputs[0].op.name)
         stack.extend(tensor.op for tensor in op.inputs)
         stack.extend(op.control_inputs)
     return casts
@@ -303,7 +304,9 @@ def test_inference_reads_weights_cast_once(tmp_path):
     input_ids = _batches(1)[0]["input_ids"]
 
     pooled, logits, casts, copies = _pooled_output(False, checkpoint, input_ids)
-    assert len(casts) == num_cast and not copies
+    # Cast on every step: every weight but the word embeddings, whose gathered rows are cast.
+    assert len(casts) == num_cast - 1 and not copies
+    assert "bert/embeddings/word_embeddings" not in casts
     once_pooled, once_logits, once_casts, copies = _pooled_output(True, checkpoint, input_ids)
     # No weight is cast in the step; one bf16 copy a weight (the tied table shares its copy),
     # local, so checkpoints and Savers never see them.
@@ -315,3 +318,39 @@ def test_inference_reads_weights_cast_once(tmp_path):
     assert np.std(pooled) > 0.01
     np.testing.assert_array_equal(once_pooled, pooled)
     np.testing.assert_array_equal(once_logits, logits)
+
+
+def test_training_casts_the_gathered_embedding_rows_not_the_table():
+    """A bf16 training step casts each weight it reads, but of the word-embedding table only
+    the B*S rows it gathers ([V, H] is half of a small model's weights); the tied output layer
+    still gets the whole table in bf16, and the lookup gives the same bits as a gather from
+    the cast table."""
+    graph = tf.Graph()
+    with graph.as_default():
+        tf1.set_random_seed(3)
+        features, spec = _build(tf.bfloat16, estimator_lib.ModeKeys.TRAIN)
+        casts = _weight_casts(spec.train_op)
+        table_name = "bert/embeddings/word_embeddings"
+        assert casts and table_name not in casts, casts
+        stored = [v for v in tf1.global_variables() if v.op.name == table_name][0]
+        assert stored.dtype.base_dtype == tf.float32
+        # The embedding lookup of the model, and the table for tied layers, in bf16.
+        lookup = graph.get_tensor_by_name("bert/embeddings/Reshape:0")
+        tied = [op.outputs[0] for op in graph.get_operations()
+                if op.type == "Cast" and op.inputs[0].op.type == "ReadVariableOp"
+                and op.inputs[0].op.inputs[0].op.name == table_name]
+        assert len(tied) == 1 and tied[0].dtype == tf.bfloat16
+        reference = tf.gather(tied[0], features["input_ids"])
+        with tf1.Session() as session:
+            session.run(_INIT)
+            feed = _feed(features, _batches(1)[0])
+            got, expected = session.run([lookup, reference], feed)
+            assert got.dtype == expected.dtype and np.std(got.astype(np.float32)) > 0
+            np.testing.assert_array_equal(got, expected)
+            # The steps train the fp32 table (the first, at step 0 of the warmup, has rate 0).
+            before = session.run(stored)
+            for _ in range(2):
+                session.run(spec.train_op, feed)
+            after = session.run(stored)
+    rows = np.unique(feed[features["input_ids"]])
+    assert np.abs(after[rows] - before[rows]).max() > 0
