@@ -839,7 +839,8 @@ def embedding_lookup(input_ids,
       use_one_hot_embeddings: one-hot matmul instead of gather (TPU-friendly).
 
     Returns:
-      (output [B, S, H], embedding_table [V, H]).
+      (output [B, S, H], embedding_table [V, H]), both in the scope's compute dtype (the
+      table is the float32 variable itself in float32 graphs).
     """
     # The original accepts [B, S] and [B, S, 1]; normalise to [B, S].
     if input_ids.shape.ndims == 3:
@@ -850,8 +851,8 @@ def embedding_lookup(input_ids,
     stored_table = get_variable(
         name=word_embedding_name, shape=[vocab_size, embedding_size],
         initializer=create_initializer(initializer_range), dtype=tf.float32)
-    # In the compute dtype for the one-hot matmul and tied output layers; a graph that never
-    # uses it never runs it.
+    # In the compute dtype, for the one-hot matmul and tied output layers; a session or a
+    # tf.function that never uses it never runs it.
     embedding_table = precision.read_as(stored_table, compute_dtype)
 
     if use_one_hot_embeddings:
