@@ -140,6 +140,33 @@ def _distribution(**values):
         bert_flags.parse(lambda fv: bert_flags.define_distribution_flags(fv), **values))
 
 
+def test_the_chief_waits_for_a_missing_input_state_no_longer_than_it_is_told(tmp_path, caplog):
+    """Before a checkpoint the chief waits for the other workers' input states; a worker that
+    died writes none, so the wait is bounded (the Estimator bounds it by the step deadline),
+    then the chief warns once and saves without it."""
+    from bert_tf.training import resume
+
+    with tf.Graph().as_default():
+        iterator = tf.compat.v1.data.make_initializable_iterator(tf.data.Dataset.range(10))
+        hooks, listeners = resume.resumable_input(
+            [resume.InitIteratorHook(iterator, pipeline=0, num_pipelines=2)], None,
+            str(tmp_path), is_chief=True, save_steps=5, other_workers_wait_secs=0.5)
+        for hook in hooks:
+            hook.begin()
+        with tf.compat.v1.Session() as session:
+            for hook in hooks:
+                hook.after_create_session(session, None)
+            started = time.time()
+            listeners[0].before_save(session, 5)
+            waited = time.time() - started
+            listeners[0].before_save(session, 10)  # Not waited for again.
+            again = time.time() - started - waited
+    assert 0.5 <= waited < resume.OTHER_WORKERS_WAIT_SECS / 2, waited
+    assert again < 0.5, again
+    assert "model.ckpt-5.input-1-of-2" in caplog.text
+    assert os.path.exists(tmp_path / "input_state" / "model.ckpt-5.input-0-of-2.index")
+
+
 def test_flag_combinations():
     assert distribute.strategy_from_options(_distribution()) is None
     with pytest.raises(BertTfError, match="--use_tpu contradicts --distribution_strategy"):

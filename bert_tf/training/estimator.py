@@ -243,9 +243,14 @@ class Estimator:
         features, labels, input_hooks = self._get_features_and_labels(
             input_fn, ModeKeys.TRAIN, strategy, saveable_input=self.config.exact_resume)
         if self.config.exact_resume:
+            # A worker that died just before a checkpoint stops the others within a step's
+            # deadline: its input state, which never comes, is not waited for longer.
+            wait_secs = resume.OTHER_WORKERS_WAIT_SECS
+            if several_workers and deadlines.step:
+                wait_secs = min(wait_secs, deadlines.step)
             input_hooks, saving_listeners = resume.resumable_input(
                 input_hooks, saving_listeners, self.model_dir, is_chief,
-                self.config.save_checkpoints_steps or max_steps)
+                self.config.save_checkpoints_steps or max_steps, wait_secs)
         spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, strategy)
         if spec.loss is None or spec.train_op is None:
             raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "

@@ -61,9 +61,10 @@ class _ResumableInputHook(InitIteratorHook):
     """Initializes the iterator, then restores the state saved with the checkpoint the session
     restored; saves the state before every checkpoint (as a saver listener)."""
 
-    def __init__(self, hook, model_dir):
+    def __init__(self, hook, model_dir, other_workers_wait_secs=OTHER_WORKERS_WAIT_SECS):
         super().__init__(hook.iterator, hook.pipeline, hook.num_pipelines)
         self._model_dir = model_dir
+        self._other_workers_wait_secs = other_workers_wait_secs
         self._not_awaited = set()  # Pipelines whose states did not show up in time.
 
     def _state_prefix(self, step):
@@ -138,7 +139,8 @@ class _SaveInputStateListener(tf1.train.CheckpointSaverListener):
 
     def before_save(self, session, global_step_value):
         self._hook.save(session, global_step_value)
-        self._hook.wait_for_other_pipelines(global_step_value)
+        self._hook.wait_for_other_pipelines(global_step_value,
+                                            self._hook._other_workers_wait_secs)
 
     def after_save(self, session, global_step_value):
         _delete_unkept_input_states(self._hook._model_dir)
@@ -194,7 +196,8 @@ def _delete_unkept_input_states(model_dir):
             tf.io.gfile.remove(path)
 
 
-def resumable_input(input_hooks, saving_listeners, model_dir, is_chief, save_steps):
+def resumable_input(input_hooks, saving_listeners, model_dir, is_chief, save_steps,
+                    other_workers_wait_secs=OTHER_WORKERS_WAIT_SECS):
     """Makes training's input hooks restore and save the input position.
 
     Args:
@@ -204,6 +207,8 @@ def resumable_input(input_hooks, saving_listeners, model_dir, is_chief, save_ste
       model_dir: the training directory.
       is_chief: whether this process writes the checkpoints.
       save_steps: the chief's checkpoint interval in steps.
+      other_workers_wait_secs: how long the chief waits before a checkpoint for the other
+        workers' input states (no longer than a step may take: a dead worker writes none).
 
     Returns:
       (input hooks, saving listeners) to train with.
@@ -216,7 +221,7 @@ def resumable_input(input_hooks, saving_listeners, model_dir, is_chief, save_ste
     for hook in input_hooks:
         if type(hook) is InitIteratorHook:
             if is_chief:
-                hook = _ResumableInputHook(hook, model_dir)
+                hook = _ResumableInputHook(hook, model_dir, other_workers_wait_secs)
                 listeners.insert(0, hook.listener())
             else:
                 hook = _WorkerInputStateHook(hook, model_dir, save_steps)
