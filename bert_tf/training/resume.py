@@ -76,15 +76,17 @@ class _ResumableInputHook(InitIteratorHook):
         self._saver.save(session, self._state_prefix(step), write_meta_graph=False,
                          write_state=False)
 
-    def wait_for_other_pipelines(self, step, timeout_secs=OTHER_WORKERS_WAIT_SECS):
+    def wait_for_other_pipelines(self, step):
         """Waits until the other workers saved their input state of `step`, so that a
         checkpoint never exists without them (a kill in between would make that worker's
-        input restart). A worker whose state does not appear within `timeout_secs` (e.g. its
-        --output_dir is not this one) is warned about once and not waited for again."""
+        input restart). A worker whose state does not appear within the hook's
+        `other_workers_wait_secs` (a dead worker, or one whose --output_dir is not this one)
+        is warned about once and not waited for again."""
         prefix = os.path.join(self._model_dir, f"model.ckpt-{step}")
         missing = {p: input_state_prefix(prefix, p, self.num_pipelines) + ".index"
                    for p in range(self.num_pipelines)
                    if p != self.pipeline and p not in self._not_awaited}
+        timeout_secs = self._other_workers_wait_secs
         deadline = time.time() + timeout_secs
         while missing and time.time() < deadline:
             missing = {p: path for p, path in missing.items() if not tf.io.gfile.exists(path)}
@@ -139,8 +141,7 @@ class _SaveInputStateListener(tf1.train.CheckpointSaverListener):
 
     def before_save(self, session, global_step_value):
         self._hook.save(session, global_step_value)
-        self._hook.wait_for_other_pipelines(global_step_value,
-                                            self._hook._other_workers_wait_secs)
+        self._hook.wait_for_other_pipelines(global_step_value)
 
     def after_save(self, session, global_step_value):
         _delete_unkept_input_states(self._hook._model_dir)
