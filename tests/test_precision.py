@@ -16,6 +16,7 @@ from finetune_helpers import tiny_config
 from bert_tf import modeling, precision
 from bert_tf.tasks import model_fn_parts, squad
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import session as session_lib
 from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
@@ -354,3 +355,82 @@ def test_training_casts_the_gathered_embedding_rows_not_the_table():
             after = session.run(stored)
     rows = np.unique(feed[features["input_ids"]])
     assert np.abs(after[rows] - before[rows]).max() > 0
+
+
+def _kernel_types(run_metadata):
+    """Op types of the kernels a traced run executed (after grappler's rewrites)."""
+    # timeline_label reads "name = OpType(inputs)" for kernels.
+    return {node.timeline_label.split(" = ", 1)[1].split("(", 1)[0]
+            for device in run_metadata.step_stats.dev_stats for node in device.node_stats
+            if " = " in node.timeline_label}
+
+
+def _fused_matmuls(kernels):
+    return {kernel for kernel in kernels if "FusedMatMul" in kernel}
+
+
+class _KernelsRan(tf1.train.SessionRunHook):
+    """Traces every run of a MonitoredSession and keeps the kernels' op types."""
+
+    def __init__(self):
+        self.kernels = set()
+
+    def before_run(self, run_context):
+        options = tf1.RunOptions(trace_level=tf1.RunOptions.SOFTWARE_TRACE)
+        return tf1.train.SessionRunArgs(None, options=options)
+
+    def after_run(self, run_context, run_values):
+        self.kernels |= _kernel_types(run_values.run_metadata)
+
+
+@pytest.mark.parametrize("compute_dtype", [tf.bfloat16, tf.float32])
+def test_bf16_training_multiplies_in_plain_matmuls(compute_dtype):
+    """A bf16 training session runs without grappler's remapper, so no forward MatMul + BiasAdd
+    becomes a fused inner product (which oneDNN runs without AMX on weights cast every step);
+    float32 training keeps the session config it was given."""
+    graph = tf.Graph()
+    with graph.as_default():
+        features, spec = _build(compute_dtype, estimator_lib.ModeKeys.TRAIN)
+    given = session_lib.session_config()
+    training = session_lib.training_session_config(given, graph)
+    feed = _feed(features, _batches(1)[0])
+    ran = {}
+    for name, config in (("given", given), ("training", training)):
+        with tf1.Session(graph=graph, config=config) as session:
+            session.run(_INIT)
+            metadata = tf1.RunMetadata()
+            session.run(spec.train_op, feed, run_metadata=metadata,
+                        options=tf1.RunOptions(trace_level=tf1.RunOptions.SOFTWARE_TRACE))
+            ran[name] = _kernel_types(metadata)
+    if compute_dtype == tf.float32:
+        assert training is given
+        assert _fused_matmuls(ran["training"])
+        return
+    assert given.graph_options.rewrite_options.remapping == 0  # The caller's config untouched.
+    assert not _fused_matmuls(ran["training"]), ran["training"]
+    if not _fused_matmuls(ran["given"]):
+        pytest.skip("TensorFlow fuses no bf16 MatMul + BiasAdd on this CPU")
+
+
+def test_the_estimator_trains_bf16_in_plain_matmuls(tmp_path):
+    """The Estimator's training session is the one `training_session_config` makes."""
+    batches = _batches(2)
+
+    def input_fn(params):
+        del params
+        columns = {key: np.stack([b[key] for b in batches]) for key in batches[0]}
+        dataset = tf.data.Dataset.from_tensor_slices(columns)
+        return dataset.map(lambda batch: dict(batch, input_mask=tf.ones([BATCH, SEQ], tf.int32),
+                                              segment_ids=tf.zeros([BATCH, SEQ], tf.int32)))
+
+    def model_fn(features, labels, mode, params):
+        return squad.model_fn_builder(
+            model_fn_parts.Encoder(_config(), None, tf.bfloat16),
+            TrainingStep(learning_rate=1e-3, num_train_steps=2, num_warmup_steps=0,
+                         compute_dtype=tf.bfloat16))(features, labels, mode, params)
+
+    kernels = _KernelsRan()
+    estimator = estimator_lib.Estimator(model_fn, str(tmp_path / "model"))
+    estimator.train(input_fn, max_steps=2, hooks=[kernels])
+    assert "_MklMatMul" in kernels.kernels or "MatMul" in kernels.kernels, kernels.kernels
+    assert not _fused_matmuls(kernels.kernels), kernels.kernels

@@ -13,8 +13,7 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.tools import machine
-from bert_tf.tools.benchmark_step import BenchmarkSpec, build_step, initialize
-from bert_tf.training import session as session_lib
+from bert_tf.tools.benchmark_step import BenchmarkSpec, build_step, initialize, step_session_config
 
 tf1 = tf.compat.v1
 
@@ -51,7 +50,7 @@ def probe_step(spec_dict):
     spec = BenchmarkSpec(**dict(spec_dict,
                                 bert_config=modeling.BertConfig(**spec_dict["bert_config"])))
     graph, fetch, _ = build_step(spec)
-    with tf1.Session(graph=graph, config=session_lib.session_config(spec.use_xla)) as session:
+    with tf1.Session(graph=graph, config=step_session_config(spec, graph)) as session:
         initialize(session, graph)
         runs = spec.num_accumulation_steps if spec.mode == "train" else 1
         machine.time_steps(session, fetch, 1, 1, runs)

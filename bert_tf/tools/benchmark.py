@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from bert_tf import fileio, precision
 from bert_tf.errors import BertTfError
-from bert_tf.tools import machine
+from bert_tf.tools import benchmark_step, machine
 from bert_tf.tools.benchmark_step import BenchmarkSpec, build_step, count_flops, initialize
 from bert_tf.training import distribute, multi_worker
 from bert_tf.training import session as session_lib
@@ -50,7 +50,8 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
 
     Args:
       spec: `BenchmarkSpec`.
-      session_config: ConfigProto; default `session_lib.session_config(spec.use_xla)`.
+      session_config: ConfigProto; default `session_lib.session_config(spec.use_xla)`; a
+        training step runs with a training session's rewrites on top (`step_session_config`).
       log: function taking one string for progress lines (None: silent).
       strategy: a `tf.distribute` strategy (see `build_step`), or None for one device.
       step_timeout_secs: multi-worker only: a timed step waiting longer than this for the
@@ -90,8 +91,9 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
                   if several_workers else distribute.session_target(strategy))
         waiting = (multi_worker.WaitingLog("the other workers to join", startup_timeout_secs)
                    if several_workers else contextlib.nullcontext())
-        with tf1.Session(target, graph=graph,
-                         config=distribute.session_config(strategy, session_config)) as session:
+        step_config = benchmark_step.step_session_config(spec, graph, session_config)
+        config = distribute.session_config(strategy, step_config)
+        with tf1.Session(target, graph=graph, config=config) as session:
             # Initialization waits for the chief's initial values; warm-up, for every worker.
             with waiting:
                 initialize(session, graph, startup_options)

@@ -16,6 +16,7 @@ from bert_tf.options import BenchmarkOptions
 from bert_tf.tasks import model_fn_parts
 from bert_tf.training import distribute
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import session as session_lib
 from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
@@ -265,6 +266,16 @@ def build_step(spec, strategy=None):
         if "loss" in outputs:
             loss = strategy.reduce(tf.distribute.ReduceOp.MEAN, outputs["loss"], axis=None)
     return graph, fetch, loss
+
+
+def step_session_config(spec, graph, config=None):
+    """The ConfigProto that runs `graph`, the step of `spec`, as a run would: `config` (default
+    from `spec.use_xla`), with a training session's rewrites in train mode."""
+    if config is None:
+        config = session_lib.session_config(use_xla=spec.use_xla)
+    if spec.mode != "train":
+        return config
+    return session_lib.training_session_config(config, graph)
 
 
 def initialize(session, graph, options=None):

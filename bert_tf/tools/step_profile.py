@@ -5,8 +5,7 @@
 import tensorflow as tf
 
 from bert_tf.tools import machine
-from bert_tf.tools.benchmark_step import build_step, initialize
-from bert_tf.training import session as session_lib
+from bert_tf.tools.benchmark_step import build_step, initialize, step_session_config
 
 tf1 = tf.compat.v1
 
@@ -26,10 +25,9 @@ def profile_step(spec, session_config=None, trace_file=None, num_warmup_steps=2)
       and dtype its "T" attribute (or "" if it has none).
     """
     spec.validate()
-    if session_config is None:
-        session_config = session_lib.session_config(use_xla=spec.use_xla)
     graph, fetch, _ = build_step(spec)
-    with tf1.Session(graph=graph, config=session_config) as session:
+    with tf1.Session(graph=graph,
+                     config=step_session_config(spec, graph, session_config)) as session:
         initialize(session, graph)
         machine.time_steps(session, fetch, num_warmup_steps, 0)
         options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)

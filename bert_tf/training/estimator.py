@@ -324,19 +324,21 @@ class Estimator:
 
         `timeout_secs` bounds a multi-worker session's runs that set no deadline themselves.
         """
+        config = session_lib.training_session_config(self._session_config,
+                                                     tf.compat.v1.get_default_graph())
         if strategy is None:
             # Always the chief: a non-chief's session waits for a chief to initialize the
             # variables, and without a multi-worker strategy there is no other process.
             return tf.compat.v1.train.MonitoredTrainingSession(
                 is_chief=True, checkpoint_dir=self.model_dir, scaffold=scaffold, hooks=hooks,
                 save_checkpoint_secs=None, save_checkpoint_steps=None, save_summaries_steps=None,
-                save_summaries_secs=None, log_step_count_steps=None, config=self._session_config)
+                save_summaries_secs=None, log_step_count_steps=None, config=config)
         # Under a strategy every worker initializes or restores its own copy of the variables
         # (only the chief saves them), and a failed all-reduce leaves the collective runtime
         # aborted until the process restarts, so the session is not "recovered" by recreating it.
         return tf.compat.v1.train.SingularMonitoredSession(
             hooks=hooks, scaffold=scaffold, master=distribute.session_target(strategy),
-            config=distribute.session_config(strategy, self._session_config, timeout_secs),
+            config=distribute.session_config(strategy, config, timeout_secs),
             checkpoint_dir=self.model_dir)
 
     def _chief_training_hooks(self, loss, scaffold, max_steps, examples_per_step,

@@ -1,10 +1,12 @@
-"""The TF1 session every run uses: its ConfigProto (threads, soft placement, XLA), and sessions
-that start from a checkpoint (`restoring_session_creator`), the released layout included.
+"""The TF1 session every run uses: its ConfigProto (threads, soft placement, XLA; the rewrites
+of a training session), and sessions that start from a checkpoint (`restoring_session_creator`),
+the released layout included.
 """
 
 import os
 
 import tensorflow as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
 
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints
@@ -51,6 +53,33 @@ def session_config(use_xla=False, intra_op_parallelism_threads=0,
             tf.compat.v1.OptimizerOptions.ON_1)
         enable_xla_cpu_jit()
     return config
+
+
+def training_session_config(config, graph):
+    """The ConfigProto of a session that trains `graph`: `config`, without grappler's remapper
+    when the graph multiplies in bfloat16.
+
+    The remapper folds each MatMul + BiasAdd into one op that oneDNN runs as an inner product,
+    and oneDNN's bfloat16 inner product on weights that change every run (a training step's
+    casts) falls back to a gemm without AMX, while a plain bfloat16 MatMul, like every matmul
+    of the backward pass, runs on its AMX kernels. Float32 training is as fast either way, and
+    inference keeps the remapper (its GELU fusions).
+
+    Args:
+      config: the run's ConfigProto (`session_config`); None: `session_config()`.
+      graph: the training graph, built.
+
+    Returns:
+      `config`, or a copy of it with `graph_options.rewrite_options.remapping` OFF.
+    """
+    config = config if config is not None else session_config()
+    if not any(op.type == "MatMul" and op.get_attr("T") == tf.bfloat16
+               for op in graph.get_operations()):
+        return config
+    training = tf.compat.v1.ConfigProto()
+    training.CopyFrom(config)
+    training.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
+    return training
 
 
 def checkpoint_restorer(checkpoint_path, action):
