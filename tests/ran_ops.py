@@ -15,6 +15,14 @@ import sys
 from tensorflow.core.protobuf import config_pb2
 from tensorflow.python.client import session as session_lib
 
+from bert_tf.tools.step_profile import kernel_op_type
+
+
+def kernel_op_types(run_metadata):
+    """The op types of the kernels a traced run executed (after grappler's rewrites)."""
+    return {op_type for device_stats in run_metadata.step_stats.dev_stats
+            for op_type in map(kernel_op_type, device_stats.node_stats) if op_type is not None}
+
 
 def main(output_json, script, args):
     ran = set()
@@ -27,11 +35,7 @@ def main(output_json, script, args):
         traced.trace_level = max(traced.trace_level, config_pb2.RunOptions.SOFTWARE_TRACE)
         metadata = run_metadata if run_metadata is not None else config_pb2.RunMetadata()
         result = original_run(self, fetches, feed_dict, traced, metadata)
-        for device_stats in metadata.step_stats.dev_stats:
-            for node in device_stats.node_stats:
-                # timeline_label reads "name = OpType(inputs)" for kernels.
-                if " = " in node.timeline_label:
-                    ran.add(node.timeline_label.split(" = ", 1)[1].split("(", 1)[0])
+        ran.update(kernel_op_types(metadata))
         return result
 
     session_lib.BaseSession.run = traced_run

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from finetune_helpers import tiny_config
+from ran_ops import kernel_op_types
 
 from bert_tf import modeling, precision
 from bert_tf.tasks import model_fn_parts, squad
@@ -357,14 +358,6 @@ def test_training_casts_the_gathered_embedding_rows_not_the_table():
     assert np.abs(after[rows] - before[rows]).max() > 0
 
 
-def _kernel_types(run_metadata):
-    """Op types of the kernels a traced run executed (after grappler's rewrites)."""
-    # timeline_label reads "name = OpType(inputs)" for kernels.
-    return {node.timeline_label.split(" = ", 1)[1].split("(", 1)[0]
-            for device in run_metadata.step_stats.dev_stats for node in device.node_stats
-            if " = " in node.timeline_label}
-
-
 def _fused_matmuls(kernels):
     return {kernel for kernel in kernels if "FusedMatMul" in kernel}
 
@@ -380,7 +373,7 @@ class _KernelsRan(tf1.train.SessionRunHook):
         return tf1.train.SessionRunArgs(None, options=options)
 
     def after_run(self, run_context, run_values):
-        self.kernels |= _kernel_types(run_values.run_metadata)
+        self.kernels |= kernel_op_types(run_values.run_metadata)
 
 
 @pytest.mark.parametrize("compute_dtype", [tf.bfloat16, tf.float32])
@@ -401,7 +394,7 @@ def test_bf16_training_multiplies_in_plain_matmuls(compute_dtype):
             metadata = tf1.RunMetadata()
             session.run(spec.train_op, feed, run_metadata=metadata,
                         options=tf1.RunOptions(trace_level=tf1.RunOptions.SOFTWARE_TRACE))
-            ran[name] = _kernel_types(metadata)
+            ran[name] = kernel_op_types(metadata)
     if compute_dtype == tf.float32:
         assert training is given
         assert _fused_matmuls(ran["training"])

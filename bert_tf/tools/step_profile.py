@@ -40,9 +40,7 @@ def profile_step(spec, session_config=None, trace_file=None, num_warmup_steps=2)
     totals = {}
     for device_stats in metadata.step_stats.dev_stats:
         for node in device_stats.node_stats:
-            # timeline_label reads "name = OpType(inputs)" for kernels.
-            label = node.timeline_label
-            op_type = label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label else "other"
+            op_type = kernel_op_type(node) or "other"
             dtype = _node_dtype(graph, node.node_name)
             micros = node.all_end_rel_micros
             key = (op_type, dtype)
@@ -50,6 +48,14 @@ def profile_step(spec, session_config=None, trace_file=None, num_warmup_steps=2)
             totals[key] = (total + micros / 1000.0, count + 1)
     rows = [(op, dtype, total, count) for (op, dtype), (total, count) in totals.items()]
     return sorted(rows, key=lambda row: -row[2])
+
+
+def kernel_op_type(node_stats):
+    """The op type a traced kernel ran as (after grappler's rewrites, e.g. "_FusedMatMul"), from
+    a `NodeExecStats` of `RunMetadata.step_stats`; None for an entry that is not a kernel."""
+    # timeline_label reads "name = OpType(inputs)" for kernels.
+    label = node_stats.timeline_label
+    return label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label else None
 
 
 def _node_dtype(graph, node_name):

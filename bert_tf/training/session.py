@@ -66,13 +66,12 @@ def training_session_config(config, graph):
     inference keeps the remapper (its GELU fusions).
 
     Args:
-      config: the run's ConfigProto (`session_config`); None: `session_config()`.
+      config: the run's ConfigProto (`session_config`).
       graph: the training graph, built.
 
     Returns:
       `config`, or a copy of it with `graph_options.rewrite_options.remapping` OFF.
     """
-    config = config if config is not None else session_config()
     if not any(op.type == "MatMul" and op.get_attr("T") == tf.bfloat16
                for op in graph.get_operations()):
         return config
