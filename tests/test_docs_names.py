@@ -20,9 +20,10 @@ from envs import ROOT
 PAGES = ["README.md", *sorted(os.path.relpath(p, ROOT)
                               for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
 
-# Flags of other tools that the docs show next to ours (pip, the official SQuAD script's
-# spellings that squad_evaluate.py takes as aliases are absl flags and are checked).
-OTHER_TOOLS_FLAGS = {"no-deps"}
+# Flags of other tools that the docs show next to ours (pip; TensorFlow's TF_XLA_FLAGS; the
+# official SQuAD script's spellings that squad_evaluate.py takes as aliases are absl flags and
+# are checked).
+OTHER_TOOLS_FLAGS = {"no-deps", "tf_xla_ops_to_cluster", "tf_xla_persistent_cache_directory"}
 # Flags every script takes without defining them: errors.run_main's and absl's own.
 COMMON_FLAGS = {"debug", "helpfull", "help", "tf_xla_cpu_global_jit"}
 
