@@ -358,7 +358,7 @@ def define_xla_flags(flag_values=FLAGS):
                       "Compile the graph's element-wise ops (layer norm, GELU, dropout, softmax, "
                       "the optimizer's arithmetic) with XLA; matmuls stay TensorFlow's kernels. "
                       "bf16 training steps ran 1.1-1.3x faster on a CPU with AMX, fp32 level; "
-                      "each new input shape compiles first (~10-25 s), so it pays on long runs "
+                      "each new input shape compiles first (~10-30 s), so it pays on long runs "
                       "at fixed shapes; off by default.",
                       flag_values=flag_values)
     # Validators run when the command line is parsed, before main() lets TF create devices.
