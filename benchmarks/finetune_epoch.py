@@ -75,6 +75,8 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                         help="Both sides: bert_tf's --precision, Trainer's bf16 autocast.")
+    parser.add_argument("--use_xla", action="store_true",
+                        help="bert_tf cells with --use_xla (element-wise XLA clusters).")
     parser.add_argument("--work_dir", default=None, help="Default: a temporary directory.")
     parser.add_argument("--output_json", default=None)
     return parser.parse_args()
@@ -177,7 +179,7 @@ def bert_tf_options(args, paths, output_dir, cell, **values):
                     learning_rate=args.learning_rate, num_train_epochs=1.0,
                     eval_batch_size=64, bucket_by_length=cell != "fixed",
                     pack_sequences=cell == "packed",
-                    random_seed=args.seed, precision=args.precision,
+                    random_seed=args.seed, precision=args.precision, use_xla=args.use_xla,
                     save_checkpoints_steps=10 ** 6,
                     keep_checkpoint_max=1, log_every_n_steps=LOG_EVERY, **values)
     flag_values = bert_flags.parse(define, **settings)
@@ -363,6 +365,10 @@ def main():
     cells = [cell for cell in args.cells.split(",") if cell != "hf" or args.torch_python]
     sys.path.insert(0, REPO)
     from bert_tf.tools import machine
+    from bert_tf.training import session as session_lib
+
+    if args.use_xla:  # before the MiniLM conversion lets TF create its devices
+        session_lib.enable_xla_cpu_jit()
 
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_epoch_")
     paths, data = prepare(args, work, cells)
