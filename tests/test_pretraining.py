@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from envs import child_env
 from finetune_helpers import PRETRAINING_TINY as TINY
-from finetune_helpers import pretrain_options, run_script, write_records
+from finetune_helpers import pretrain_options, read_key_values, run_script, write_records
 from script_runner import start_python_script
 
 from bert_tf import modeling
@@ -166,8 +166,7 @@ def test_script_use_xla_trains_and_evaluates_through_xla(tmp_path, precision):
             "--num_warmup_steps=2", "--max_eval_steps=2", "--random_seed=1",
             f"--precision={precision}", *flags, ran_ops_file=ran_ops_file)
         assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-        lines = (output_dir / "eval_results.txt").read_text().splitlines()
-        return dict((k.strip(), float(v)) for k, v in (line.split("=") for line in lines))
+        return read_key_values(output_dir / "eval_results.txt")
 
     ran_ops_file = tmp_path / "ran_ops.json"
     # tests/ran_ops.py runs the script and writes the op types of the kernels that ran.
