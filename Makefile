@@ -36,7 +36,8 @@ test: $(VENV)/.installed
 	# Two pytest workers, a file each at a time (module fixtures stay shared): much of the
 	# suite waits on subprocess start-up, deadlines and kills, so 2 cores run ~1.5x faster.
 	# --no-loadscope-reorder keeps conftest.py's order: the longest modules first.
-	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests
+	# --durations: the slowest tests, to keep LONG_MODULES and CI's 45 minutes honest.
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 tests
 
 demo: $(VENV)/.installed
 	rm -rf $(DEMO_DIR)
