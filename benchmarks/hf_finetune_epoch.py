@@ -10,7 +10,8 @@ epsilon 1e-6), gradient clipping at 1.0, and full batches only (`dataloader_drop
 bert_tf trains. Times `trainer.train()`, then predicts dev.tsv (untimed) for its accuracy.
 Also times the loop alone, from step --log_every to the last multiple of it (the bert_tf side
 reads the same span from its progress records). Writes one JSON object to --output_json.
-Usually called by finetune_epoch.py.
+Usually called by finetune_epoch.py, and by finetune_command.py, which times the
+whole process.
 """
 
 import argparse
@@ -36,6 +37,9 @@ def parse_args():
     parser.add_argument("--num_threads", type=int, default=os.cpu_count())
     parser.add_argument("--log_every", type=int, default=10,
                         help="The loop rate is timed from this step to the last multiple of it.")
+    parser.add_argument("--save_dir", default=None,
+                        help="Saves the fine-tuned model and tokenizer here, as a whole "
+                             "fine-tuning script does (finetune_command.py).")
     parser.add_argument("--output_json", required=True)
     return parser.parse_args()
 
@@ -98,6 +102,8 @@ def main():
         trainer.train()
         seconds = time.perf_counter() - started
         predictions = trainer.predict(dev_set)
+        if args.save_dir:
+            trainer.save_model(args.save_dir)
     accuracy = float((predictions.predictions.argmax(-1) == predictions.label_ids).mean())
     steady = None
     if len(marks) >= 2:

@@ -69,6 +69,8 @@ CANNOT_RUN = {
         "needs a separate PyTorch + transformers environment (benchmarks/README.md)",
     ("docs/benchmarks.md", "finetune_epoch.py --torch_python"):
         "needs a separate PyTorch + transformers environment and ~10 minutes per cell",
+    ("docs/benchmarks.md", "finetune_command.py --torch_python"):
+        "needs a separate PyTorch + transformers environment and minutes per repeat",
     ("docs/benchmarks.md", "--lengths=corpus"):
         "needs a separate PyTorch + transformers environment and minutes per round",
     ("docs/benchmarks.md", "train_step_ablation.py"):
