@@ -159,8 +159,7 @@ def format_markdown(summary):
              f"quartiles {'/'.join(str(q) for q in data['train_word_piece_quartiles'])}), batch "
              f"{args['batch_size']}, max_seq_length {args['max_seq_length']}, one epoch; medians "
              f"of {args['repeats']} alternating repeats; load average "
-             f"{'/'.join(f'{x:.2f}' for x in summary['load_average_before'])} before, "
-             f"{'/'.join(f'{x:.2f}' for x in summary['load_average_after'])} after.", "",
+             f"{finetune_epoch.load_averages(summary)}.", "",
              "| command | whole command s (median; runs) | examples/s (loop) | dev accuracy "
              "(runs) |", "|---|---|---|---|"]
     for cell, row in summary["rows"].items():
@@ -193,17 +192,10 @@ def main():
     data = build_data(args, paths["data"], tokenizer)
     print(f"data: {json.dumps(data)}", flush=True)
     load_before, started = os.getloadavg(), time.time()
-    runs = {cell: [] for cell in cells}
-    for repeat in range(args.repeats):
-        for cell in (cells if repeat % 2 == 0 else cells[::-1]):
-            result = (run_hf if cell == "hf" else run_bert_tf)(args, paths, repeat)
-            result["load_average_1min"] = os.getloadavg()[0]
-            runs[cell].append(result)
-            print(f"repeat {repeat + 1}/{args.repeats} {cell}: {result['seconds']:.1f} s, dev "
-                  f"accuracy {result['dev_accuracy']:.3f} (load "
-                  f"{result['load_average_1min']:.2f})", flush=True)
-            if result.get("startup"):
-                print(f"  {result['startup']}", flush=True)
+    runs = finetune_epoch.alternating_runs(
+        cells, args.repeats,
+        lambda cell, repeat: (run_hf if cell == "hf" else run_bert_tf)(args, paths, repeat),
+        lambda result: f"{result['seconds']:.1f} s")
     rows = {}
     for cell, cell_runs in runs.items():
         rates = [run["steady_examples_per_second"] for run in cell_runs
@@ -225,12 +217,7 @@ def main():
                "load_average_before": load_before, "load_average_after": os.getloadavg(),
                "minutes": (time.time() - started) / 60.0, "rows": rows, "ratio": ratio,
                "runs": runs}
-    print(format_markdown(summary))
-    print(f"CPU: {summary['machine'].get('cpu_model')}, flags "
-          f"{', '.join(summary['machine'].get('cpu_flags', []))}")
-    if args.output_json:
-        with open(args.output_json, "w") as f:
-            json.dump(summary, f, indent=2)
+    finetune_epoch.report(summary, format_markdown(summary), args.output_json)
 
 
 if __name__ == "__main__":

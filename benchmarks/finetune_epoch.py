@@ -336,6 +336,13 @@ def summarize(runs):
     return rows, ratios
 
 
+def load_averages(summary):
+    """"a/b/c before, d/e/f after": the 1/5/15-minute load averages around the runs."""
+    before, after = ("/".join(f"{x:.2f}" for x in summary[key])
+                     for key in ("load_average_before", "load_average_after"))
+    return f"{before} before, {after} after"
+
+
 def format_markdown(summary):
     names = {"fixed": "bert_tf, fixed length (--bucket_by_length=false)",
              "bucketed": "bert_tf, --bucket_by_length",
@@ -348,8 +355,7 @@ def format_markdown(summary):
              f"{data['train_mean_length']:.1f} word pieces (quartiles "
              f"{'/'.join(str(q) for q in data['train_length_quartiles'])}); medians of "
              f"{args['repeats']} alternating repeats; load average (1/5/15 min) "
-             f"{'/'.join(f'{x:.2f}' for x in summary['load_average_before'])} before, "
-             f"{'/'.join(f'{x:.2f}' for x in summary['load_average_after'])} after.", "",
+             f"{load_averages(summary)}.", "",
              "| cell | epoch s (median; runs) | examples/s (epoch) | examples/s (loop, "
              f"steps {LOG_EVERY}..last) | dev accuracy (runs) |",
              "|---|---|---|---|---|"]
@@ -368,6 +374,34 @@ def format_markdown(summary):
     return "\n".join(lines)
 
 
+def alternating_runs(cells, repeats, run_cell, describe):
+    """{cell: [result dict, ...]}: `run_cell(cell, repeat)` for every cell in every repeat, the
+    order reversed every other repeat so that drifting machine load hits all cells alike; each
+    run is printed as it ends (`describe(result)`, its dev accuracy, the load average)."""
+    runs = {cell: [] for cell in cells}
+    for repeat in range(repeats):
+        for cell in (cells if repeat % 2 == 0 else cells[::-1]):
+            result = run_cell(cell, repeat)
+            result["load_average_1min"] = os.getloadavg()[0]
+            runs[cell].append(result)
+            print(f"repeat {repeat + 1}/{repeats} {cell}: {describe(result)}, dev accuracy "
+                  f"{result['dev_accuracy']:.3f} (load {result['load_average_1min']:.2f})",
+                  flush=True)
+            if result.get("startup"):
+                print(f"  {result['startup']}", flush=True)
+    return runs
+
+
+def report(summary, markdown, output_json):
+    """Prints the table and the CPU; writes the summary to output_json (if given)."""
+    print(markdown)
+    print(f"CPU: {summary['machine'].get('cpu_model')}, flags "
+          f"{', '.join(summary['machine'].get('cpu_flags', []))}")
+    if output_json:
+        with open(output_json, "w") as f:
+            json.dump(summary, f, indent=2)
+
+
 def main():
     args = parse_args()
     cells = [cell for cell in args.cells.split(",") if cell != "hf" or args.torch_python]
@@ -382,31 +416,19 @@ def main():
     paths, data = prepare(args, work, cells)
     print(f"data: {json.dumps(data)}", flush=True)
     load_before, started = os.getloadavg(), time.time()
-    runs = {cell: [] for cell in cells}
-    for repeat in range(args.repeats):
-        for cell in (cells if repeat % 2 == 0 else cells[::-1]):
-            result = run_hf(args, paths) if cell == "hf" else run_bert_tf(args, paths, cell,
-                                                                           repeat)
-            result["load_average_1min"] = os.getloadavg()[0]
-            runs[cell].append(result)
-            print(f"repeat {repeat + 1}/{args.repeats} {cell}: {result['train_seconds']:.1f} s, "
-                  f"{result['examples_per_second']:.1f} examples/s, dev accuracy "
-                  f"{result['dev_accuracy']:.3f} (load {result['load_average_1min']:.2f})",
-                  flush=True)
-            if result.get("startup"):
-                print(f"  {result['startup']}", flush=True)
+    runs = alternating_runs(
+        cells, args.repeats,
+        lambda cell, repeat: (run_hf(args, paths) if cell == "hf"
+                              else run_bert_tf(args, paths, cell, repeat)),
+        lambda result: (f"{result['train_seconds']:.1f} s, "
+                        f"{result['examples_per_second']:.1f} examples/s"))
     rows, ratios = summarize(runs)
     summary = {"args": vars(args), "data": data, "machine": machine.machine_info(),
                "load_average_before": load_before, "load_average_after": os.getloadavg(),
                "minutes": (time.time() - started) / 60.0,
                "hf_framework": runs["hf"][0]["framework"] if runs.get("hf") else None,
                "rows": rows, "ratios": ratios, "runs": runs}
-    print(format_markdown(summary))
-    print(f"CPU: {summary['machine'].get('cpu_model')}, flags "
-          f"{', '.join(summary['machine'].get('cpu_flags', []))}")
-    if args.output_json:
-        with open(args.output_json, "w") as f:
-            json.dump(summary, f, indent=2)
+    report(summary, format_markdown(summary), args.output_json)
 
 
 if __name__ == "__main__":
