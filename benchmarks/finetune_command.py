@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -95,17 +94,6 @@ def build_data(args, data_dir, tokenizer):
                                      len(dev)}
 
 
-def timed(command, cwd):
-    """(seconds, CompletedProcess) of one command; exits naming it if it fails."""
-    started = time.perf_counter()
-    completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
-    if completed.returncode != 0:
-        sys.stderr.write(completed.stdout[-3000:] + completed.stderr[-3000:])
-        raise SystemExit(f"failed: {' '.join(command)}")
-    return seconds, completed
-
-
 def run_bert_tf(args, paths, repeat):
     output_dir = os.path.join(paths["work"], f"bert_tf-{repeat}")
     shutil.rmtree(output_dir, ignore_errors=True)
@@ -119,7 +107,7 @@ def run_bert_tf(args, paths, repeat):
                f"--train_batch_size={args.batch_size}", f"--learning_rate={args.learning_rate}",
                "--num_train_epochs=1", f"--random_seed={args.seed}",
                f"--log_every_n_steps={finetune_epoch.LOG_EVERY}", f"--output_dir={output_dir}"]
-    seconds, completed = timed(command, REPO)
+    seconds, completed = finetune_epoch.timed_command(command, REPO)
     results = finetune_helpers.read_key_values(os.path.join(output_dir, "eval_results.txt"))
     startup = [line for line in completed.stderr.splitlines()
                if "Started the training loop" in line]
@@ -133,15 +121,8 @@ def run_hf(args, paths, repeat):
     save_dir = os.path.join(paths["work"], f"hf-{repeat}")
     shutil.rmtree(save_dir, ignore_errors=True)
     result_path = os.path.join(paths["work"], f"hf-{repeat}.json")
-    command = [args.torch_python, os.path.join(REPO, "benchmarks", "hf_finetune_epoch.py"),
-               f"--model_dir={paths['minilm_hf']}",
-               f"--train_file={os.path.join(paths['data'], 'train.tsv')}",
-               f"--dev_file={os.path.join(paths['data'], 'dev.tsv')}",
-               f"--max_seq_length={args.max_seq_length}", f"--batch_size={args.batch_size}",
-               f"--learning_rate={args.learning_rate}", f"--seed={args.seed}",
-               f"--log_every={finetune_epoch.LOG_EVERY}", f"--save_dir={save_dir}",
-               f"--output_json={result_path}"]
-    seconds, _ = timed(command, REPO)
+    seconds, _ = finetune_epoch.timed_command(
+        finetune_epoch.hf_command(args, paths, result_path, f"--save_dir={save_dir}"), REPO)
     with open(result_path) as f:
         result = json.load(f)
     return {"seconds": seconds, "dev_accuracy": result["dev_accuracy"],
@@ -196,23 +177,16 @@ def main():
         cells, args.repeats,
         lambda cell, repeat: (run_hf if cell == "hf" else run_bert_tf)(args, paths, repeat),
         lambda result: f"{result['seconds']:.1f} s")
-    rows = {}
-    for cell, cell_runs in runs.items():
-        rates = [run["steady_examples_per_second"] for run in cell_runs
-                 if run.get("steady_examples_per_second")]
-        rows[cell] = {"seconds": statistics.median(run["seconds"] for run in cell_runs),
-                      "seconds_runs": [run["seconds"] for run in cell_runs],
-                      "steady_examples_per_second": statistics.median(rates) if rates else None,
-                      "dev_accuracy": [run["dev_accuracy"] for run in cell_runs]}
+    rows = {cell: {"seconds": statistics.median(run["seconds"] for run in cell_runs),
+                   "seconds_runs": [run["seconds"] for run in cell_runs],
+                   "steady_examples_per_second": finetune_epoch.steady_median(cell_runs),
+                   "dev_accuracy": [run["dev_accuracy"] for run in cell_runs]}
+            for cell, cell_runs in runs.items()}
     ratio = None
     if set(CELLS) <= set(rows):
         command = rows["hf"]["seconds"] / rows["bert_tf"]["seconds"]
-        loop = None
-        if rows["bert_tf"]["steady_examples_per_second"] and rows["hf"][
-                "steady_examples_per_second"]:
-            loop = (rows["bert_tf"]["steady_examples_per_second"] /
-                    rows["hf"]["steady_examples_per_second"])
-        ratio = {"command": command, "loop": loop, "target": TARGET, "met": command >= TARGET}
+        ratio = {"command": command, "target": TARGET, "met": command >= TARGET,
+                 "loop": finetune_epoch.steady_ratio(rows["bert_tf"], rows["hf"])}
     summary = {"args": vars(args), "data": data, "machine": machine.machine_info(),
                "load_average_before": load_before, "load_average_after": os.getloadavg(),
                "minutes": (time.time() - started) / 60.0, "rows": rows, "ratio": ratio,

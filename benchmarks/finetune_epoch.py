@@ -251,21 +251,37 @@ def steady_rate(output_dir, batch_size):
     return (last_step - first_step) * batch_size / (last_time - first_time)
 
 
+def hf_command(args, paths, output_json, *extra):
+    """hf_finetune_epoch.py's command line in --torch_python on the data and MiniLM of `paths`,
+    with the run's batch, learning rate, seed and max_seq_length, then `extra` flags."""
+    return [args.torch_python, os.path.join(REPO, "benchmarks", "hf_finetune_epoch.py"),
+            f"--model_dir={paths['minilm_hf']}",
+            f"--train_file={os.path.join(paths['data'], 'train.tsv')}",
+            f"--dev_file={os.path.join(paths['data'], 'dev.tsv')}",
+            f"--max_seq_length={args.max_seq_length}", f"--batch_size={args.batch_size}",
+            f"--learning_rate={args.learning_rate}", f"--seed={args.seed}",
+            f"--log_every={LOG_EVERY}", f"--output_json={output_json}", *extra]
+
+
+def timed_command(command, cwd=None):
+    """(wall seconds, CompletedProcess) of one command; exits naming it (after the tail of its
+    output) if it fails."""
+    started = time.perf_counter()
+    completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if completed.returncode != 0:
+        sys.stderr.write(completed.stdout[-3000:] + completed.stderr[-3000:])
+        raise SystemExit(f"failed: {' '.join(command)}")
+    return seconds, completed
+
+
 def run_hf(args, paths):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "result.json")
-        command = [args.torch_python, os.path.join(REPO, "benchmarks", "hf_finetune_epoch.py"),
-                   f"--model_dir={paths['minilm_hf']}",
-                   f"--train_file={os.path.join(paths['data'], 'train.tsv')}",
-                   f"--dev_file={os.path.join(paths['data'], 'dev.tsv')}",
-                   f"--max_seq_length={args.max_seq_length}", f"--batch_size={args.batch_size}",
-                   f"--learning_rate={args.learning_rate}", f"--seed={args.seed}",
-                   f"--precision={args.precision}",
-                   f"--log_every={LOG_EVERY}", f"--output_json={path}"]
-        completed = subprocess.run(command, capture_output=True, text=True, check=False)
-        if completed.returncode != 0 or not os.path.exists(path):
-            sys.stderr.write(completed.stdout[-3000:] + completed.stderr[-3000:])
-            raise SystemExit(f"failed: {' '.join(command)}")
+        command = hf_command(args, paths, path, f"--precision={args.precision}")
+        timed_command(command)
+        if not os.path.exists(path):
+            raise SystemExit(f"wrote no {path}: {' '.join(command)}")
         with open(path) as f:
             return json.load(f)
 
@@ -305,18 +321,26 @@ def prepare(args, work, cells):
 # ------------------------------------------------------------------------------------- main
 
 
+def steady_median(cell_runs):
+    """The median loop rate (examples/s) of a cell's runs that have one; None if none has."""
+    rates = [run["steady_examples_per_second"] for run in cell_runs
+             if run.get("steady_examples_per_second")]
+    return statistics.median(rates) if rates else None
+
+
+def steady_ratio(fast_row, other_row):
+    """fast_row's loop rate over other_row's; None unless both have one."""
+    fast, other = (row["steady_examples_per_second"] for row in (fast_row, other_row))
+    return fast / other if fast and other else None
+
+
 def summarize(runs):
     def median(cell, key):
         return statistics.median(run[key] for run in runs[cell])
 
-    def steady(cell):
-        rates = [run["steady_examples_per_second"] for run in runs[cell]
-                 if run.get("steady_examples_per_second")]
-        return statistics.median(rates) if rates else None
-
     rows = {cell: {"train_seconds": median(cell, "train_seconds"),
                    "examples_per_second": median(cell, "examples_per_second"),
-                   "steady_examples_per_second": steady(cell),
+                   "steady_examples_per_second": steady_median(runs[cell]),
                    "dev_accuracy": [run["dev_accuracy"] for run in runs[cell]],
                    "train_seconds_runs": [run["train_seconds"] for run in runs[cell]]}
             for cell in runs}
@@ -325,14 +349,10 @@ def summarize(runs):
         for other, target in TARGETS.items():
             if fast in rows and other in rows:
                 ratio = rows[fast]["examples_per_second"] / rows[other]["examples_per_second"]
-                steady_ratio = None
-                if rows[fast]["steady_examples_per_second"] and rows[other][
-                        "steady_examples_per_second"]:
-                    steady_ratio = (rows[fast]["steady_examples_per_second"] /
-                                    rows[other]["steady_examples_per_second"])
                 ratios[f"{fast}_over_{other}"] = {"ratio": ratio, "target": target,
                                                   "met": ratio >= target,
-                                                  "steady_ratio": steady_ratio}
+                                                  "steady_ratio": steady_ratio(rows[fast],
+                                                                               rows[other])}
     return rows, ratios
 
 
