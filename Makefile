@@ -10,7 +10,8 @@ DEMO_DIR ?= demo_output
 DEMO_VOCAB_SIZE ?= 8000
 # make pretrain-example: the whole raw text -> model chain (scripts/pretrain_recipe.py).
 RECIPE_DIR ?= pretrain_example
-# Short sequences make each step cheap (the 30522-way MLM softmax dominates), so bert_tiny
+# The model is configs/bert_tiny.json sized to the learnt vocab (8000 rows, not BERT's 30522:
+# the masked-LM softmax was half of each step). Short sequences keep steps cheap, so bert_tiny
 # gets the ~1000 updates it needs to get past predicting unigram frequencies.
 DEMO_STEPS ?= 1000
 DEMO_SEQ ?= 32
@@ -42,7 +43,9 @@ test: $(VENV)/.installed
 demo: $(VENV)/.installed
 	rm -rf $(DEMO_DIR)
 	$(PY) scripts/build_vocab.py --input_file=data/corpus/train.txt \
-	    --output_file=$(DEMO_DIR)/vocab.txt --vocab_size=$(DEMO_VOCAB_SIZE)
+	    --output_file=$(DEMO_DIR)/vocab.txt --vocab_size=$(DEMO_VOCAB_SIZE) \
+	    --bert_config_file=configs/bert_tiny.json \
+	    --output_bert_config_file=$(DEMO_DIR)/bert_config.json
 	vocab=$(DEMO_DIR)/vocab.txt && \
 	$(PY) scripts/create_pretraining_data.py --input_file=data/corpus/train.txt \
 	    --output_file=$(DEMO_DIR)/train.tfrecord --vocab_file=$$vocab --dupe_factor=10 \
@@ -50,7 +53,7 @@ demo: $(VENV)/.installed
 	$(PY) scripts/create_pretraining_data.py --input_file=data/corpus/eval.txt \
 	    --output_file=$(DEMO_DIR)/eval.tfrecord --vocab_file=$$vocab --dupe_factor=2 \
 	    --max_seq_length=$(DEMO_SEQ) --max_predictions_per_seq=$(DEMO_PREDS)
-	$(PY) scripts/run_pretraining.py --bert_config_file=configs/bert_tiny.json \
+	$(PY) scripts/run_pretraining.py --bert_config_file=$(DEMO_DIR)/bert_config.json \
 	    --input_file=$(DEMO_DIR)/train.tfrecord --eval_input_file=$(DEMO_DIR)/eval.tfrecord \
 	    --output_dir=$(DEMO_DIR)/model --do_train --do_eval --report_majority_baseline \
 	    --max_seq_length=$(DEMO_SEQ) --max_predictions_per_seq=$(DEMO_PREDS) \

@@ -435,6 +435,8 @@ class BuildVocabOptions(_FromFlags):
     vocab_size: int = 30522
     do_lower_case: bool = True
     num_unused: int = 100
+    bert_config_file: str | None = None
+    output_bert_config_file: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,13 +3,15 @@
 import bz2
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
+from bert_tf import modeling, tokenization
 from bert_tf import options as bert_options
-from bert_tf import tokenization
 from bert_tf.cli import flags as bert_flags
 from bert_tf.cli import tool_flags
 from bert_tf.data import corpus, vocab
@@ -142,6 +144,41 @@ def test_vocab_layout_size_and_unk_rate(learnt_vocab, tmp_path):
     vocab.build_vocab(_vocab_options(TRAIN_TXT, again, vocab_size=3000),
                       log_fn=lambda *args: None)
     assert open(again).read() == open(path).read()
+
+
+def test_vocab_writes_the_config_sized_to_it(tmp_path):
+    # make demo: configs/bert_tiny.json with one embedding row per token of the learnt vocab.
+    source = os.path.join(REPO, "configs", "bert_tiny.json")
+    for where in (str(tmp_path / "local"), "ram://vocab_config"):
+        vocab_file, config_file = f"{where}/vocab.txt", f"{where}/bert_config.json"
+        summary = vocab.build_vocab(_vocab_options(
+            TRAIN_TXT, vocab_file, vocab_size=2000, bert_config_file=source,
+            output_bert_config_file=config_file), log_fn=lambda *args: None)
+        with tf.io.gfile.GFile(vocab_file) as f:
+            assert len(f.read().splitlines()) == summary["vocab_size"] == 2000
+        with tf.io.gfile.GFile(config_file) as f:
+            written = json.load(f)
+        expected = json.load(open(source))
+        assert written.pop("vocab_size") == 2000 and expected.pop("vocab_size") == 30522
+        assert {key: written[key] for key in expected} == expected
+        assert modeling.BertConfig.from_json_file(config_file).vocab_size == 2000
+
+
+def test_vocab_config_flags_fail_before_anything_is_written(tmp_path):
+    path = str(tmp_path / "v.txt")
+    config = str(tmp_path / "bert_config.json")
+    for values, message in (
+            (dict(output_bert_config_file=config),
+             "--output_bert_config_file was given without --bert_config_file; pass both"),
+            (dict(bert_config_file=os.path.join(REPO, "configs", "bert_tiny.json")),
+             "--bert_config_file was given without --output_bert_config_file; pass both"),
+            (dict(bert_config_file=str(tmp_path / "missing.json"),
+                  output_bert_config_file=config),
+             "missing.json' does not exist; pass an existing bert_config.json with "
+             "--bert_config_file")):
+        with pytest.raises(BertTfError, match=re.escape(message)):
+            vocab.build_vocab(_vocab_options(TRAIN_TXT, path, vocab_size=2000, **values))
+        assert os.listdir(tmp_path) == []
 
 
 def test_vocab_uses_the_tokenizer_basic_rules_and_bad_sizes(tmp_path):

@@ -16,17 +16,15 @@ Stages, each writing under --output_dir:
                                           NVIDIA's recipe), then the held-out evaluation
 """
 
-import json
 import os
 import time
 
 from absl import logging
 
-from bert_tf import fileio
+from bert_tf import modeling
 from bert_tf import options as bert_options
 from bert_tf.data import corpus, pretraining_data, vocab
 from bert_tf.errors import BertTfError
-from bert_tf.fileio import require_file
 from bert_tf.runs.pretraining import run_pretraining
 
 # Masked positions per sequence: BERT's 20 at 128, NVIDIA's 80 at 512 (~15 %, rounded up).
@@ -59,14 +57,9 @@ def _prepare(options, path, output_dir):
 
 
 def _write_config(options, vocab_size, path):
-    require_file(options.bert_config_file, flag="bert_config_file", what="BERT config file")
-    with fileio.open_text(options.bert_config_file) as f:
-        config = json.load(f)
-    config["vocab_size"] = vocab_size
-    config["max_position_embeddings"] = max(config.get("max_position_embeddings", 512),
-                                            options.phase2_seq_length)
-    fileio.atomic_write_text(path, json.dumps(config, indent=2))
-    return path
+    config = modeling.BertConfig.from_json_file(options.bert_config_file)
+    return vocab.write_sized_config(config, vocab_size, path, max(
+        config.max_position_embeddings, options.phase2_seq_length))
 
 
 def _records(options, text_dir, vocab_file, seq_length, output_file, dupe_factor):

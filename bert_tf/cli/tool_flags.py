@@ -113,6 +113,12 @@ def define_build_vocab_flags(flag_values=FLAGS):
     flags.DEFINE_integer("num_unused", defaults.num_unused,
                          "[unusedN] placeholders after [PAD] (ids 1..num_unused), for tokens "
                          "added when fine-tuning.", flag_values=flag_values)
+    define_path("bert_config_file", defaults.bert_config_file,
+                "A BERT config to size for the vocab (with --output_bert_config_file).",
+                flag_values=flag_values)
+    define_path("output_bert_config_file", defaults.output_bert_config_file,
+                "Write --bert_config_file here with vocab_size set to the vocab's size.",
+                flag_values=flag_values)
 
 
 def define_extend_vocab_flags(flag_values=FLAGS):

@@ -37,7 +37,7 @@ import time
 
 from absl import logging
 
-from bert_tf import fileio, tokenization
+from bert_tf import fileio, modeling, tokenization
 from bert_tf.data import corpus
 from bert_tf.errors import BertTfError
 
@@ -137,14 +137,20 @@ def build_vocab(options, log_fn=logging.info):
       options: `bert_tf.options.BuildVocabOptions`.
       log_fn: receives the summary lines (printf-style).
 
+    With `options.output_bert_config_file`, also writes `options.bert_config_file` there with
+    `vocab_size` set to the size of the vocab written, so a model built from it has one
+    embedding row (and one masked-LM output) per token.
+
     Returns:
       A dict: output_file, vocab_size, num_pieces, alphabet (characters, "##" forms
       included), words, seconds.
 
     Raises:
       BertTfError: for missing, binary or non-UTF-8 input, input without text, a --num_unused
-        below 0, or a --vocab_size smaller than the special tokens + unused tokens + the
-        alphabet of the text; nothing is written then.
+        below 0, a --vocab_size smaller than the special tokens + unused tokens + the
+        alphabet of the text, or a missing or unreadable --bert_config_file (or one of
+        --bert_config_file and --output_bert_config_file without the other); nothing is
+        written then.
     """
     start = time.time()
     if options.num_unused < 0:
@@ -157,6 +163,7 @@ def build_vocab(options, log_fn=logging.info):
                           "--vocab_size or a smaller --num_unused.")
     if not options.output_file:
         raise BertTfError("--output_file: no path given; pass where to write vocab.txt.")
+    config = _config_to_size(options)
     paths = fileio.expand_input_files(options.input_file,
                                       what="text files (comma-separated, globs allowed)")
     word_counts, num_bytes = count_words(paths, options.do_lower_case)
@@ -176,12 +183,43 @@ def build_vocab(options, log_fn=logging.info):
                         options.vocab_size)
     fileio.make_parent_dir(options.output_file)
     fileio.atomic_write_text(options.output_file, "".join(f"{t}\n" for t in specials + pieces))
+    vocab_size = len(specials) + len(pieces)
     seconds = time.time() - start
-    summary = {"output_file": options.output_file, "vocab_size": len(specials) + len(pieces),
+    summary = {"output_file": options.output_file, "vocab_size": vocab_size,
                "num_pieces": len(pieces), "alphabet": alphabet,
                "words": sum(word_counts.values()), "seconds": seconds}
     log_fn("Wrote %s: %d tokens (%d special and unused, %d learnt, %d of them single "
            "characters) from %d words (%.1f MB) in %.1f s", options.output_file,
            summary["vocab_size"], len(specials), len(pieces), alphabet, summary["words"],
            num_bytes / 1e6, seconds)
+    if config is not None:
+        write_sized_config(config, vocab_size, options.output_bert_config_file)
+        log_fn("Wrote %s: %s with vocab_size %d", options.output_bert_config_file,
+               options.bert_config_file, vocab_size)
     return summary
+
+
+def _config_to_size(options):
+    """The `modeling.BertConfig` of `options.bert_config_file` if a sized copy is asked for,
+    else None; read before the vocab is learnt, so a bad config stops the run before it writes."""
+    given = {name: getattr(options, name) for name in ("bert_config_file",
+                                                       "output_bert_config_file")}
+    if not any(given.values()):
+        return None
+    for name, value in given.items():
+        if not value:
+            other = next(n for n in given if n != name)
+            raise BertTfError(f"--{other} was given without --{name}; pass both (the config "
+                              "to size and where to write the sized copy) or neither.")
+    return modeling.BertConfig.from_json_file(options.bert_config_file)
+
+
+def write_sized_config(config, vocab_size, output_file, max_position_embeddings=None):
+    """Writes the `modeling.BertConfig` `config` to `output_file` with `vocab_size` (and, if
+    given, `max_position_embeddings`) replaced; returns `output_file`."""
+    sized = modeling.BertConfig.from_dict(config.to_dict())
+    sized.vocab_size = vocab_size
+    if max_position_embeddings is not None:
+        sized.max_position_embeddings = max_position_embeddings
+    fileio.atomic_write_text(output_file, sized.to_json_string())
+    return output_file
