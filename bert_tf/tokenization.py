@@ -25,6 +25,7 @@ original), steps 3-4 run on the whole text at once (lower-casing and NFD never m
 across whitespace), NFD is skipped for ASCII text, and WordPiece results are cached per word.
 """
 
+import bisect
 import collections
 import re
 import unicodedata
@@ -402,10 +403,16 @@ def _is_punctuation(char):
     return unicodedata.category(char).startswith("P")
 
 
-def _is_chinese_char(cp):
+# CHINESE_CHAR_RANGES as sorted half-open bounds: a code point is in a range when an odd
+# number of bounds are <= it (one C call, where a scan of the ranges is ~8 comparisons).
+_CHINESE_CHAR_BOUNDS = tuple(sorted(bound for low, high in CHINESE_CHAR_RANGES
+                                    for bound in (low, high + 1)))
+
+
+def is_chinese_char(cp):
     """Checks whether code point `cp` is a CJK ideograph (see `CHINESE_CHAR_RANGES`)."""
     # Hangul, Hiragana and Katakana are not included: those scripts separate words by spaces.
-    return any(low <= cp <= high for low, high in CHINESE_CHAR_RANGES)
+    return bisect.bisect_right(_CHINESE_CHAR_BOUNDS, cp) % 2 == 1
 
 
 class _LazyTranslateTable(dict):
@@ -433,7 +440,7 @@ def clean_char(char):
         return None
     if _is_whitespace(char):
         return " "
-    if _is_chinese_char(cp):
+    if is_chinese_char(cp):
         return f" {char} "
     return char
 

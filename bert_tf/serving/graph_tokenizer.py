@@ -113,10 +113,6 @@ class _Tables:
     whitespace: np.ndarray  # int32 [K]: what `str.split()` splits on, sorted
 
 
-def _is_cjk(char):
-    return any(low <= ord(char) <= high for low, high in tokenization.CHINESE_CHAR_RANGES)
-
-
 def _sigma_context(char):
     """`_CASED`, `_CASE_IGNORABLE` or `_OTHER`: `char` as a neighbour of a capital sigma in
     the cleaned text FullTokenizer lower-cases. A dropped character is skipped as a
@@ -144,7 +140,7 @@ def _tables(do_lower_case):
             whitespace.append(code_point)
         if unicodedata.category(char) in _UNCHANGED_CATEGORIES:
             continue
-        default = f" {char} " if _is_cjk(char) else char
+        default = f" {char} " if tokenization.is_chinese_char(code_point) else char
         if not do_lower_case:
             output = tokenization.clean_and_split_punctuation_char(char) or ""
             if output != default:
