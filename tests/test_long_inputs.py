@@ -79,15 +79,17 @@ def test_minilm_fine_tunes_at_1024_tokens_with_copied_positions(tmp_path, minilm
         data_dir=os.path.join(FINETUNE_DATA, "long_docs"), **files,
         output_dir=str(output_dir), do_train=True, do_eval=True, max_seq_length=1024,
         max_position_embeddings=1024, position_embedding_init="copy", recompute_grad=True,
-        train_batch_size=4, num_train_steps=24, learning_rate=1e-4, eval_batch_size=8,
+        train_batch_size=4, num_train_steps=12, learning_rate=1e-4, eval_batch_size=8,
         keep_checkpoint_max=1, bucket_by_length=True))
     print(f"1024 tokens: {results}")
-    assert results["eval_accuracy"] >= 0.9  # 40 dev documents; measured 1.0 after 36 steps.
+    # 40 dev documents; measured 1.0 after 12 steps (one pass over the 48 training documents;
+    # eval_loss 0.097), as after 24 and 36.
+    assert results["eval_accuracy"] >= 0.9
     assert (f"{POSITIONS} 512 -> 1024 rows (copy: the learnt rows repeated)" in caplog.text)
     learnt = tf.train.load_variable(files["init_checkpoint"], POSITIONS)
-    trained = tf.train.load_variable(str(output_dir / "model.ckpt-24"), POSITIONS)
+    trained = tf.train.load_variable(str(output_dir / "model.ckpt-12"), POSITIONS)
     assert trained.shape == (1024, 384)
-    # 24 AdamW updates at 1e-4 move a weight by a few 1e-3 (measured: at most 5.1e-3): rows
+    # 12 AdamW updates at 1e-4 move a weight by a few 1e-3 (measured: at most 2.6e-3): rows
     # 0..511 started as the checkpoint's and rows 512..1023 as their copy, not as other rows.
     other_rows = np.abs(learnt - np.roll(learnt, 256, axis=0)).mean()
     for rows in (trained[:512], trained[512:]):
