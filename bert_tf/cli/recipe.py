@@ -58,8 +58,9 @@ def _prepare(options, path, output_dir):
 
 def _write_config(options, vocab_size, path):
     config = modeling.BertConfig.from_json_file(options.bert_config_file)
-    return vocab.write_sized_config(config, vocab_size, path, max(
-        config.max_position_embeddings, options.phase2_seq_length))
+    config.max_position_embeddings = max(config.max_position_embeddings,
+                                         options.phase2_seq_length)
+    return vocab.write_sized_config(config, vocab_size, path)
 
 
 def _records(options, text_dir, vocab_file, seq_length, output_file, dupe_factor):

@@ -32,6 +32,7 @@ on the training text only for words longer than its 100-character limit (left ou
 """
 
 import collections
+import copy
 import heapq
 import time
 
@@ -202,24 +203,21 @@ def build_vocab(options, log_fn=logging.info):
 def _config_to_size(options):
     """The `modeling.BertConfig` of `options.bert_config_file` if a sized copy is asked for,
     else None; read before the vocab is learnt, so a bad config stops the run before it writes."""
-    given = {name: getattr(options, name) for name in ("bert_config_file",
-                                                       "output_bert_config_file")}
-    if not any(given.values()):
+    config_file, output_file = options.bert_config_file, options.output_bert_config_file
+    if not config_file and not output_file:
         return None
-    for name, value in given.items():
-        if not value:
-            other = next(n for n in given if n != name)
-            raise BertTfError(f"--{other} was given without --{name}; pass both (the config "
-                              "to size and where to write the sized copy) or neither.")
-    return modeling.BertConfig.from_json_file(options.bert_config_file)
+    if not config_file or not output_file:
+        given, missing = (("bert_config_file", "output_bert_config_file") if config_file else
+                          ("output_bert_config_file", "bert_config_file"))
+        raise BertTfError(f"--{given} was given without --{missing}; pass both (the config "
+                          "to size and where to write the sized copy) or neither.")
+    return modeling.BertConfig.from_json_file(config_file)
 
 
-def write_sized_config(config, vocab_size, output_file, max_position_embeddings=None):
-    """Writes the `modeling.BertConfig` `config` to `output_file` with `vocab_size` (and, if
-    given, `max_position_embeddings`) replaced; returns `output_file`."""
-    sized = modeling.BertConfig.from_dict(config.to_dict())
+def write_sized_config(config, vocab_size, output_file):
+    """Writes the `modeling.BertConfig` `config` to `output_file` with `vocab_size` replaced
+    (`config` itself is left as it is); returns `output_file`."""
+    sized = copy.copy(config)
     sized.vocab_size = vocab_size
-    if max_position_embeddings is not None:
-        sized.max_position_embeddings = max_position_embeddings
     fileio.atomic_write_text(output_file, sized.to_json_string())
     return output_file
