@@ -139,3 +139,32 @@ def test_int8_of_fused_model_uses_quantized_attention(classifier, fp32_onnx, tmp
     int8 = str(tmp_path / "int8.onnx")
     onnx_export.quantize_file(fp32_onnx(classifier[1]), int8)
     assert "QAttention" in _op_types(int8)
+
+
+def test_a_failing_tf2onnx_pass_falls_back_to_the_cautious_conversion(monkeypatch):
+    """The conversion first runs tf2onnx's passes without their undo copies; when one fails it
+    converts again with them, and the environment is as it was either way."""
+    import onnxruntime
+    import tf2onnx
+
+    with tf.Graph().as_default() as graph:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        tf.identity(tf.matmul(x, tf.constant(np.eye(3, dtype=np.float32) * 2.0)), name="y")
+    convert = tf2onnx.convert.from_graph_def
+    modes = []
+
+    def from_graph_def(*args, **kwargs):
+        modes.append(os.environ.get("TF2ONNX_CATCH_ERRORS"))
+        if modes[-1] == "FALSE":
+            raise ValueError("a pass failed")
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(tf2onnx.convert, "from_graph_def", from_graph_def)
+    monkeypatch.delenv("TF2ONNX_CATCH_ERRORS", raising=False)
+    model = onnx_export._convert(graph.as_graph_def(), ["x:0"], ["y:0"], 13)
+    assert modes == ["FALSE", "TRUE"]
+    assert "TF2ONNX_CATCH_ERRORS" not in os.environ
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"x:0": np.ones([2, 3], np.float32)})[0],
+                               np.full([2, 3], 2.0))

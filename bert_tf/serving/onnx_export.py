@@ -15,6 +15,7 @@ int8 weights of the MatMuls (and the attention's packed QKV weights), activation
 batch at run time.
 """
 
+import contextlib
 import os
 import tempfile
 
@@ -67,15 +68,11 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
     metadata = {backends.ASSET_METADATA_PREFIX + name: text
                 for name, text in export.read_prediction_assets(export_dir).items()}
     import onnx
-    import tf2onnx
 
     graph_def, signature = backends.frozen_signature(export_dir)
     input_keys = {info.name: key for key, info in sorted(signature.inputs.items())}
     output_keys = {info.name: key for key, info in sorted(signature.outputs.items())}
-    with tf.Graph().as_default():
-        model, _ = tf2onnx.convert.from_graph_def(
-            graph_def, input_names=list(input_keys), output_names=list(output_keys),
-            opset=opset)
+    model = _convert(graph_def, list(input_keys), list(output_keys), opset)
     _rename(model.graph, {**input_keys, **output_keys})
     if optimize:
         model = _fuse(model, metadata)
@@ -90,6 +87,45 @@ def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, o
                  "INT8 weights" if quantize == "int8" else "fp32", sorted(input_keys.values()),
                  sorted(output_keys.values()))
     return model
+
+
+def _convert(graph_def, input_names, output_names, opset):
+    """tf2onnx's conversion of a frozen GraphDef: an ONNX ModelProto.
+
+    tf2onnx deep-copies the whole graph, weights included, before each of its optimizer passes
+    so that it can skip a pass that fails; for a BERT those copies are about a third of the
+    conversion. So the passes first run without them (tf2onnx's own switch), and only if one
+    fails does the conversion run again the cautious way.
+    """
+    import tf2onnx
+
+    def convert(catch_errors):
+        with tf.Graph().as_default(), _environment(TF2ONNX_CATCH_ERRORS=catch_errors):
+            return tf2onnx.convert.from_graph_def(
+                graph_def, input_names=input_names, output_names=output_names,
+                opset=opset)[0]
+
+    try:
+        return convert("FALSE")
+    except Exception as e:  # whichever pass failed: tf2onnx's own way, below
+        logging.info("A tf2onnx optimizer pass failed (%s); converting again with each pass "
+                     "undone if it fails.", e)
+        return convert("TRUE")
+
+
+@contextlib.contextmanager
+def _environment(**values):
+    """Sets environment variables for the block, then puts back what was there."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _fuse(model, metadata):
