@@ -16,6 +16,7 @@ from the id path is listed in README "Predicting and serving".
 """
 
 import dataclasses
+import functools
 
 import tensorflow as tf
 
@@ -66,10 +67,7 @@ def text_features(spec, strings):
       (multiple choice: [B, num_choices * S]).
     """
     tokenizer = graph_tokenizer.GraphTokenizer(spec.vocab_file, spec.do_lower_case)
-
-    def features(strings):
-        return _packed_features(spec, tokenizer, strings)
-
+    features = functools.partial(_packed_features, spec, tokenizer)
     if tf.executing_eagerly():
         return features(strings)
     signature = {name: tf.TensorSpec(value.shape, tf.string, name=name)
@@ -87,7 +85,11 @@ def _packed_features(spec, tokenizer, strings):
                                else ("text", "text_b")) if name in strings]
     # Both segments in one tokenizer pass (half the ops of two), then split by rows.
     rows = tf.shape(strings[names[0]], out_type=tf.int64)[0]
-    tokens = tokenizer.tokenize(tf.concat([strings[name] for name in names], axis=0))
+    checks = [tf.debugging.assert_equal(
+        tf.shape(strings[name], out_type=tf.int64)[0], rows,
+        message=f"{name} and {names[0]} need one row each per example") for name in names[1:]]
+    with tf.control_dependencies(checks):
+        tokens = tokenizer.tokenize(tf.concat([strings[name] for name in names], axis=0))
     segments = [tokens[i * rows:(i + 1) * rows] for i in range(len(names))]
     packed = graph_tokenizer.pack_inputs(
         segments, spec.max_seq_length, tokenizer.cls_id, tokenizer.sep_id,
