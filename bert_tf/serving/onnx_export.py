@@ -29,6 +29,8 @@ from bert_tf.serving import backends, export
 QUANTIZE_MODES = ("none", "int8")
 SIGNATURE = "serving_default"
 DEFAULT_OPSET = options.OnnxExportOptions.opset
+# tf2onnx's switch for undoing a failed optimizer pass (which copies the graph first).
+_CATCH_ERRORS_VARIABLE = "TF2ONNX_CATCH_ERRORS"
 
 
 def _rename(graph, renames):
@@ -100,7 +102,7 @@ def _convert(graph_def, input_names, output_names, opset):
     import tf2onnx
 
     def convert(catch_errors):
-        with tf.Graph().as_default(), _environment(TF2ONNX_CATCH_ERRORS=catch_errors):
+        with tf.Graph().as_default(), _tf2onnx_catch_errors(catch_errors):
             return tf2onnx.convert.from_graph_def(
                 graph_def, input_names=input_names, output_names=output_names,
                 opset=opset)[0]
@@ -114,18 +116,17 @@ def _convert(graph_def, input_names, output_names, opset):
 
 
 @contextlib.contextmanager
-def _environment(**values):
-    """Sets environment variables for the block, then puts back what was there."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
+def _tf2onnx_catch_errors(value):
+    """Sets tf2onnx's TF2ONNX_CATCH_ERRORS for the block, then puts back what was there."""
+    saved = os.environ.get(_CATCH_ERRORS_VARIABLE)
+    os.environ[_CATCH_ERRORS_VARIABLE] = value
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        if saved is None:
+            os.environ.pop(_CATCH_ERRORS_VARIABLE, None)
+        else:
+            os.environ[_CATCH_ERRORS_VARIABLE] = saved
 
 
 def _fuse(model, metadata):

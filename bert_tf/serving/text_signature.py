@@ -85,11 +85,11 @@ def _packed_features(spec, tokenizer, strings):
                                else ("text", "text_b")) if name in strings]
     # Both segments in one tokenizer pass (half the ops of two), then split by rows.
     rows = tf.shape(strings[names[0]], out_type=tf.int64)[0]
-    checks = [tf.debugging.assert_equal(
-        tf.shape(strings[name], out_type=tf.int64)[0], rows,
-        message=f"{name} and {names[0]} need one row each per example") for name in names[1:]]
-    with tf.control_dependencies(checks):
-        tokens = tokenizer.tokenize(tf.concat([strings[name] for name in names], axis=0))
+    for name in names[1:]:  # Runs in the function as any stateful op does (or eagerly, at once).
+        tf.debugging.assert_equal(
+            tf.shape(strings[name], out_type=tf.int64)[0], rows,
+            message=f"{name} and {names[0]} need one row each per example")
+    tokens = tokenizer.tokenize(tf.concat([strings[name] for name in names], axis=0))
     segments = [tokens[i * rows:(i + 1) * rows] for i in range(len(names))]
     packed = graph_tokenizer.pack_inputs(
         segments, spec.max_seq_length, tokenizer.cls_id, tokenizer.sep_id,
