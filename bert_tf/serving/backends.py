@@ -10,6 +10,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.serving import encoder_export, export
 from bert_tf.tasks import classification, model_fn_parts, ner, pretraining, squad
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import session as session_lib
 
 tf1 = tf.compat.v1
 
@@ -33,7 +34,7 @@ def load_serving_session(path):
     from tensorflow.python.saved_model import loader_impl  # no deprecation notice
 
     graph = tf.Graph()
-    session = tf1.Session(graph=graph)
+    session = tf1.Session(graph=graph, config=session_lib.session_config())
     try:
         with graph.as_default():
             meta_graph = loader_impl.SavedModelLoader(path).load(session, ["serve"])
@@ -100,7 +101,8 @@ class GraphBackend:
             self._outputs = build_fn(self._inputs)
             saver = tf1.train.Saver()
             local_init = tf1.local_variables_initializer()
-            self._session = tf1.Session(graph=self._graph)
+            self._session = tf1.Session(graph=self._graph,
+                                         config=session_lib.session_config())
             try:
                 saver.restore(self._session, checkpoint)
             except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
