@@ -4,8 +4,9 @@ Every ```bash, ```sh and ```python block of README.md and docs/*.md runs, page a
 PAGES order, from one temporary copy of the repository as the working directory: the pages'
 own relative paths, `python` being this environment's Python. The pages build on each other
 as their text says (docs/fine-tuning.md uses the README walk-through's `minilm/` checkpoint).
-Commands whose sizes would take hours get flags appended (SHRINK; absl keeps a flag's last
-value). Each block must exit 0 and write what its text says it writes (WRITES, CHECKS).
+Commands whose sizes would take minutes or hours get flags appended that cut them to a few
+small steps (SHRINK; absl keeps a flag's last value). Each block must exit 0 and write what its
+text says it writes (WRITES, CHECKS).
 A block that cannot run here is in CANNOT_RUN, with the reason.
 
 Blocks are found by a piece of their text: an entry that matches no block or several is an
@@ -80,7 +81,9 @@ CANNOT_RUN = {
         "runs the search and real probes",
 }
 
-_FEW_STEPS = ["--num_train_steps=2", "--save_checkpoints_steps=1000"]
+# Two small updates: these blocks show that a command runs and writes what its text says; what
+# each setting learns is asserted by its own test (test_finetune_extras_learning.py, ...).
+_FEW_STEPS = ["--num_train_steps=2", "--train_batch_size=4", "--save_checkpoints_steps=1000"]
 # (page, a piece of the block's text) -> {script: flags appended to each of its command lines}.
 SHRINK = {
     ("docs/fine-tuning.md", "--task_name=MRPC"): {"run_classifier.py": _FEW_STEPS},
