@@ -4,10 +4,13 @@ Importing bert_tf and TensorFlow takes 6-9 CPU seconds on a 2-core machine, whic
 suite's script runs was about a third of its CPU time. `run_python_script` hands each run to a
 `python tests/script_runner.py` server that imported them once; the server forks a child per
 run, and the child takes the run's environment, working directory, argv, sys.path[0] and
-standard streams, then executes the script as __main__ (runpy), as `python script` does from
+standard streams, then executes the script as a new __main__, as `python script` does from
 its first line. Exit status, stdout, stderr and signals come back as from a fresh process.
 `start_python_script` is the same for a run the caller waits on, signals or kills while it
-runs (the workers of a cluster), like `subprocess.Popen`.
+runs (the workers of a cluster), like `subprocess.Popen`. `PythonCommands` puts a `python` on
+PATH for shell command lines (the docs' blocks): `python <file>.py ...` goes to a server the
+same way, with the shell's own stdin, stdout and stderr passed over a Unix socket; anything
+else (`python -c`, `python -m`, another environment) runs the real interpreter.
 
 What a fork cannot repeat is the import itself, so servers are kept per environment: a run whose
 environment differs in a variable other than RUNTIME_VARIABLES (for example
@@ -18,7 +21,10 @@ environment.
 import atexit
 import json
 import os
+import select
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -36,9 +42,16 @@ _PRELOAD = ("bert_tf", "tensorflow", "bert_tf.runs.finetuning", "bert_tf.runs.pr
             "bert_tf.tasks.multiple_choice", "bert_tf.cli.flags", "bert_tf.errors")
 
 
+# What a shell sets in its children's environment; not read by an import.
+SHELL_VARIABLES = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
+# The socket of a PythonCommands server, in the environment of the command lines it serves.
+SOCKET_VARIABLE = "BERT_TF_TEST_PYTHON_SOCKET"
+
+
 def _import_env(env):
     """The part of `env` a server fixes when it imports TensorFlow."""
-    return {k: v for k, v in env.items() if k not in RUNTIME_VARIABLES}
+    return {k: v for k, v in env.items()
+            if k not in RUNTIME_VARIABLES | SHELL_VARIABLES | {SOCKET_VARIABLE}}
 
 
 class _Server:
@@ -211,16 +224,42 @@ def start_python_script(script, args, env, cwd=None, output=None):
 # ------------------------------------------------------------------------------- the server
 
 
-def _run_child(request, added_env):
-    """In the forked child: becomes `python script args` and never returns."""
-    import runpy
+def _exec_as_main(path):
+    """Runs the file at `path` (absolute) as `python path` does: a new __main__ module whose
+    __file__ is `path`, with sys.argv as the caller set it (runpy would set argv[0])."""
+    import builtins
+    import importlib.machinery
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+                         __builtins__=builtins)
+    sys.modules["__main__"] = main
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec")
+    exec(code, main.__dict__)
+
+
+def _run_child(request, added_env, fds=None):
+    """In the forked child: becomes `python script args` and never returns.
+
+    The standard streams are the files the request names, or `fds` (stdin, stdout, stderr)
+    when the caller passed its own.
+    """
     import traceback
 
     code = 1
     try:
+        if fds is not None:
+            for fd, passed in enumerate(fds):
+                os.dup2(passed, fd)
+                os.close(passed)
         for fd, name, flags in ((0, "stdin", os.O_RDONLY),
                                 (1, "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                 (2, "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            if fds is not None:
+                break
             if request[name] is None:  # stderr into stdout, as subprocess.STDOUT
                 os.dup2(1, fd)
                 continue
@@ -232,10 +271,10 @@ def _run_child(request, added_env):
         os.environ.update(request["env"])
         for name, value in added_env.items():  # what importing bert_tf set, as in a fresh run
             os.environ.setdefault(name, value)
-        sys.argv = [request["script"], *request["args"]]
+        sys.argv = [request.get("argv0", request["script"]), *request["args"]]
         sys.path[0] = os.path.dirname(request["script"])
         try:
-            runpy.run_path(request["script"], run_name="__main__")
+            _exec_as_main(request["script"])
             code = 0
         except SystemExit as e:
             if e.code is None:
@@ -253,6 +292,16 @@ def _run_child(request, added_env):
         os._exit(code)
 
 
+def _preload():
+    """Imports _PRELOAD; returns the variables importing them set."""
+    import importlib
+
+    before = dict(os.environ)
+    for module in _PRELOAD:
+        importlib.import_module(module)
+    return {k: v for k, v in os.environ.items() if k not in before}
+
+
 def _serve():
     # Replies go to a private copy of stdout; fd 1 and fd 0 are the children's to take.
     requests = os.fdopen(os.dup(0), "r")
@@ -260,12 +309,7 @@ def _serve():
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
-    before = dict(os.environ)
-    import importlib
-
-    for module in _PRELOAD:
-        importlib.import_module(module)
-    added_env = {k: v for k, v in os.environ.items() if k not in before}
+    added_env = _preload()
     for line in requests:
         request = json.loads(line)
         sys.stdout.flush()
@@ -282,5 +326,155 @@ def _serve():
         replies.flush()
 
 
+# ------------------------------------------------------- `python` on PATH for command lines
+
+
+class PythonCommands:
+    """A `python` (and `python3`) for shell command lines, served by one preloaded Python.
+
+    `python <file>.py args` runs as `run_python_script` runs a script, with the command line's
+    own stdin, stdout and stderr (pipes, redirections) and exit status, and signals sent to it
+    reach the script; `python -c ...`, `python -m ...` and a run whose import-time environment
+    differs from `env` start the real interpreter. Use as a context manager; `env` is `env`
+    with the commands first on PATH.
+    """
+
+    def __init__(self, env):
+        self._dir = tempfile.mkdtemp(prefix="pycmd")  # short: a socket path has ~100 bytes
+        self._socket = os.path.join(self._dir, "socket")
+        bin_dir = os.path.join(self._dir, "bin")
+        os.mkdir(bin_dir)
+        for name in ("python", "python3"):
+            path = os.path.join(bin_dir, name)
+            with open(path, "w") as f:
+                f.write(f"#!/bin/sh\nexec '{sys.executable}' '{os.path.abspath(__file__)}' "
+                        '--client "$@"\n')
+            os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        self.env = dict(env, PATH=bin_dir + os.pathsep + env.get("PATH", ""),
+                        **{SOCKET_VARIABLE: self._socket})
+        self._server = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--socket", self._socket],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=_import_env(self.env),
+            cwd=os.path.dirname(os.path.abspath(__file__)))
+
+    def __enter__(self):
+        import time
+
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self._socket):  # bound before the server imports anything
+            if self._server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the command server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self._server.stdin.close()  # the server stops, killing what still runs
+        self._server.wait(timeout=60)
+        import shutil
+
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _receive_request(conn):
+    """A client's request (JSON, one line) and the three descriptors sent with it."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+    while not data.endswith(b"\n"):
+        more = conn.recv(1 << 16)
+        if not more:
+            break
+        data += more
+    return json.loads(data), fds
+
+
+def _serve_commands(path):
+    """`script_runner.py --socket PATH`: PythonCommands' server, until its stdin closes."""
+    own_env = _import_env(dict(os.environ))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)  # before the import: clients queue while it runs
+    listener.listen(16)
+    added_env = _preload()
+    control = sys.stdin
+    running = {}  # pid of a run -> connection of the client waiting for it
+    while True:
+        waiting = {conn: pid for pid, conn in running.items()}
+        readable, _, _ = select.select([control, listener, *waiting], [], [], 0.05)
+        if control in readable and not control.readline():
+            break
+        for conn in readable:
+            if conn in waiting:  # the client ended (nothing else is sent): so does its run
+                _signal(waiting[conn], signal.SIGKILL)
+        if listener in readable:
+            conn, _ = listener.accept()
+            request, fds = _receive_request(conn)
+            if _import_env(request["env"]) != own_env:
+                for fd in fds:
+                    os.close(fd)
+                conn.sendall(b'{"fallback": true}\n')
+                conn.close()
+            else:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    for other in (listener, conn, *running.values()):
+                        other.close()
+                    _run_child(request, added_env, fds)
+                for fd in fds:
+                    os.close(fd)
+                conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+                running[pid] = conn
+        while running:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if not pid:
+                break
+            conn = running.pop(pid)
+            try:
+                conn.sendall(json.dumps(
+                    {"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+            except OSError:  # the client is gone
+                pass
+            conn.close()
+    for pid in running:
+        _signal(pid, signal.SIGKILL)
+
+
+def _client(args):
+    """`python args` for PythonCommands: a served run of a .py file, else the interpreter."""
+    def real_python():
+        os.execv(sys.executable, [sys.executable, *args])
+
+    served = os.environ.get(SOCKET_VARIABLE)
+    if not served or not args or not args[0].endswith(".py") or not os.path.isfile(args[0]):
+        real_python()
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(served)
+    request = json.dumps(dict(script=os.path.abspath(args[0]), argv0=args[0], args=args[1:],
+                              env=dict(os.environ), cwd=os.getcwd())).encode() + b"\n"
+    sent = socket.send_fds(conn, [request], [0, 1, 2])
+    if sent < len(request):
+        conn.sendall(request[sent:])
+    replies = conn.makefile("r")
+    reply = json.loads(replies.readline())
+    if reply.get("fallback"):
+        conn.close()
+        real_python()
+    pid = reply["pid"]
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda sig, _, pid=pid: _signal(pid, sig))
+    line = replies.readline()
+    if not line:
+        sys.exit("the script server died")
+    code = json.loads(line)["returncode"]
+    if code < 0:  # end as the run did: by its signal
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    _serve()
+    if sys.argv[1:2] == ["--client"]:
+        _client(sys.argv[2:])
+    elif sys.argv[1:2] == ["--socket"]:
+        _serve_commands(sys.argv[2])
+    else:
+        _serve()

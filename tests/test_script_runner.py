@@ -1,7 +1,9 @@
 """tests/script_runner.py runs a script as `python script` would: the same exit status,
 stdout, stderr, argv, working directory, environment, stdin and import path, for each way a
-script can end."""
+script can end; and so does the `python` its PythonCommands puts on a shell's PATH."""
 
+import json
+import os
 import signal
 import subprocess
 import sys
@@ -10,7 +12,7 @@ import time
 
 import pytest
 from envs import child_env
-from script_runner import run_python_script, start_python_script
+from script_runner import PythonCommands, run_python_script, start_python_script
 
 _SCRIPT = textwrap.dedent("""\
     import json, os, sys
@@ -122,3 +124,58 @@ def test_a_started_run_is_signalled_like_a_popen(tmp_path, how, sig, status):
     assert process.poll() == status
     assert log.read_text() == "started\n" + ("stopping\n" if status == 143 else "")
     process.kill()  # after the end: nothing happens, as with Popen
+
+
+def _shell(command, env, cwd):
+    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", command], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def commands():
+    env = child_env(RUNNER_TEST="value", TF_CONFIG='{"task": {}}')
+    with PythonCommands(env) as served:
+        yield env, served.env
+
+
+@pytest.mark.parametrize("how", ["ok", "exit3", "message", "raise", "signal", "os_exit"])
+def test_a_command_line_python_ends_like_a_fresh_python(tmp_path, commands, how):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "probe.py").write_text("import signal\n" + _SCRIPT)
+    # A pipe into stdin, stdout into the shell's pipe, stderr into a file; then the status.
+    command = (f"printf 'typed\\n' | python scripts/probe.py {how} --flag=1 2> err.txt "
+               "|| echo status $?")
+    env, served_env = commands
+    fresh_env = dict(env, PATH=os.path.dirname(sys.executable) + os.pathsep + env["PATH"])
+    fresh = _shell(command, fresh_env, tmp_path)
+    fresh_err = (tmp_path / "err.txt").read_text()
+    served = _shell(command, served_env, tmp_path)
+    served_err = (tmp_path / "err.txt").read_text()
+    assert json.loads(served.stdout.splitlines()[0])["argv"] == ["scripts/probe.py", how,
+                                                                  "--flag=1"]
+    assert served.stdout == fresh.stdout and served.returncode == fresh.returncode == 0
+    assert served_err.splitlines()[-1] == fresh_err.splitlines()[-1]
+    expected = {"ok": None, "exit3": "3", "message": "1", "raise": "1", "signal": "143",
+                "os_exit": "2"}[how]
+    assert served.stdout.splitlines()[1:] == ([f"status {expected}"] if expected else [])
+
+
+def test_a_command_line_python_is_served_only_a_script_in_its_environment(tmp_path, commands):
+    (tmp_path / "probe.py").write_text("import sys\nprint('tensorflow' in sys.modules)\n")
+    _, served_env = commands
+    lines = ["python probe.py",  # served: the server imported TensorFlow
+             "python -c 'import sys; print(\"tensorflow\" in sys.modules)'",
+             "TF_ENABLE_ONEDNN_OPTS=0 python probe.py"]  # another import-time environment
+    served = _shell("; ".join(lines), served_env, tmp_path)
+    assert served.stdout.split() == ["True", "False", "False"], served.stderr
+
+
+def test_a_command_line_python_passes_signals_to_its_script(tmp_path, commands):
+    (tmp_path / "waiting.py").write_text(_WAITING)
+    _, served_env = commands
+    command = ("python waiting.py handler > run.log & pid=$!; "
+               "until grep -q started run.log; do sleep 0.05; done; "
+               "kill -TERM $pid; wait $pid || echo status $?")
+    served = _shell(command, served_env, tmp_path)
+    assert served.stdout == "status 143\n", served.stderr
+    assert (tmp_path / "run.log").read_text() == "started\nstopping\n"
