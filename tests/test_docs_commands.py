@@ -5,12 +5,20 @@ PAGES order, from one temporary copy of the repository as the working directory:
 own relative paths, `python` being this environment's Python. The pages build on each other
 as their text says (docs/fine-tuning.md uses the README walk-through's `minilm/` checkpoint).
 Commands whose sizes would take minutes or hours get flags appended that cut them to a few
-small steps (SHRINK; absl keeps a flag's last value). Each block must exit 0 and write what its
+small steps, of configs/bert_tiny.json where a benchmark names BERT-base (SHRINK; absl keeps
+a flag's last value). Each block must exit 0 and write what its
 text says it writes (WRITES, CHECKS).
 A block that cannot run here is in CANNOT_RUN, with the reason.
 
 Blocks are found by a piece of their text: an entry that matches no block or several is an
 error, so editing a command keeps these tables honest.
+
+The shell blocks' `python scripts/<name>.py ...` lines run in a fork of one Python that
+imported TensorFlow and bert_tf once (tests/script_runner.py's PythonCommands, with the line's
+own streams, pipes and exit status; `python -c` and `python -m` start the real interpreter), so
+the ~40 script runs do not pay TensorFlow's import of several CPU seconds each. The python
+blocks run in a fresh interpreter: one sets TF_USE_LEGACY_KERAS before importing TensorFlow.
+CI's `make demo` runs scripts as fresh processes.
 """
 
 import glob
@@ -23,6 +31,7 @@ import sys
 
 import pytest
 from envs import ROOT, child_env
+from script_runner import PythonCommands
 
 PAGES = ("README.md", "docs/fine-tuning.md", "docs/pretraining.md", "docs/training-runs.md",
          "docs/serving.md", "docs/scaling-out.md", "docs/encoder.md", "docs/speed.md",
@@ -84,6 +93,10 @@ CANNOT_RUN = {
 # Two small updates: these blocks show that a command runs and writes what its text says; what
 # each setting learns is asserted by its own test (test_finetune_extras_learning.py, ...).
 _FEW_STEPS = ["--num_train_steps=2", "--train_batch_size=4", "--save_checkpoints_steps=1000"]
+# BERT-base's graph and initialisation took ~30 s of each benchmark block that names it; a
+# block shows the command runs, not how BERT-base does. (The pre-training block keeps it:
+# docs/serving.md's fill_mask example reads its pretrain_out with configs/bert_base.json.)
+_TINY = "--bert_config_file=configs/bert_tiny.json"
 # (page, a piece of the block's text) -> {script: flags appended to each of its command lines}.
 SHRINK = {
     ("docs/fine-tuning.md", "--task_name=MRPC"): {"run_classifier.py": _FEW_STEPS},
@@ -100,7 +113,7 @@ SHRINK = {
                                "--eval_batch_size=2", "--max_eval_steps=2",
                                "--num_warmup_steps=1"]},
     ("docs/training-runs.md", "--eval_every_n_steps=15"): {"run_classifier.py": [
-        "--num_train_steps=30"]},
+        "--num_train_steps=30", "--train_batch_size=4"]},
     ("docs/training-runs.md", "--best_checkpoint_metric=f1"): {"run_squad.py": [
         "--num_train_steps=6", "--max_seq_length=128", "--doc_stride=64"]},
     ("docs/training-runs.md", "--early_stopping_patience=5"): {"run_pretraining.py": [
@@ -112,9 +125,9 @@ SHRINK = {
     ("docs/training-runs.md", "--max_position_embeddings=1024"): {"run_classifier.py":
                                                                   _FEW_STEPS},
     ("docs/speed.md", "scripts/benchmark.py"): {"benchmark.py": [
-        "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2"]},
+        _TINY, "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2"]},
     ("docs/benchmarks.md", "--output_json=/tmp/base_train_fp32.json"): {"benchmark.py": [
-        "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2",
+        _TINY, "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2",
         "--output_json=base_train_fp32.json"]},
 }
 
@@ -275,16 +288,23 @@ def workspace(tmp_path_factory):
     return str(path)
 
 
-def _run(block, workspace):
+@pytest.fixture(scope="module")
+def python_env():
+    """The blocks' environment: `python` is this environment's, served to shell lines."""
+    env = child_env(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    with PythonCommands(env) as commands:
+        yield {"python": env, "shell": commands.env}
+
+
+def _run(block, workspace, python_env):
     page, index, language, text = block
     shrink = _entry(SHRINK, block)
     if shrink:
         text = _shrunk(text, shrink)
-    env = child_env(PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     if language == "python":
-        command = [sys.executable, "-c", text]
+        command, env = [sys.executable, "-c", text], python_env["python"]
     else:
-        command = ["bash", "-e", "-o", "pipefail", "-c", text]
+        command, env = ["bash", "-e", "-o", "pipefail", "-c", text], python_env["shell"]
     result = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True,
                             timeout=900)
     assert result.returncode == 0, (
@@ -294,11 +314,11 @@ def _run(block, workspace):
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"{b[0]}#{b[1]}" for b in BLOCKS])
-def test_command_block_runs_as_typed(block, workspace):
+def test_command_block_runs_as_typed(block, workspace, python_env):
     reason = _entry(CANNOT_RUN, block)
     if reason:
         pytest.skip(reason)
-    output = _run(block, workspace)
+    output = _run(block, workspace, python_env)
     missing = [pattern for pattern in _entry(WRITES, block) or []
                if not glob.glob(os.path.join(workspace, pattern))]
     assert not missing, f"{block[0]} block {block[1]} did not write {missing}"
