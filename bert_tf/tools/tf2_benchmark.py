@@ -79,15 +79,21 @@ class _GraphCell:
     """The graph-mode step of `benchmark_step.build_step` in its own session."""
 
     def __init__(self, spec):
-        graph, self.fetch, self.loss = benchmark_step.build_step(spec)
-        self.session = tf1.Session(graph=graph)
+        graph, fetch, loss = benchmark_step.build_step(spec)
+        # As scripts/benchmark.py runs the step: a run's session config, and the loss fetched
+        # with every update (one set of fetches, so one executor for warm-up, steps and loss).
+        self.session = tf1.Session(graph=graph,
+                                   config=benchmark_step.step_session_config(spec, graph))
+        self.fetches = [fetch, loss]
+        self.loss = None
         benchmark_step.initialize(self.session, graph)
 
     def run(self):
-        self.session.run(self.fetch)
+        self.loss = self.session.run(self.fetches)[1]
 
     def last_loss(self):
-        return float(self.session.run([self.fetch, self.loss])[1])
+        self.run()
+        return float(self.loss)
 
     def close(self):
         self.session.close()
