@@ -22,6 +22,7 @@ import atexit
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import stat
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 from envs import BEHAVIOUR_VARIABLES
 
@@ -251,21 +253,17 @@ def _run_child(request, added_env, fds=None):
 
     code = 1
     try:
-        if fds is not None:
-            for fd, passed in enumerate(fds):
-                os.dup2(passed, fd)
-                os.close(passed)
-        for fd, name, flags in ((0, "stdin", os.O_RDONLY),
-                                (1, "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                                (2, "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
-            if fds is not None:
-                break
-            if request[name] is None:  # stderr into stdout, as subprocess.STDOUT
-                os.dup2(1, fd)
-                continue
-            opened = os.open(request[name], flags, 0o644)
-            os.dup2(opened, fd)
-            os.close(opened)
+        if fds is None:
+            fds = []
+            for name, flags in (("stdin", os.O_RDONLY),
+                                ("stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                ("stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+                # stderr None: into stdout, as subprocess.STDOUT
+                fds.append(os.dup(fds[1]) if request[name] is None
+                           else os.open(request[name], flags, 0o644))
+        for fd, passed in enumerate(fds):
+            os.dup2(passed, fd)
+            os.close(passed)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -358,8 +356,6 @@ class PythonCommands:
             cwd=os.path.dirname(os.path.abspath(__file__)))
 
     def __enter__(self):
-        import time
-
         deadline = time.monotonic() + 60
         while not os.path.exists(self._socket):  # bound before the server imports anything
             if self._server.poll() is not None or time.monotonic() > deadline:
@@ -370,8 +366,6 @@ class PythonCommands:
     def __exit__(self, *exc):
         self._server.stdin.close()  # the server stops, killing what still runs
         self._server.wait(timeout=60)
-        import shutil
-
         shutil.rmtree(self._dir, ignore_errors=True)
 
 

@@ -6,9 +6,8 @@ own relative paths, `python` being this environment's Python. The pages build on
 as their text says (docs/fine-tuning.md uses the README walk-through's `minilm/` checkpoint).
 Commands whose sizes would take minutes or hours get flags appended that cut them to a few
 small steps, of configs/bert_tiny.json where a benchmark names BERT-base (SHRINK; absl keeps
-a flag's last value). Each block must exit 0 and write what its
-text says it writes (WRITES, CHECKS).
-A block that cannot run here is in CANNOT_RUN, with the reason.
+a flag's last value). Each block must exit 0 and write what its text says it writes (WRITES,
+CHECKS). A block that cannot run here is in CANNOT_RUN, with the reason.
 
 Blocks are found by a piece of their text: an entry that matches no block or several is an
 error, so editing a command keeps these tables honest.

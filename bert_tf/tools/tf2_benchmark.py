@@ -85,15 +85,13 @@ class _GraphCell:
         self.session = tf1.Session(graph=graph,
                                    config=benchmark_step.step_session_config(spec, graph))
         self.fetches = [fetch, loss]
-        self.loss = None
         benchmark_step.initialize(self.session, graph)
 
     def run(self):
-        self.loss = self.session.run(self.fetches)[1]
+        return self.session.run(self.fetches)[1]
 
     def last_loss(self):
-        self.run()
-        return float(self.loss)
+        return float(self.run())
 
     def close(self):
         self.session.close()
