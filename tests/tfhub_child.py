@@ -19,6 +19,7 @@ sys.modules["tensorflow_text"] = None  # Any import of it fails: the models must
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_hub as hub  # noqa: E402
+from ragged_lists import ragged_lists  # noqa: E402
 
 from bert_tf import tokenization  # noqa: E402
 
@@ -56,7 +57,7 @@ def agreement(preprocessor_path, vocab_file, do_lower_case):
         lines = f.read().splitlines()
     preprocessor = tf.saved_model.load(preprocessor_path)
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-    got = preprocessor.tokenize(tf.constant(lines)).to_list()
+    got = ragged_lists(preprocessor.tokenize(tf.constant(lines)))
     packed = preprocessor(tf.constant(lines))
     seq_length = packed["input_word_ids"].shape[1]
     word_ids, mask = packed["input_word_ids"].numpy(), packed["input_mask"].numpy()
