@@ -52,17 +52,19 @@ def _run(recompute_grad, values=None, steps=0, compute_dtype=tf.float32, seed=3)
         loss, tvars, grads = _build(recompute_grad, compute_dtype)
         sgd = tf1.train.GradientDescentOptimizer(1e-3)
         train = sgd.apply_gradients(zip(grads, tvars, strict=True))
+        names = [var.op.name for var in tvars]
         with tf1.Session() as sess:
             sess.run(tf1.global_variables_initializer())
             if values is not None:
-                for var in tvars:
-                    var.load(values[var.op.name], sess)
-            weights = {var.op.name: sess.run(var) for var in tvars}
+                # What `var.load` runs, for all of them in one session run: each distinct run
+                # is pruned and optimized anew (~0.2 s here), one per variable took ~10 s.
+                sess.run([var.initializer for var in tvars],
+                         {var.initializer.inputs[1]: values[var.op.name] for var in tvars})
+            weights = dict(zip(names, sess.run(tvars), strict=True))
             loss_value, grad_values = sess.run([loss, grads])
             losses = []
             for _ in range(steps):
                 losses.append(sess.run([loss, train])[0])
-    names = [var.op.name for var in tvars]
     return weights, loss_value, dict(zip(names, grad_values, strict=True)), losses
 
 
