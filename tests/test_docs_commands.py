@@ -5,9 +5,10 @@ PAGES order, from one temporary copy of the repository as the working directory:
 own relative paths, `python` being this environment's Python. The pages build on each other
 as their text says (docs/fine-tuning.md uses the README walk-through's `minilm/` checkpoint).
 Commands whose sizes would take minutes or hours get flags appended that cut them to a few
-small steps, of configs/bert_tiny.json where a benchmark names BERT-base (SHRINK; absl keeps
-a flag's last value). Each block must exit 0 and write what its text says it writes (WRITES,
-CHECKS). A block that cannot run here is in CANNOT_RUN, with the reason.
+small steps, of configs/bert_tiny.json where a block names BERT-base (SHRINK; absl keeps
+a flag's last value; REPLACE for the python block that reads such a model). Each block must
+exit 0 and write what its text says it writes (WRITES, CHECKS). A block that cannot run here
+is in CANNOT_RUN, with the reason.
 
 Blocks are found by a piece of their text: an entry that matches no block or several is an
 error, so editing a command keeps these tables honest.
@@ -16,7 +17,8 @@ The shell blocks' `python scripts/<name>.py ...` lines run in a fork of one Pyth
 imported TensorFlow and bert_tf once (tests/script_runner.py's PythonCommands, with the line's
 own streams, pipes and exit status; `python -c` and `python -m` start the real interpreter), so
 the ~40 script runs do not pay TensorFlow's import of several CPU seconds each. The python
-blocks run in a fresh interpreter: one sets TF_USE_LEGACY_KERAS before importing TensorFlow.
+blocks run the same way, from a file beside the copy, except one that sets the environment
+before importing TensorFlow (TF_USE_LEGACY_KERAS): that one starts a fresh interpreter.
 CI's `make demo` runs scripts as fresh processes.
 """
 
@@ -92,9 +94,8 @@ CANNOT_RUN = {
 # Two small updates: these blocks show that a command runs and writes what its text says; what
 # each setting learns is asserted by its own test (test_finetune_extras_learning.py, ...).
 _FEW_STEPS = ["--num_train_steps=2", "--train_batch_size=4", "--save_checkpoints_steps=1000"]
-# BERT-base's graph and initialisation took ~30 s of each benchmark block that names it; a
-# block shows the command runs, not how BERT-base does. (The pre-training block keeps it:
-# docs/serving.md's fill_mask example reads its pretrain_out with configs/bert_base.json.)
+# BERT-base's graph, initialisation and checkpoints took ~30 s of each block that names it; a
+# block shows the command runs, not how BERT-base does.
 _TINY = "--bert_config_file=configs/bert_tiny.json"
 # (page, a piece of the block's text) -> {script: flags appended to each of its command lines}.
 SHRINK = {
@@ -108,7 +109,7 @@ SHRINK = {
     ("docs/fine-tuning.md", "run_multiple_choice.py"): {"run_multiple_choice.py": _FEW_STEPS},
     ("docs/pretraining.md", "--input_file=data/corpus/train.txt"): {
         "create_pretraining_data.py": ["--dupe_factor=1"],
-        "run_pretraining.py": ["--num_train_steps=2", "--train_batch_size=2",
+        "run_pretraining.py": [_TINY, "--num_train_steps=2", "--train_batch_size=2",
                                "--eval_batch_size=2", "--max_eval_steps=2",
                                "--num_warmup_steps=1"]},
     ("docs/training-runs.md", "--eval_every_n_steps=15"): {"run_classifier.py": [
@@ -128,6 +129,14 @@ SHRINK = {
     ("docs/benchmarks.md", "--output_json=/tmp/base_train_fp32.json"): {"benchmark.py": [
         _TINY, "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2",
         "--output_json=base_train_fp32.json"]},
+}
+
+# (page, a piece of a python block's text) -> {text: its replacement} in that block, for what
+# a shell block gets from SHRINK.
+REPLACE = {
+    # It reads the pre-training block's pretrain_out, which SHRINK makes of bert_tiny.
+    ("docs/serving.md", 'task="fill_mask"'):
+        {'"configs/bert_base.json"': '"configs/bert_tiny.json"'},
 }
 
 # (page, a piece of the block's text) -> files (globs) the text says the block writes.
@@ -258,8 +267,8 @@ def _entry(table, block):
     return values[0] if values else None
 
 
-@pytest.mark.parametrize("table", [CANNOT_RUN, SHRINK, WRITES, CHECKS],
-                         ids=["CANNOT_RUN", "SHRINK", "WRITES", "CHECKS"])
+@pytest.mark.parametrize("table", [CANNOT_RUN, SHRINK, REPLACE, WRITES, CHECKS],
+                         ids=["CANNOT_RUN", "SHRINK", "REPLACE", "WRITES", "CHECKS"])
 def test_every_table_entry_names_exactly_one_block(table):
     for page, piece in table:
         matches = [block for block in BLOCKS if block[0] == page and piece in block[3]]
@@ -300,8 +309,17 @@ def _run(block, workspace, python_env):
     shrink = _entry(SHRINK, block)
     if shrink:
         text = _shrunk(text, shrink)
-    if language == "python":
+    for old, new in (_entry(REPLACE, block) or {}).items():
+        assert old in text, f"{page} block {index} has no {old!r}"
+        text = text.replace(old, new)
+    if language == "python" and "os.environ" in text:
+        # It sets the environment TensorFlow reads when imported: a fresh interpreter.
         command, env = [sys.executable, "-c", text], python_env["python"]
+    elif language == "python":
+        path = os.path.join(os.path.dirname(workspace), f"{page.replace('/', '_')}_{index}.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        command, env = ["bash", "-c", 'exec python "$0"', path], python_env["shell"]
     else:
         command, env = ["bash", "-e", "-o", "pipefail", "-c", text], python_env["shell"]
     result = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True,
