@@ -599,31 +599,14 @@ def random_bert_inputs(seed, batch_size=3, seq_length=20):
     return {"input_ids": ids, "input_mask": mask, "segment_ids": segments}
 
 
-def check_warmup_requests(export_path):
-    """Parses the export's assets.extra/tf_serving_warmup_requests with TF Serving's own
-    protos and runs each request's inputs through the loaded signature it names: one request
-    per signature, each answered with a batch of its rows. Returns {signature: outputs}."""
-    prediction_log_pb2 = pytest.importorskip(
-        "tensorflow_serving.apis.prediction_log_pb2",
-        reason="tensorflow-serving-api (a test dependency) is not installed")
+def check_warmup_requests(export_path, loaded=None):
+    """warmup_requests.answer_warmup_requests on the export (loaded here unless `loaded`, its
+    `tf.saved_model.load`, is given); skips the test without tensorflow-serving-api."""
+    pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2",
+                        reason="tensorflow-serving-api (a test dependency) is not installed")
     import tensorflow as tf
+    from warmup_requests import answer_warmup_requests
 
-    path = os.path.join(export_path, "assets.extra", "tf_serving_warmup_requests")
-    requests = [prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
-                for record in tf.data.TFRecordDataset(path)]
-    loaded = tf.saved_model.load(export_path)
-    names = [request.model_spec.signature_name for request in requests]
-    assert sorted(names) == sorted(loaded.signatures), names
-    answers = {}
-    for request in requests:
-        signature = loaded.signatures[request.model_spec.signature_name]
-        inputs = {key: tf.make_ndarray(value) for key, value in request.inputs.items()}
-        assert set(inputs) == set(signature.structured_input_signature[1])
-        rows = {len(value) for value in inputs.values()}
-        assert rows == {2}, rows
-        answers[request.model_spec.signature_name] = {
-            key: value.numpy() for key, value in signature(
-                **{key: tf.constant(value) for key, value in inputs.items()}).items()}
-        for value in answers[request.model_spec.signature_name].values():
-            assert value.shape[0] == 2
-    return answers
+    if loaded is None:
+        loaded = tf.saved_model.load(export_path)
+    return answer_warmup_requests(export_path, loaded)

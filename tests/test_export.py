@@ -118,7 +118,7 @@ def test_saved_model_matches_graph_predictions(kind, output_keys, tmp_path, mini
 
     # TF Serving's warm-up file: a request per signature (text ones too), each answered; the
     # id requests pack a short text and one cut at max_seq_length.
-    answers = check_warmup_requests(export_path)
+    answers = check_warmup_requests(export_path, loaded)
     assert {"serving_default", "serving_int64", "serving_text"} <= set(answers)
     assert ("serving_text_pair" in answers) == (kind == "classifier")
     for name in ("serving_default", "serving_int64"):
