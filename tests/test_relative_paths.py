@@ -2,10 +2,10 @@
 relative to it (`data/...`, `model/...`, `--output_dir=out`, `--export_dir=export`), or
 under `~`.
 
-Every training script (run_pretraining.py and the four fine-tuning scripts) trains a few
-steps of a tiny model, evaluates, predicts and exports, then runs the same command again,
-which resumes and trains nothing; each is stopped by SIGTERM mid-training, then the same
-command resumes from the checkpoint it wrote. `--init_checkpoint` as a relative directory
+Every training script (run_pretraining.py and the four fine-tuning scripts) is stopped by
+SIGTERM mid-training; the same command resumes from the checkpoint it wrote, trains to the
+end, evaluates, predicts and exports; run once more, it trains nothing and writes no
+checkpoint, and evaluates, predicts and exports again. `--init_checkpoint` as a relative directory
 and as a relative prefix, and re-exporting (and evaluating) a trained output directory from
 a new one without training, are run with run_classifier.py; `--output_dir=~/out`, then
 `--init_checkpoint=~/out`, with run_pretraining.py. About 3 minutes on 2 cores.
@@ -126,25 +126,6 @@ def _assert_trained(workspace, script, steps=STEPS, output_dir="out"):
             assert (workspace / "export" / export / "saved_model.pb").is_file()
 
 
-@pytest.mark.parametrize("script", list(ARGS))
-def test_run_then_the_same_command_resumes_with_nothing_to_train(workspace, script):
-    _run(workspace, script, *_args(script))
-    _assert_trained(workspace, script)
-    if script != "run_pretraining.py":
-        assert len(_exports(workspace)) == 1
-    checkpoint_files = {name: os.stat(workspace / "out" / name).st_mtime_ns
-                        for name in os.listdir(workspace / "out") if name.startswith("model.ckpt")}
-
-    result = _run(workspace, script, *_args(script))
-    assert f"at step {STEPS} >= max_steps={STEPS}; nothing to train" in result.stderr
-    assert {name: os.stat(workspace / "out" / name).st_mtime_ns
-            for name in os.listdir(workspace / "out")
-            if name.startswith("model.ckpt")} == checkpoint_files
-    _assert_trained(workspace, script)
-    if script != "run_pretraining.py":
-        assert len(_exports(workspace)) == 2  # The same checkpoint exported again.
-
-
 def _stop_with_sigterm(workspace, script, steps, at_step):
     """Starts `script` for `steps` steps, sends SIGTERM once it logged step `at_step`;
     returns the step it stopped at."""
@@ -171,17 +152,33 @@ def _stop_with_sigterm(workspace, script, steps, at_step):
 
 
 @pytest.mark.parametrize("script", list(ARGS))
-def test_sigterm_then_the_same_command_resumes_from_its_checkpoint(workspace, script):
+def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_train(workspace, script):
     steps = 400
     step = _stop_with_sigterm(workspace, script, steps, at_step=3)
     assert 3 <= step < steps
     assert _checkpoint_steps(workspace / "out") == [0, step]
     assert not (workspace / "export").exists()
 
-    result = _run(workspace, script, *_args(script, steps, "--save_checkpoints_steps=100000"))
+    args = _args(script, steps, "--save_checkpoints_steps=100000")
+    result = _run(workspace, script, *args)
     assert f"from step {step} to {steps}" in result.stderr
     assert _checkpoint_steps(workspace / "out") == [0, step, steps]
     _assert_trained(workspace, script, steps)
+    if script != "run_pretraining.py":
+        assert len(_exports(workspace)) == 1
+    checkpoint_files = {name: os.stat(workspace / "out" / name).st_mtime_ns
+                        for name in os.listdir(workspace / "out") if name.startswith("model.ckpt")}
+
+    # Once more: the checkpoint is at max_steps, so nothing trains and nothing is rewritten;
+    # it evaluates, predicts and exports again.
+    result = _run(workspace, script, *args)
+    assert f"at step {steps} >= max_steps={steps}; nothing to train" in result.stderr
+    assert {name: os.stat(workspace / "out" / name).st_mtime_ns
+            for name in os.listdir(workspace / "out")
+            if name.startswith("model.ckpt")} == checkpoint_files
+    _assert_trained(workspace, script, steps)
+    if script != "run_pretraining.py":
+        assert len(_exports(workspace)) == 2  # The same checkpoint exported again.
 
 
 def test_home_paths_land_in_home_and_init_checkpoint_reads_a_directory(workspace):
