@@ -39,8 +39,6 @@ import sys
 import tempfile
 import time
 
-from bert_tf.training import session as session_lib
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
@@ -254,6 +252,7 @@ def measure(args, log=print):
 
     from bert_tf import modeling
     from bert_tf.tools import machine
+    from bert_tf.training import session as session_lib
 
     tf.compat.v1.disable_eager_execution()
     config = modeling.BertConfig.from_json_file(args.bert_config_file)
