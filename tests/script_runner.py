@@ -131,9 +131,22 @@ def _signal(pid, sig):
         pass
 
 
-def run_python_script(script, args, env, cwd=None, timeout=300, input=None):
+def run_python_code(code, args, env, cwd=None, timeout=300):
+    """Like `subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+    text=True, env=env, cwd=cwd, timeout=timeout)`, as `run_python_script` runs a file:
+    sys.argv[0] is "-c" and sys.path[0] "" (the working directory)."""
+    with tempfile.TemporaryDirectory(prefix="code_run") as tmp:
+        path = os.path.join(tmp, "code.py")
+        with open(path, "w") as f:
+            f.write(code)
+        return run_python_script(path, args, env, cwd, timeout, argv0="-c", path0="")
+
+
+def run_python_script(script, args, env, cwd=None, timeout=300, input=None, argv0=None,
+                      path0=None):
     """Like `subprocess.run([sys.executable, script, *args], capture_output=True, text=True,
-    env=env, cwd=cwd, timeout=timeout, input=input)`.
+    env=env, cwd=cwd, timeout=timeout, input=input)`; `argv0` and `path0`, if given, are the
+    script's sys.argv[0] and sys.path[0] (else the script's path and directory).
 
     Returns:
       subprocess.CompletedProcess (stdout and stderr as str).
@@ -146,7 +159,10 @@ def run_python_script(script, args, env, cwd=None, timeout=300, input=None):
         streams = {name: os.path.join(tmp, name) for name in ("stdin", "stdout", "stderr")}
         with open(streams["stdin"], "w") as f:
             f.write(input or "")
-        pid = server.start(_request(script, args, env, cwd, **streams))
+        request = _request(script, args, env, cwd, **streams)
+        request.update({key: value for key, value in (("argv0", argv0), ("path0", path0))
+                        if value is not None})
+        pid = server.start(request)
         killed = threading.Event()
         timer = threading.Timer(timeout, lambda: (killed.set(), _signal(pid, signal.SIGKILL)))
         timer.start()
@@ -270,7 +286,7 @@ def _run_child(request, added_env, fds=None):
         for name, value in added_env.items():  # what importing bert_tf set, as in a fresh run
             os.environ.setdefault(name, value)
         sys.argv = [request.get("argv0", request["script"]), *request["args"]]
-        sys.path[0] = os.path.dirname(request["script"])
+        sys.path[0] = request.get("path0", os.path.dirname(request["script"]))
         try:
             _exec_as_main(request["script"])
             code = 0

@@ -42,6 +42,7 @@ from finetune_helpers import (
     write_tiny_config,
 )
 from finetune_helpers import PRETRAINING_TINY as TINY
+from script_runner import run_python_code
 
 from bert_tf import modeling
 from bert_tf import options as bert_options
@@ -503,10 +504,9 @@ def _assert_two_replica_result(result):
 def test_e_benchmark_on_two_mirrored_devices(tmp_path):
     output = tmp_path / "bench.json"
     code = _BENCHMARK_ON_TWO_DEVICES.format(tests=os.path.join(ROOT, "tests"))
-    completed = subprocess.run(
-        [sys.executable, "-c", code,
-         *_benchmark_flags(tmp_path, output, "--distribution_strategy=mirrored")],
-        capture_output=True, text=True, env=child_env(), cwd=ROOT, timeout=400)
+    completed = run_python_code(
+        code, _benchmark_flags(tmp_path, output, "--distribution_strategy=mirrored"),
+        env=child_env(), cwd=ROOT, timeout=400)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "MirroredStrategy over 2 devices" in completed.stderr
     result = json.loads(output.read_text())

@@ -11,8 +11,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import textwrap
 import time
 
@@ -26,7 +24,7 @@ from finetune_helpers import (
     pretrain_options,
     write_records,
 )
-from script_runner import run_python_script, start_python_script
+from script_runner import run_python_code, run_python_script, start_python_script
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
@@ -124,8 +122,8 @@ def test_eval_results_survive_a_crash_while_rewriting_them(tmp_path):
     path = fileio.write_eval_results(str(tmp_path), {"loss": 1.5, "global_step": 10})
     before = open(path).read()
     assert before == "global_step = 10\nloss = 1.5\n"
-    killed = subprocess.run([sys.executable, "-c", _KILLED_BEFORE_RENAME, str(tmp_path)],
-                            env=ENV, cwd=ROOT, timeout=60)
+    killed = run_python_code(_KILLED_BEFORE_RENAME, [str(tmp_path)], env=ENV, cwd=ROOT,
+                             timeout=60)
     assert killed.returncode == -signal.SIGKILL
     assert open(path).read() == before  # The final name still holds the whole old file.
 

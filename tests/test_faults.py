@@ -15,7 +15,6 @@ import random
 import signal
 import struct
 import subprocess
-import sys
 import textwrap
 import time
 
@@ -30,7 +29,7 @@ from finetune_helpers import (
     weights_at,
     write_records,
 )
-from script_runner import run_python_script
+from script_runner import run_python_script, start_python_script
 
 from bert_tf.data import feature_cache, records
 from bert_tf.errors import BertTfError
@@ -384,12 +383,13 @@ def test_exact_resume_after_two_sigkills_matches_an_uninterrupted_run(data, tmp_
     args.append(f"--bert_config_file={tmp_path / 'bert_config.json'}")
     args += ["--max_seq_length=16", "--max_predictions_per_seq=4", "--do_train",
              "--train_batch_size=8"]
+    slowed = tmp_path / "slowed_run_pretraining.py"
+    slowed.write_text(_SLOWED)
     rng = random.Random(16)
     steps_at_kill = [0]
     for _ in range(2):
-        proc = subprocess.Popen([sys.executable, "-c", _SLOWED, *args],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV,
-                                cwd=ROOT)
+        # A fork of tests/script_runner.py's preloaded Python: no TensorFlow import to wait for.
+        proc = start_python_script(str(slowed), args, env=ENV, cwd=ROOT)
         try:
             deadline = time.time() + 300
             # Wait until this run saved a checkpoint of its own, then kill at a random moment.

@@ -11,8 +11,6 @@ topics set as tests/test_real_weights_finetune.py expects.
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import types
 
@@ -21,6 +19,7 @@ import pytest
 import tensorflow as tf
 from envs import child_env
 from finetune_helpers import TINY_CONFIG, TOPICS, minilm_files, options
+from script_runner import run_python_code
 
 from bert_tf import modeling
 from bert_tf import options as bert_options
@@ -403,8 +402,7 @@ def test_mirrored_replicas_train_on_bucketed_batches(tmp_path, minilm_dir):
         tests=os.path.dirname(os.path.abspath(__file__)),
         data=TOPICS,
         vocab=os.path.join(minilm_dir, "vocab.txt"), out=str(tmp_path))
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               env=child_env(), timeout=300)
+    completed = run_python_code(code, [], env=child_env(), timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     result = json.loads(completed.stdout.split("RESULT ", 1)[1])
     assert result["global_step"] == 6

@@ -2,14 +2,13 @@
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
+from script_runner import run_python_code
 
 from bert_tf import optimization
 from bert_tf.errors import BertTfError
@@ -459,8 +458,8 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_mirrored_strategy_matches_one_device():
-    completed = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], capture_output=True,
-                               text=True, env=child_env(), cwd=REPO_ROOT, timeout=300)
+    completed = run_python_code(_MIRRORED_SCRIPT, [], env=child_env(), cwd=REPO_ROOT,
+                                timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     results = json.loads(completed.stdout.strip().splitlines()[-1])
     for config, runs in results.items():

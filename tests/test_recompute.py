@@ -1,8 +1,6 @@
 """Recomputing encoder layers in the backward pass (`recompute_grad`): the same gradients and
 the same training as the plain graph, dropout on, on one device and on two replicas."""
 
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -10,6 +8,7 @@ import pytest
 import tensorflow as tf
 from envs import ROOT, child_env
 from finetune_helpers import tiny_config
+from script_runner import run_python_code
 
 from bert_tf import modeling
 
@@ -148,9 +147,8 @@ _TWO_REPLICAS = textwrap.dedent("""
 
 
 def test_recomputed_gradients_equal_the_plain_graphs_on_two_replicas(tmp_path):
-    completed = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, str(tmp_path / "weights")],
-                               capture_output=True, text=True, env=child_env(), cwd=ROOT,
-                               timeout=300)
+    completed = run_python_code(_TWO_REPLICAS, [str(tmp_path / "weights")], env=child_env(),
+                                cwd=ROOT, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     worst, across = (float(value) for value in completed.stdout.split()[1::2])
     # Each replica's gradients equal the plain graph's on that replica, dropout masks
