@@ -30,6 +30,7 @@ STRINGS = ["Größe: ¡Ünïcödé! 中文 naïve", "a second, rather longer tex
 
 # Loads each export in plain TensorFlow, lists its op types and runs every signature.
 _CHECK_EXPORTS = r"""
+import importlib.util
 import json
 import sys
 
@@ -38,10 +39,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.framework import op_def_registry
 
 sys.path.insert(0, sys.argv[1])  # tests/, for warmup_requests (TensorFlow and TF Serving's protos)
-try:
-    from warmup_requests import answer_warmup_requests
-except ImportError:  # no tensorflow-serving-api: the test then skips that part
-    answer_warmup_requests = None
+from warmup_requests import answer_warmup_requests
+# Without tensorflow-serving-api (a test dependency) the test skips the warm-up part.
+serving_protos = importlib.util.find_spec("tensorflow_serving") is not None
 STRINGS = json.loads(sys.argv[2])
 report = {}
 for path in sys.argv[3:]:
@@ -70,8 +70,7 @@ for path in sys.argv[3:]:
         if "input_ids" in served:
             outputs[name]["input_ids_values"] = served["input_ids"].numpy().tolist()
     # TF Serving runs the warm-up requests before it serves: each must be one the export answers.
-    warmup = (sorted(answer_warmup_requests(path, loaded)) if answer_warmup_requests
-              else None)
+    warmup = sorted(answer_warmup_requests(path, loaded)) if serving_protos else None
     report[path] = {"ops": sorted(ops),
                     "unregistered": sorted(op for op in ops if op_def_registry.get(op) is None),
                     "outputs": outputs, "warmup_answered": warmup}
