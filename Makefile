@@ -38,11 +38,7 @@ test: $(VENV)/.installed
 	# suite waits on subprocess start-up, deadlines and kills, so 2 cores run ~1.5x faster.
 	# --no-loadscope-reorder keeps conftest.py's order: the longest modules first.
 	# --durations: the slowest tests, to keep LONG_MODULES and CI's 45 minutes honest.
-	# One TensorFlow thread per op: the two workers (and what they start) share 2 cores, where
-	# a second thread each only contended (two MiniLM training runs side by side: 45 seq/s
-	# together with one thread each, 39-43 with two; one run alone: 33.5 against 35.4).
-	TF_NUM_INTRAOP_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder \
-	    --durations=40 tests
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 tests
 
 demo: $(VENV)/.installed
 	rm -rf $(DEMO_DIR)
