@@ -110,6 +110,12 @@ def _checkpoint_steps(output_dir):
                   if (m := re.fullmatch(r"model\.ckpt-(\d+)\.index", name)))
 
 
+def _checkpoint_mtimes(output_dir):
+    """{file name: modification time in ns} of the model.ckpt-* files in `output_dir`."""
+    return {name: os.stat(output_dir / name).st_mtime_ns for name in os.listdir(output_dir)
+            if name.startswith("model.ckpt")}
+
+
 def _exports(workspace):
     return sorted(os.listdir(workspace / "export"))
 
@@ -166,16 +172,13 @@ def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_train(workspa
     _assert_trained(workspace, script, steps)
     if script != "run_pretraining.py":
         assert len(_exports(workspace)) == 1
-    checkpoint_files = {name: os.stat(workspace / "out" / name).st_mtime_ns
-                        for name in os.listdir(workspace / "out") if name.startswith("model.ckpt")}
+    checkpoint_files = _checkpoint_mtimes(workspace / "out")
 
     # Once more: the checkpoint is at max_steps, so nothing trains and nothing is rewritten;
     # it evaluates, predicts and exports again.
     result = _run(workspace, script, *args)
     assert f"at step {steps} >= max_steps={steps}; nothing to train" in result.stderr
-    assert {name: os.stat(workspace / "out" / name).st_mtime_ns
-            for name in os.listdir(workspace / "out")
-            if name.startswith("model.ckpt")} == checkpoint_files
+    assert _checkpoint_mtimes(workspace / "out") == checkpoint_files
     _assert_trained(workspace, script, steps)
     if script != "run_pretraining.py":
         assert len(_exports(workspace)) == 2  # The same checkpoint exported again.
