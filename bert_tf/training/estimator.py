@@ -8,7 +8,7 @@ the original BERT release ports with a changed import:
         is set from the Estimator's train/eval/predict_batch_size (the TPUEstimator convention).
         `input_fn()` with no arguments works too.
 
-Training runs in `tf.compat.v1.train.MonitoredTrainingSession`: it restores the latest checkpoint
+Training runs in a `tf.compat.v1.train.MonitoredSession`: it restores the latest checkpoint
 in `model_dir` (so running the same command again continues where it stopped), saves
 `model_dir/model.ckpt-N` every `save_checkpoints_steps` and at the end, writes TensorBoard
 summaries (every summary in the graph, e.g. the learning rate and gradient norm that
@@ -60,6 +60,9 @@ from bert_tf.training.serving_input import ServingInputReceiver, build_raw_servi
 # True while a model_fn builds a graph whose variables are all restored from a checkpoint of
 # the run (evaluate, predict with a checkpoint, export); see `restores_checkpoint`.
 _RESTORES_CHECKPOINT = contextvars.ContextVar("restores_checkpoint", default=False)
+
+# How long a closing training session waits for its input threads (MonitoredTrainingSession's).
+_STOP_GRACE_PERIOD_SECS = 120
 
 
 def restores_checkpoint():
@@ -256,7 +259,8 @@ class Estimator:
             raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
                              "in TRAIN mode.")
         tf.compat.v1.summary.scalar("loss", spec.loss)
-        scaffold = self._scaffold(spec, keep_checkpoint_max=self.config.keep_checkpoint_max)
+        scaffold = self._scaffold(spec, keep_checkpoint_max=self.config.keep_checkpoint_max,
+                                  self_initializing=strategy is None)
         # A multi-worker step waits for the others at most `deadlines.step` (the first step,
         # which also optimizes the graph on every worker, `deadlines.startup`).
         first_step_options = step_options = None
@@ -328,11 +332,12 @@ class Estimator:
                                                      tf.compat.v1.get_default_graph())
         if strategy is None:
             # Always the chief: a non-chief's session waits for a chief to initialize the
-            # variables, and without a multi-worker strategy there is no other process.
-            return tf.compat.v1.train.MonitoredTrainingSession(
-                is_chief=True, checkpoint_dir=self.model_dir, scaffold=scaffold, hooks=hooks,
-                save_checkpoint_secs=None, save_checkpoint_steps=None, save_summaries_steps=None,
-                save_summaries_secs=None, log_step_count_steps=None, config=config)
+            # variables, and without a multi-worker strategy there is no other process. What
+            # MonitoredTrainingSession(is_chief=True) builds, with our hooks doing its saving.
+            return tf.compat.v1.train.MonitoredSession(
+                session_lib.SelfInitializingSessionCreator(
+                    scaffold=scaffold, checkpoint_dir=self.model_dir, config=config),
+                hooks=hooks, stop_grace_period_secs=_STOP_GRACE_PERIOD_SECS)
         # Under a strategy every worker initializes or restores its own copy of the variables
         # (only the chief saves them), and a failed all-reduce leaves the collective runtime
         # aborted until the process restarts, so the session is not "recovered" by recreating it.
@@ -640,13 +645,22 @@ class Estimator:
             return result[0], result[1], hooks
         return result, None, hooks
 
-    def _scaffold(self, spec, keep_checkpoint_max=5):
-        """The model_fn's Scaffold, or a default one; both save with our Saver."""
+    def _scaffold(self, spec, keep_checkpoint_max=5, self_initializing=True):
+        """The model_fn's Scaffold, or a default one; both save with our Saver.
+
+        `self_initializing`: the session initializes or restores every variable itself
+        (`session_lib.SelfInitializingSessionCreator`), so the default Scaffold leaves out the
+        readiness reports that only a worker waiting on another process runs.
+        """
         if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
             # Scaffold.finalize takes its saver from this collection when it has none of its own.
             tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, _Saver(
                 sharded=True, max_to_keep=keep_checkpoint_max, save_relative_paths=True))
-        return spec.scaffold or tf.compat.v1.train.Scaffold()
+        if spec.scaffold is not None:
+            return spec.scaffold
+        if self_initializing:
+            return session_lib.self_initializing_scaffold()
+        return tf.compat.v1.train.Scaffold()
 
     def _set_seed(self):
         if self.config.tf_random_seed is not None:
