@@ -235,6 +235,35 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
         next_param = var - self._learning_rate(var.dtype.base_dtype) * update
         return next_param, next_m, next_v
 
+    def _prepare(self):
+        super()._prepare()
+        self._fused_scalars_cache = {}  # (dtype, device) -> `_fused_scalars`
+
+    def _fused_scalars(self, var):
+        """The scalar inputs the fused updates of `var`'s dtype and device share, built once
+        per apply (not once per variable: five ops fewer per variable to build, ~500 for
+        MiniLM).
+
+        Returns:
+          dict of scalars in `var`'s dtype: learning_rate, decay_step (learning_rate times
+          weight_decay_rate), beta_1, beta_2, epsilon, and zero (the beta powers).
+        """
+        dtype = var.dtype.base_dtype
+        scalars = self._fused_scalars_cache.get((dtype, var.device))
+        if scalars is None:
+            # On the variable's device, not colocated with it: they serve its neighbours too.
+            graph = tf1.get_default_graph()
+            with graph.colocate_with(None, ignore_existing=True), tf.device(var.device):
+                learning_rate = self._learning_rate(dtype)
+                scalars = dict(learning_rate=learning_rate,
+                               decay_step=learning_rate * self.weight_decay_rate,
+                               beta_1=tf.constant(self.beta_1, dtype),
+                               beta_2=tf.constant(self.beta_2, dtype),
+                               epsilon=tf.constant(self.epsilon, dtype),
+                               zero=tf.constant(0.0, dtype))
+            self._fused_scalars_cache[(dtype, var.device)] = scalars
+        return scalars
+
     def _resource_apply_dense(self, grad, var):
         """The same update through TF's fused Adam kernel when every write applies.
 
@@ -246,7 +275,7 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
         if self._condition is not None or not hasattr(var, "handle"):  # masked or ref variable
             return super()._resource_apply_dense(grad, var)
         dtype = var.dtype.base_dtype
-        learning_rate = self._learning_rate(dtype)
+        scalars = self._fused_scalars(var)
         grad = tf.cast(grad, dtype)
         decay = []
         if self._decays(var):
@@ -256,15 +285,14 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
             # and a resumed run cannot be exact; and TF copies the weights to keep an earlier
             # read intact: a copy of [V, H] per step for BERT's word embeddings).
             with tf.control_dependencies([grad]):
-                decay.append(var.assign_sub(learning_rate * self.weight_decay_rate *
-                                            tf.convert_to_tensor(var), read_value=False))
-        zero = tf.constant(0.0, dtype)
+                decay.append(var.assign_sub(scalars["decay_step"] * tf.convert_to_tensor(var),
+                                            read_value=False))
         with tf.control_dependencies(decay):
             return tf.raw_ops.ResourceApplyAdam(
                 var=var.handle, m=self.get_slot(var, "adam_m").handle,
-                v=self.get_slot(var, "adam_v").handle, beta1_power=zero, beta2_power=zero,
-                lr=learning_rate, beta1=tf.constant(self.beta_1, dtype),
-                beta2=tf.constant(self.beta_2, dtype), epsilon=tf.constant(self.epsilon, dtype),
+                v=self.get_slot(var, "adam_v").handle, beta1_power=scalars["zero"],
+                beta2_power=scalars["zero"], lr=scalars["learning_rate"],
+                beta1=scalars["beta_1"], beta2=scalars["beta_2"], epsilon=scalars["epsilon"],
                 grad=grad, use_locking=self._use_locking)
 
 
