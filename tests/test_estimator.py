@@ -131,13 +131,34 @@ def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
         written = text_format.Parse(f.read(), tf.compat.v1.GraphDef())
     assert any(node.op == "ApplyGradientDescent" or node.op == "ResourceApplyGradientDescent"
                for node in written.node), sorted({node.op for node in written.node})
-    # As the stock CheckpointSaverHook: the start's checkpoint has its .meta, and the events
-    # file holds the graph and the meta graph for TensorBoard.
-    assert os.path.exists(os.path.join(estimator.model_dir, "model.ckpt-0.meta"))
-    kinds = {event.WhichOneof("what")
-             for path in glob.glob(os.path.join(estimator.model_dir, "events.out.tfevents.*"))
-             for event in tf.compat.v1.train.summary_iterator(path)}
+    # As the stock CheckpointSaverHook: every checkpoint has its .meta, and the events file
+    # holds the graph and the meta graph for TensorBoard; all four hold the training graph.
+    events = [event
+              for path in glob.glob(os.path.join(estimator.model_dir, "events.out.tfevents.*"))
+              for event in tf.compat.v1.train.summary_iterator(path)]
+    kinds = {event.WhichOneof("what") for event in events}
     assert {"graph_def", "meta_graph_def"} <= kinds, kinds
+    # The last graph event: the summary writer's first one holds the graph before the hooks
+    # added their ops.
+    event_graph = tf.compat.v1.GraphDef.FromString(
+        [event.graph_def for event in events if event.WhichOneof("what") == "graph_def"][-1])
+    assert event_graph.SerializeToString(deterministic=True) == written.SerializeToString(
+        deterministic=True)
+    metas = []
+    for step in (0, 5, 10):
+        meta = tf.compat.v1.MetaGraphDef()
+        with open(os.path.join(estimator.model_dir, f"model.ckpt-{step}.meta"), "rb") as f:
+            meta.ParseFromString(f.read())
+        metas.append(meta)
+    assert metas[0].graph_def.SerializeToString(deterministic=True) == (
+        written.SerializeToString(deterministic=True))
+    assert metas[1] == metas[0] and metas[2] == metas[0]
+    # The last one loads as TF1 users load a .meta: the graph, its saver, the weights.
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        saver = tf.compat.v1.train.import_meta_graph(estimator.latest_checkpoint() + ".meta")
+        saver.restore(sess, estimator.latest_checkpoint())
+        step = sess.run(tf.compat.v1.train.get_global_step())
+    assert step == 10
     with tf.Graph().as_default() as graph:
         tf.constant([0.1, 1e-30, 3.4028235e38, float("nan"), -float("inf"), -0.0], name="c")
         tf.nn.leaky_relu(tf.constant([1.0]), alpha=0.123456789)

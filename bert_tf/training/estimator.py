@@ -690,7 +690,30 @@ class Estimator:
 
 
 class _Saver(tf.compat.v1.train.Saver):
-    """The training Saver; it reads the kept checkpoints' times with `tf.io.gfile.stat`."""
+    """The training Saver; it reads the kept checkpoints' times with `tf.io.gfile.stat`, and
+    builds a finalized graph's MetaGraphDef (each checkpoint's .meta) once."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._meta_graph = None  # (graph, export arguments, MetaGraphDef) of the last export.
+
+    def export_meta_graph(self, filename=None, **kwargs):
+        """As `tf.compat.v1.train.Saver.export_meta_graph`. Once the graph is finalized (as it
+        is while a session runs it), its MetaGraphDef cannot change, so each later checkpoint
+        writes the one built for the first: building it serialized the whole graph again at
+        every save (0.3 s for MiniLM on 2 cores)."""
+        graph = tf.compat.v1.get_default_graph()
+        if not graph.finalized or kwargs.get("save_debug_info"):
+            return super().export_meta_graph(filename, **kwargs)
+        if self._meta_graph is not None and self._meta_graph[:2] == (graph, kwargs):
+            meta_graph_def = self._meta_graph[2]
+            if filename:
+                tf.io.write_graph(meta_graph_def, os.path.dirname(filename),
+                                  os.path.basename(filename), as_text=kwargs.get("as_text", False))
+            return meta_graph_def
+        meta_graph_def = super().export_meta_graph(filename, **kwargs)
+        self._meta_graph = (graph, kwargs, meta_graph_def)
+        return meta_graph_def
 
     def recover_last_checkpoints(self, checkpoint_paths):
         """As `tf.compat.v1.train.Saver.recover_last_checkpoints` (which a restoring session
