@@ -6,6 +6,7 @@ check against: `_numpy_gradient_descent` replays it in numpy.
 
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -364,3 +365,32 @@ def test_scalar_summaries_written_within_one_second_all_survive(tmp_path):
                    for event in tf.compat.v1.train.summary_iterator(path)
                    if any(value.tag == "eval_loss" for value in event.summary.value))
     assert steps == [10, 10, 20, 30]
+
+
+def test_one_process_sessions_skip_the_readiness_checks(tmp_path, session_run_fetches):
+    """Training in one process, evaluation and prediction initialize or restore every variable
+    themselves: no session run asks which variables are uninitialized (each such check was a
+    run of its own), yet a checkpoint that lacks a variable of the model still stops the
+    evaluation with an error naming the variable."""
+    model_dir = str(tmp_path / "model")
+    estimator = make_estimator(model_dir)
+    estimator.train(make_input_fn(X, Y), max_steps=2)
+    results = estimator.evaluate(make_input_fn(X, Y), steps=1)
+    assert len(list(estimator.predict(make_input_fn(X, repeat=False)))) == len(X)
+    assert results["global_step"] == 2
+    # The readiness ops are not even built (TF's default ones: report_uninitialized_variables
+    # joined by a `concat` at the graph's root, which each check fetches).
+    with open(os.path.join(model_dir, "graph.pbtxt")) as f:
+        assert "report_uninitialized" not in f.read()
+    checks = [names for names in session_run_fetches
+              if any(re.fullmatch(r"concat(_\d+)?:0", name) for name in names)]
+    assert not checks and session_run_fetches, checks
+    # A checkpoint with `w` but no `b`.
+    with tf.Graph().as_default():
+        tf.compat.v1.get_variable("w", initializer=np.ones([1, 1], np.float32))
+        tf.compat.v1.train.get_or_create_global_step()
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            partial = tf.compat.v1.train.Saver().save(sess, str(tmp_path / "partial" / "model"))
+    with pytest.raises((errors.BertTfError, tf.errors.NotFoundError), match="b"):
+        estimator.evaluate(make_input_fn(X, Y), steps=1, checkpoint_path=partial)
