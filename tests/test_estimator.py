@@ -139,11 +139,13 @@ def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
               for event in tf.compat.v1.train.summary_iterator(path)]
     kinds = {event.WhichOneof("what") for event in events}
     assert {"graph_def", "meta_graph_def"} <= kinds, kinds
-    # The last graph event: the summary writer's first one holds the graph before the hooks
-    # added their ops.
-    event_graph = tf.compat.v1.GraphDef.FromString(
-        [event.graph_def for event in events if event.WhichOneof("what") == "graph_def"][-1])
-    assert event_graph.SerializeToString(deterministic=True) == written.SerializeToString(
+    # One graph event holds a graph: the training graph (the summary writer opens with an
+    # empty one, not with a second serialization of the unfinished graph).
+    event_graphs = [tf.compat.v1.GraphDef.FromString(event.graph_def) for event in events
+                    if event.WhichOneof("what") == "graph_def"]
+    full = [graph_def for graph_def in event_graphs if graph_def.node]
+    assert len(full) == 1, [len(graph_def.node) for graph_def in event_graphs]
+    assert full[0].SerializeToString(deterministic=True) == written.SerializeToString(
         deterministic=True)
     metas = []
     for step in (0, 5, 10):

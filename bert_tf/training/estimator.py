@@ -350,6 +350,7 @@ class Estimator:
                               saving_listeners, training_metrics=None):
         """Progress log, summaries and checkpoints: written by the chief only."""
         save_steps = self.config.save_checkpoints_steps or max_steps
+        hooks_lib.open_summary_writer(self.model_dir)  # Before the hooks' begin() opens it.
         chief_hooks = []
         if self.config.log_step_count_steps:
             chief_hooks.append(hooks_lib.ProgressHook(loss, max_steps, examples_per_step,
