@@ -238,8 +238,8 @@ def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes,
     unique_id_to_feature = {feature.unique_id: feature for feature in features}
     graph = tf.Graph()
     with graph.as_default():
-        batch = tf1.data.make_one_shot_iterator(
-            make_dataset(features, batch_size, padding)).get_next()
+        batch = tf1.data.make_one_shot_iterator(session_lib.session_dataset(
+            make_dataset(features, batch_size, padding))).get_next()
         model = modeling.BertModel(
             config=bert_config,
             is_training=False,

@@ -369,6 +369,42 @@ def test_scalar_summaries_written_within_one_second_all_survive(tmp_path):
     assert steps == [10, 10, 20, 30]
 
 
+def _autotune_settings(graph_def):
+    """`autotune.enabled` of every options node (OptionsDataset) of `graph_def`'s datasets."""
+    from tensorflow.core.framework import dataset_options_pb2
+
+    settings = []
+    for node in graph_def.node:
+        if node.op == "OptionsDataset":
+            options = dataset_options_pb2.Options.FromString(
+                node.attr["serialized_options"].s)
+            settings.append(options.autotune_options.enabled
+                            if options.autotune_options.HasField("enabled") else None)
+    return settings
+
+
+def test_session_iterators_run_without_the_autotuning_thread(trained, tmp_path):
+    """The training input is iterated without tf.data's autotuning model, whose sleeping thread
+    held up closing the session (seconds to a minute), unless the input_fn's dataset sets
+    `autotune.enabled` itself."""
+    from google.protobuf import text_format
+
+    estimator, _ = trained
+    with open(os.path.join(estimator.model_dir, "graph.pbtxt")) as f:
+        written = text_format.Parse(f.read(), tf.compat.v1.GraphDef())
+    assert _autotune_settings(written) == [False]
+
+    def autotuned_input_fn(params):
+        options = tf.data.Options()
+        options.autotune.enabled = True
+        return make_input_fn(X, Y)(params).with_options(options)
+
+    own = make_estimator(str(tmp_path / "own"))
+    own.train(autotuned_input_fn, max_steps=1)
+    with open(os.path.join(own.model_dir, "graph.pbtxt")) as f:
+        assert _autotune_settings(text_format.Parse(f.read(), tf.compat.v1.GraphDef())) == [True]
+
+
 def test_one_process_sessions_skip_the_readiness_checks(tmp_path, session_run_fetches):
     """Training in one process, evaluation and prediction initialize or restore every variable
     themselves: no session run asks which variables are uninitialized (each such check was a

@@ -617,6 +617,7 @@ class Estimator:
                 if not isinstance(dataset, tf.data.Dataset):
                     raise TypeError("Under a distribution strategy input_fn must return a "
                                     f"tf.data.Dataset, got {type(dataset).__name__}.")
+                dataset = session_lib.session_dataset(dataset)
                 if "input_context" not in names and input_context.num_input_pipelines > 1:
                     dataset = dataset.shard(input_context.num_input_pipelines,
                                             input_context.input_pipeline_id)
@@ -639,7 +640,8 @@ class Estimator:
         else:
             result = call_input_fn()
             if isinstance(result, tf.data.Dataset):
-                iterator = tf.compat.v1.data.make_initializable_iterator(result)
+                iterator = tf.compat.v1.data.make_initializable_iterator(
+                    session_lib.session_dataset(result))
                 hooks.append(resume.InitIteratorHook(iterator))
                 result = iterator.get_next()
         if isinstance(result, (tuple, list)) and len(result) == 2:
