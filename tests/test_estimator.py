@@ -62,6 +62,14 @@ def checkpoint_steps(model_dir):
                   for p in glob.glob(os.path.join(model_dir, "model.ckpt-*.index")))
 
 
+def read_graph_pbtxt(model_dir):
+    """The GraphDef of model_dir/graph.pbtxt."""
+    from google.protobuf import text_format
+
+    with open(os.path.join(model_dir, "graph.pbtxt")) as f:
+        return text_format.Parse(f.read(), tf.compat.v1.GraphDef())
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A model trained to step 10 from the init checkpoint (shared by the read-only tests)."""
@@ -125,11 +133,8 @@ def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
     """train() writes graph.pbtxt (upb's fast text encoder where protobuf has it): a text
     proto that parses back to the very GraphDef tf.io.write_graph writes, awkward floats
     included; the rest of the start's writes are the stock hook's."""
-    from google.protobuf import text_format
-
     estimator, _ = trained
-    with open(os.path.join(estimator.model_dir, "graph.pbtxt")) as f:
-        written = text_format.Parse(f.read(), tf.compat.v1.GraphDef())
+    written = read_graph_pbtxt(estimator.model_dir)
     assert any(node.op == "ApplyGradientDescent" or node.op == "ResourceApplyGradientDescent"
                for node in written.node), sorted({node.op for node in written.node})
     # As the stock CheckpointSaverHook: every checkpoint has its .meta, and the events file
@@ -168,8 +173,7 @@ def test_graph_pbtxt_is_the_training_graph(trained, tmp_path):
     graph_def = graph.as_graph_def(add_shapes=True)
     path = hooks.write_graph_text(graph_def, str(tmp_path / "new"), "graph.pbtxt")
     reference = tf.io.write_graph(graph_def, str(tmp_path / "stock"), "graph.pbtxt")
-    parsed = [text_format.Parse(open(p).read(), tf.compat.v1.GraphDef())
-              for p in (path, reference)]
+    parsed = [read_graph_pbtxt(os.path.dirname(p)) for p in (path, reference)]
     assert parsed[0].SerializeToString(deterministic=True) == parsed[1].SerializeToString(
         deterministic=True)
     assert parsed[0] == graph_def
@@ -387,12 +391,8 @@ def test_session_iterators_run_without_the_autotuning_thread(trained, tmp_path):
     """The training input is iterated without tf.data's autotuning model, whose sleeping thread
     held up closing the session (seconds to a minute), unless the input_fn's dataset sets
     `autotune.enabled` itself."""
-    from google.protobuf import text_format
-
     estimator, _ = trained
-    with open(os.path.join(estimator.model_dir, "graph.pbtxt")) as f:
-        written = text_format.Parse(f.read(), tf.compat.v1.GraphDef())
-    assert _autotune_settings(written) == [False]
+    assert _autotune_settings(read_graph_pbtxt(estimator.model_dir)) == [False]
 
     def autotuned_input_fn(params):
         options = tf.data.Options()
@@ -401,8 +401,7 @@ def test_session_iterators_run_without_the_autotuning_thread(trained, tmp_path):
 
     own = make_estimator(str(tmp_path / "own"))
     own.train(autotuned_input_fn, max_steps=1)
-    with open(os.path.join(own.model_dir, "graph.pbtxt")) as f:
-        assert _autotune_settings(text_format.Parse(f.read(), tf.compat.v1.GraphDef())) == [True]
+    assert _autotune_settings(read_graph_pbtxt(own.model_dir)) == [True]
 
 
 def test_one_process_sessions_skip_the_readiness_checks(tmp_path, session_run_fetches):

@@ -606,9 +606,13 @@ class Estimator:
             if "input_context" in names:
                 kwargs["input_context"] = input_context
             if kwargs or not names:
-                return input_fn(**kwargs)
-            # One argument under another name, e.g. `lambda p: ...`: it gets the params.
-            return input_fn(candidates["params"])
+                result = input_fn(**kwargs)
+            else:
+                # One argument under another name, e.g. `lambda p: ...`: it gets the params.
+                result = input_fn(candidates["params"])
+            if isinstance(result, tf.data.Dataset):
+                return session_lib.session_dataset(result)
+            return result
 
         hooks = []
         if strategy is not None:
@@ -617,7 +621,6 @@ class Estimator:
                 if not isinstance(dataset, tf.data.Dataset):
                     raise TypeError("Under a distribution strategy input_fn must return a "
                                     f"tf.data.Dataset, got {type(dataset).__name__}.")
-                dataset = session_lib.session_dataset(dataset)
                 if "input_context" not in names and input_context.num_input_pipelines > 1:
                     dataset = dataset.shard(input_context.num_input_pipelines,
                                             input_context.input_pipeline_id)
@@ -640,8 +643,7 @@ class Estimator:
         else:
             result = call_input_fn()
             if isinstance(result, tf.data.Dataset):
-                iterator = tf.compat.v1.data.make_initializable_iterator(
-                    session_lib.session_dataset(result))
+                iterator = tf.compat.v1.data.make_initializable_iterator(result)
                 hooks.append(resume.InitIteratorHook(iterator))
                 result = iterator.get_next()
         if isinstance(result, (tuple, list)) and len(result) == 2:
