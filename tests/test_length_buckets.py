@@ -255,6 +255,119 @@ def test_the_bucketed_input_position_saves_and_restores(data, tmp_path):
             np.testing.assert_array_equal(a[key], b[key])
 
 
+def _evaluation_batches(path, batch_size=BATCH, num_choices=1, bucketed=True):
+    """Every evaluation batch of `path` as numpy dicts."""
+    input_fn = input_pipeline.record_input_fn(
+        [path], classification.feature_spec(SEQ * num_choices, windowed=True),
+        is_training=False, trim_keys=input_pipeline.SEQUENCE_FEATURES,
+        bucket_boundaries=BOUNDARIES if bucketed else None, sequences_per_example=num_choices)
+    return [{key: value.numpy() for key, value in batch.items()}
+            for batch in input_fn({"batch_size": batch_size})]
+
+
+@pytest.mark.parametrize("num_choices", [1, 3])
+def test_evaluation_reads_every_record_once_in_order_of_length_within_windows(tmp_path,
+                                                                              num_choices):
+    # One window of 50 batches and a second, partial one (37 records: the last batch holds 1).
+    lengths = _lengths(NUM_RECORDS + 37, seed=3)
+    path = _write_records(tmp_path / "eval.tf_record", lengths, num_choices)
+    batches = _evaluation_batches(path, num_choices=num_choices)
+    assert [len(batch["input_ids"]) for batch in batches] == [BATCH] * 59 + [1]
+    seen = []
+    for batch in batches:
+        indices = _check_batch(batch, lengths, len(batch["input_ids"]), num_choices)
+        # Each record carries its position in the input (here also its example_index).
+        np.testing.assert_array_equal(batch[input_pipeline.RECORD_INDEX], indices)
+        seen += indices
+    assert sorted(seen) == list(range(len(lengths)))
+    for window in (seen[:NUM_RECORDS], seen[NUM_RECORDS:]):
+        assert sorted(window) == list(range(min(window), min(window) + len(window)))
+        longest = [max(_choice_lengths(i, lengths[i], num_choices)) for i in window]
+        assert longest == sorted(longest)
+        # Records of one length keep their input order.
+        pairs = zip(window, window[1:], longest, longest[1:], strict=False)
+        assert all(a < b for a, b, x, y in pairs if x == y)
+    # At most one shape per bucket, and far fewer positions than each batch cut to its longest
+    # in input order.
+    widths = [batch["input_ids"].shape[1] // num_choices for batch in batches]
+    in_order = [batch["input_ids"].shape[1] // num_choices
+                for batch in _evaluation_batches(path, num_choices=num_choices,
+                                                 bucketed=False)]
+    assert len(set(widths)) <= len(BOUNDARIES)
+    assert sum(widths) < 0.75 * sum(in_order), (sum(widths), sum(in_order))
+
+
+def test_evaluation_without_buckets_reads_records_in_input_order(data):
+    batches = _evaluation_batches(data.path, bucketed=False)
+    seen = [index for batch in batches
+            for index in batch["example_index"][:, 0]]
+    assert seen == list(range(NUM_RECORDS))
+    assert all(input_pipeline.RECORD_INDEX not in batch for batch in batches)
+    for batch in batches:
+        longest = max(data.lengths[i] for i in batch["example_index"][:, 0])
+        assert batch["input_ids"].shape[1] == longest
+
+
+def test_the_collector_returns_length_ordered_records_in_input_order():
+    from bert_tf.tasks import base
+
+    def collected(order, with_index=True):
+        collector = base.ExampleCollector()
+        for rows in order:
+            batch = {"logits": np.array([[i, -i] for i in rows], np.float32),
+                     "tag_ids": np.array([[i] * (3 + i % 2) for i in rows], dtype=object)}
+            if with_index:
+                batch[input_pipeline.RECORD_INDEX] = np.array(rows, np.int32)
+            collector.batches.append(batch)
+        return collector
+
+    collector = collected([[3, 0], [4, 1], [2]])
+    np.testing.assert_array_equal(collector.column("logits")[:, 0], [0, 1, 2, 3, 4])
+    assert [list(row["tag_ids"]) for row in collector.examples()] == [
+        [i] * (3 + i % 2) for i in range(5)]
+    assert all(set(row) == {"logits", "tag_ids"} for row in collector.examples())
+    # Without record positions the batches are taken as they came.
+    plain = collected([[3, 0], [4, 1], [2]], with_index=False)
+    np.testing.assert_array_equal(plain.column("logits")[:, 0], [3, 0, 4, 1, 2])
+
+
+def test_length_ordered_evaluation_writes_what_input_order_writes(tmp_path, vocab_file):
+    """NER's evaluation, whose eval_predictions.txt follows the dev file sentence by sentence,
+    on one checkpoint with --bucket_by_length on and off: the same file and metrics."""
+    from finetune_helpers import read_key_values, write_tiny_config
+
+    words = ["Peter", "Blackburn", "visited", "Paris", "today", "."]
+    tags = ["B-PER", "I-PER", "O", "B-LOC", "O", "O"]
+    rng = np.random.default_rng(0)
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    sentences = []
+    for length in rng.integers(2, 25, size=13):  # 13 sentences: 5 batches of 3, 1 partial.
+        picks = rng.integers(0, len(words), size=length)
+        sentences.append("".join(f"{words[i]} {tags[i]}\n" for i in picks))
+    for name in ("train.txt", "dev.txt"):
+        (data_dir / name).write_text("\n".join(sentences))
+    out = tmp_path / "out"
+    config = write_tiny_config(tmp_path)
+    common = dict(data_dir=str(data_dir), vocab_file=vocab_file, bert_config_file=config,
+                  output_dir=str(out), eval_batch_size=3)
+    finetuning.run_finetuning(*options("ner", do_train=True, num_train_steps=3, **common))
+    written = {}
+    for bucket_by_length in (True, False):
+        finetuning.run_finetuning(*options("ner", do_eval=True,
+                                           bucket_by_length=bucket_by_length, **common))
+        written[bucket_by_length] = ((out / "eval_predictions.txt").read_text(),
+                                     read_key_values(out / "eval_results.txt"))
+    (ordered_file, ordered), (plain_file, plain) = written[True], written[False]
+    assert ordered_file == plain_file
+    assert [line.split()[:2] for line in ordered_file.splitlines() if line.strip()] == [
+        line.split() for text in sentences for line in text.splitlines()]
+    # "loss" is the mean of the batches' losses, and the batches hold other sentences.
+    assert ordered.keys() == plain.keys()
+    for key in set(ordered) - {"loss"}:
+        assert ordered[key] == pytest.approx(plain[key], abs=1e-5), key
+
+
 @pytest.mark.parametrize("task", ["classifier", "ner", "multiple_choice"])
 def test_a_batch_cut_to_its_bucket_has_the_loss_of_the_full_length_batch(task):
     config = modeling.BertConfig.from_dict(TINY_CONFIG)
@@ -380,7 +493,9 @@ _MIRRORED_RUN = textwrap.dedent("""
 
     def spy(features, *args, **kwargs):
         cut = trim_to_bucket(features, *args, **kwargs)
-        ids = tf.numpy_function(lambda ids: shapes.append(ids.shape) or ids,
+        # Evaluation batches (read in order of length) carry their records' positions.
+        evaluation = input_pipeline.RECORD_INDEX in features
+        ids = tf.numpy_function(lambda ids: shapes.append([*ids.shape, evaluation]) or ids,
                                 [cut["input_ids"]], tf.int32, stateful=False)
         ids.set_shape(cut["input_ids"].shape)
         return {{**cut, "input_ids": ids}}
@@ -407,7 +522,11 @@ def test_mirrored_replicas_train_on_bucketed_batches(tmp_path, minilm_dir):
     result = json.loads(completed.stdout.split("RESULT ", 1)[1])
     assert result["global_step"] == 6
     # Each replica gets 4 of the global batch of 8, cut to a bucket below max_seq_length.
-    assert len(result["shapes"]) >= 12
-    for batch, width in result["shapes"]:
+    training = [shape[:2] for shape in result["shapes"] if not shape[2]]
+    assert len(training) >= 12
+    for batch, width in training:
         assert batch == 4 and width in input_pipeline.length_bucket_boundaries(64) and width < 64
+    # The evaluation (one process) reads the dev set in batches of --eval_batch_size=8.
+    evaluation = [shape[:2] for shape in result["shapes"] if shape[2]]
+    assert evaluation and all(batch <= 8 and width < 64 for batch, width in evaluation)
     assert "--bucket_by_length: on" in completed.stderr

@@ -10,6 +10,10 @@ from bert_tf.data import records
 # The [batch, seq] features every BERT input has; eval / predict batches trim them.
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 
+# The int32 [B] feature of length-ordered evaluation batches: each record's position in the
+# input, from which `bert_tf.tasks.base.ExampleCollector` restores the input order.
+RECORD_INDEX = "record_index"
+
 
 # Bucketed training reads this many batches at a time and groups them by length bucket
 # (Hugging Face's group_by_length "megabatch" is 50 batches too): long enough that most
@@ -44,16 +48,34 @@ def training_length_buckets(bucket_by_length, max_seq_length, distribution):
     Returns:
       `length_bucket_boundaries(max_seq_length)`, or None (fixed max_seq_length batches).
     """
+    boundaries = _length_buckets(bucket_by_length, max_seq_length, distribution, "training")
+    if boundaries is not None:
+        logging.info("--bucket_by_length: on; each training batch is cut to the smallest of "
+                     "the lengths %s that holds its longest example.", list(boundaries))
+    return boundaries
+
+
+def evaluation_length_buckets(bucket_by_length, max_seq_length, distribution):
+    """`record_input_fn`'s `bucket_boundaries` for evaluation: with --bucket_by_length, each
+    window of records is read in order of length (`length_ordered_batches`), so a batch pads
+    little and takes one of a few shapes. Same arguments and result as
+    `training_length_buckets`."""
+    boundaries = _length_buckets(bucket_by_length, max_seq_length, distribution, "evaluation")
+    if boundaries is not None:
+        logging.info("--bucket_by_length: evaluation batches hold examples of similar length, "
+                     "each cut to the smallest of the lengths %s that holds its longest.",
+                     list(boundaries))
+    return boundaries
+
+
+def _length_buckets(bucket_by_length, max_seq_length, distribution, what):
     if not bucket_by_length:
         return None
     if distribution.use_tpu or distribution.distribution_strategy == "tpu":
-        logging.info("--bucket_by_length: off on a TPU (it needs static shapes); training "
-                     "batches keep max_seq_length=%d.", max_seq_length)
+        logging.info("--bucket_by_length: off on a TPU (it needs static shapes); %s "
+                     "batches keep max_seq_length=%d.", what, max_seq_length)
         return None
-    boundaries = length_bucket_boundaries(max_seq_length)
-    logging.info("--bucket_by_length: on; each training batch is cut to the smallest of the "
-                 "lengths %s that holds its longest example.", list(boundaries))
-    return boundaries
+    return length_bucket_boundaries(max_seq_length)
 
 
 def sequence_lengths(features, sequences_per_example=1):
@@ -116,6 +138,47 @@ def _group_into_batches(features, boundaries, batch_size, sequences_per_example)
             for key, value in features.items()}
 
 
+def length_ordered_batches(dataset, parse, batch_size, boundaries, sequence_keys,
+                           sequences_per_example=1):
+    """Evaluation batches of records of similar length, each cut to its bucket.
+
+    Reads `BUCKET_WINDOW_BATCHES` batches of serialized records at a time, orders them by
+    length (`sequence_lengths`; input order among equal lengths), batches them again and cuts
+    each batch to the smallest of `boundaries` that holds its longest example. In input order
+    a batch of short texts pads to its one long text (on GLUE-like lengths about twice the
+    positions) and nearly every batch is a new shape; ordered, batches pad by less than one
+    bucket step and take at most len(boundaries) shapes. Every record is read once, and each
+    batch carries `RECORD_INDEX`: metrics over all records do not depend on their order, and
+    per-record outputs go back to input order by it.
+
+    Args:
+      dataset: serialized records, in input order, read once.
+      parse: fn([N] serialized) -> dict of [N, ...] features (not cut).
+      batch_size: records per batch (the last batch may hold fewer).
+      boundaries: ascending lengths, the last max_seq_length (`length_bucket_boundaries`).
+      sequence_keys, sequences_per_example: as in `cut_sequences`.
+
+    Returns:
+      A dataset of feature dicts, with `RECORD_INDEX` (int32 [B]).
+    """
+    window = batch_size * BUCKET_WINDOW_BATCHES
+
+    def ordered(window_index, serialized):
+        features = parse(serialized)
+        lengths = sequence_lengths(features, sequences_per_example)
+        features[RECORD_INDEX] = (tf.cast(window_index, tf.int32) * window +
+                                  tf.range(tf.shape(lengths)[0], dtype=tf.int32))
+        order = tf.argsort(lengths, stable=True)
+        return {key: tf.gather(value, order) for key, value in features.items()}
+
+    dataset = dataset.batch(window).enumerate()
+    dataset = dataset.map(_plain(ordered), num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.unbatch().batch(batch_size)
+    return dataset.map(_plain(lambda features: trim_to_bucket(
+        features, boundaries, sequence_keys, sequences_per_example)),
+        num_parallel_calls=tf.data.AUTOTUNE)
+
+
 def _plain(fn):
     """`fn` for `Dataset.map` without AutoGraph: the input functions here have no Python
     control flow on tensors, and converting them costs ~0.1 s each (~1 s per training run)."""
@@ -137,7 +200,9 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
 
     Training repeats forever, shuffles (with `shuffle`) and keeps full batches; several input
     pipelines (workers) each read their own files or records (`record_dataset`).
-    Evaluation / prediction read each record once, in order. Int64 features arrive as int32.
+    Evaluation / prediction read each record once, in order (evaluation with
+    `bucket_boundaries`: in order of length within windows, `length_ordered_batches`). Int64
+    features arrive as int32.
 
     Length-bucketed training (`bucket_boundaries`): each pipeline reads
     `BUCKET_WINDOW_BATCHES` batches of records at a time (after the shuffle), orders them by
@@ -164,8 +229,10 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
       flag: the flag that named `input_files` (None: cached features), for error messages.
       map_batch: optional fn(features, batch_index, pipeline_id) applied to each parsed batch
         (batch_index counts on through the epochs; pipeline_id: 0 without a strategy).
-      bucket_boundaries: training with `trim_keys`: the ascending lengths batches are cut to
-        (`length_bucket_boundaries`, the last max_seq_length); None: fixed length.
+      bucket_boundaries: with `trim_keys`: the ascending lengths batches are cut to
+        (`length_bucket_boundaries`, the last max_seq_length): training draws its batches
+        from length buckets, evaluation reads records in order of length; None: training
+        batches keep max_seq_length, eval / predict batches are cut to their longest.
       sequences_per_example: sequences packed one after another in each example's
         `trim_keys` features ([k * S]: multiple choice); each is cut alike.
 
@@ -175,11 +242,16 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
     """
     drop_remainder = is_training if drop_remainder is None else drop_remainder
     bucketed = bool(is_training and trim_keys and bucket_boundaries)
+    length_ordered = bool(not is_training and not drop_remainder and trim_keys and
+                          bucket_boundaries)
 
     def parse(serialized):
         features = tf.io.parse_example(serialized, feature_spec)
-        features = {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-                    for key, value in features.items()}
+        return {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+                for key, value in features.items()}
+
+    def parse_and_trim(serialized):
+        features = parse(serialized)
         if trim_keys and not is_training:
             features = trim_to_longest(features, trim_keys, sequences_per_example)
         return features
@@ -205,10 +277,13 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
                 _plain(lambda features: trim_to_bucket(features, bucket_boundaries, trim_keys,
                                                        sequences_per_example)),
                 num_parallel_calls=tf.data.AUTOTUNE)
+        elif length_ordered:
+            dataset = length_ordered_batches(dataset, parse, batch_size, bucket_boundaries,
+                                             trim_keys, sequences_per_example)
         else:
             # Batch first so one vectorised parse handles the whole batch.
             dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-            dataset = dataset.map(_plain(parse), num_parallel_calls=tf.data.AUTOTUNE)
+            dataset = dataset.map(_plain(parse_and_trim), num_parallel_calls=tf.data.AUTOTUNE)
         if map_batch is not None:
             pipeline_id = input_context.input_pipeline_id if input_context else 0
             dataset = dataset.enumerate().map(

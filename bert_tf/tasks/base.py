@@ -81,16 +81,18 @@ class FinetuningTask:
         """dict name -> `tf.io.FixedLenFeature` of the task's TFRecords."""
         raise NotImplementedError
 
-    def input_fn(self, path, is_training, options):
+    def input_fn(self, path, is_training, options, evaluation=False):
         """The input_fn over the features at `path` (`input_pipeline.record_input_fn`): training
         batches are shuffled unless --shuffle_train_input=false and, with
-        --bucket_by_length, drawn from length buckets (else they keep max_seq_length); each
-        eval / predict batch is cut to its longest example."""
+        --bucket_by_length, drawn from length buckets (else they keep max_seq_length); the
+        input of `evaluate` (`evaluation`) is read, with --bucket_by_length, in order of length
+        within windows; each other eval / predict batch is cut to its longest example."""
         max_seq_length = options.model.max_seq_length
         buckets = None
-        if is_training and self.length_buckets:
-            buckets = input_pipeline.training_length_buckets(
-                options.bucket_by_length, max_seq_length, options.run.distribution)
+        if self.length_buckets and (is_training or evaluation):
+            choose = (input_pipeline.training_length_buckets if is_training
+                      else input_pipeline.evaluation_length_buckets)
+            buckets = choose(options.bucket_by_length, max_seq_length, options.run.distribution)
         return input_pipeline.record_input_fn(
             [path], self.feature_spec(max_seq_length, is_training), is_training,
             shuffle=options.run.shuffle_train_input, trim_keys=self.sequence_keys,
@@ -193,7 +195,9 @@ class ExampleCollector:
     The streaming metrics (loss, accuracy) come from the Estimator; metrics that need every
     prediction at once (F1, MCC, correlations, conlleval) are computed in numpy on what this
     collects, in the same pass over the data. A model_fn adds `collector.hook(tensors)` to its
-    EVAL spec's `evaluation_hooks`.
+    EVAL spec's `evaluation_hooks`. Records read in order of length carry their input position
+    (`input_pipeline.RECORD_INDEX`, added to `tensors` by `record_index`); `column` and
+    `examples` then return them in input order.
     """
 
     def __init__(self):
@@ -203,15 +207,37 @@ class ExampleCollector:
         """A SessionRunHook that fetches `tensors` (dict name -> [B, ...]) at every eval step."""
         return _CollectHook(self, tensors)
 
+    def _input_order(self):
+        """Row indices that put the concatenated batches in input order (None: they are)."""
+        if not self.batches or input_pipeline.RECORD_INDEX not in self.batches[0]:
+            return None
+        positions = np.concatenate([batch[input_pipeline.RECORD_INDEX]
+                                    for batch in self.batches])
+        return np.argsort(positions, kind="stable")
+
     def column(self, key):
-        """The values of `key` for every example, concatenated over batches ([N, ...])."""
-        return np.concatenate([batch[key] for batch in self.batches], axis=0)
+        """The values of `key` for every example, concatenated over batches ([N, ...]), in
+        input order."""
+        values = np.concatenate([batch[key] for batch in self.batches], axis=0)
+        order = self._input_order()
+        return values if order is None else values[order]
 
     def examples(self):
         """One dict name -> value per example, in input order."""
-        for batch in self.batches:
-            for i in range(len(next(iter(batch.values())))):
-                yield {key: value[i] for key, value in batch.items()}
+        rows = [(batch, i) for batch in self.batches
+                for i in range(len(next(iter(batch.values()))))]
+        order = self._input_order()
+        for batch, i in (rows if order is None else (rows[row] for row in order)):
+            yield {key: value[i] for key, value in batch.items()
+                   if key != input_pipeline.RECORD_INDEX}
+
+
+def record_index(features):
+    """{input_pipeline.RECORD_INDEX: [B]} when `features` come in order of length (add it to
+    what an `ExampleCollector` collects), else {}."""
+    if input_pipeline.RECORD_INDEX not in features:
+        return {}
+    return {input_pipeline.RECORD_INDEX: features[input_pipeline.RECORD_INDEX]}
 
 
 class _CollectHook(tf1.train.SessionRunHook):

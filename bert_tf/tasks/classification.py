@@ -139,7 +139,7 @@ def model_fn_builder(encoder, num_labels, training=None, is_regression=False,
         if mode == estimator_lib.ModeKeys.TRAIN:
             return training.spec(loss, features["input_ids"])
 
-        collected = {"logits": logits, "label_ids": label_ids}
+        collected = {"logits": logits, "label_ids": label_ids, **base.record_index(features)}
         if "example_index" in features:
             collected["example_index"] = tf.reshape(features["example_index"], [-1])
         return eval_spec(loss, per_example_loss, outputs, label_ids,
@@ -411,10 +411,10 @@ class ClassificationTask(base.FinetuningTask):
         return feature_spec(seq_length, self.is_regression,
                             len(self.label_list) if self.multi_label else 1, self.windowed)
 
-    def input_fn(self, path, is_training, options):
+    def input_fn(self, path, is_training, options, evaluation=False):
         """`base.FinetuningTask.input_fn`; packed training batches hold about
         --train_batch_size examples (`sequence_packing.batches_of_examples`)."""
-        input_fn = super().input_fn(path, is_training, options)
+        input_fn = super().input_fn(path, is_training, options, evaluation)
         if not self.packs(is_training):
             return input_fn
         logging.info("--pack_sequences: %.2f examples a sequence of %d on average; a batch "

@@ -106,7 +106,7 @@ def model_fn_builder(encoder, num_labels, training=None, eval_collector=None):
         }
         hooks = []
         if eval_collector is not None:
-            hooks.append(eval_collector.hook(outputs))
+            hooks.append(eval_collector.hook({**outputs, **base.record_index(features)}))
         return estimator_lib.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=metrics,
                                            evaluation_hooks=hooks)
 
