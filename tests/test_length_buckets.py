@@ -331,9 +331,11 @@ def test_the_collector_returns_length_ordered_records_in_input_order():
     np.testing.assert_array_equal(plain.column("logits")[:, 0], [3, 0, 4, 1, 2])
 
 
-def test_length_ordered_evaluation_writes_what_input_order_writes(tmp_path, vocab_file):
-    """NER's evaluation, whose eval_predictions.txt follows the dev file sentence by sentence,
-    on one checkpoint with --bucket_by_length on and off: the same file and metrics."""
+def test_length_ordered_evaluation_and_prediction_write_what_input_order_writes(tmp_path,
+                                                                               vocab_file):
+    """NER's evaluation and prediction, whose eval_predictions.txt and test_predictions.txt
+    follow the input files sentence by sentence, on one checkpoint with --bucket_by_length on
+    and off: the same files and metrics."""
     from finetune_helpers import read_key_values, write_tiny_config
 
     words = ["Peter", "Blackburn", "visited", "Paris", "today", "."]
@@ -342,30 +344,60 @@ def test_length_ordered_evaluation_writes_what_input_order_writes(tmp_path, voca
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     sentences = []
-    for length in rng.integers(2, 25, size=13):  # 13 sentences: 5 batches of 3, 1 partial.
+    for length in rng.integers(2, 25, size=13):  # 13 sentences: 4 batches of 3, 1 partial.
         picks = rng.integers(0, len(words), size=length)
         sentences.append("".join(f"{words[i]} {tags[i]}\n" for i in picks))
-    for name in ("train.txt", "dev.txt"):
+    for name in ("train.txt", "dev.txt", "test.txt"):
         (data_dir / name).write_text("\n".join(sentences))
     out = tmp_path / "out"
     config = write_tiny_config(tmp_path)
     common = dict(data_dir=str(data_dir), vocab_file=vocab_file, bert_config_file=config,
-                  output_dir=str(out), eval_batch_size=3)
+                  output_dir=str(out), eval_batch_size=3, predict_batch_size=3)
     finetuning.run_finetuning(*options("ner", do_train=True, num_train_steps=3, **common))
     written = {}
     for bucket_by_length in (True, False):
-        finetuning.run_finetuning(*options("ner", do_eval=True,
+        finetuning.run_finetuning(*options("ner", do_eval=True, do_predict=True,
                                            bucket_by_length=bucket_by_length, **common))
-        written[bucket_by_length] = ((out / "eval_predictions.txt").read_text(),
-                                     read_key_values(out / "eval_results.txt"))
-    (ordered_file, ordered), (plain_file, plain) = written[True], written[False]
-    assert ordered_file == plain_file
-    assert [line.split()[:2] for line in ordered_file.splitlines() if line.strip()] == [
-        line.split() for text in sentences for line in text.splitlines()]
+        written[bucket_by_length] = (
+            [(out / name).read_text() for name in ("eval_predictions.txt",
+                                                    "test_predictions.txt")],
+            read_key_values(out / "eval_results.txt"))
+    (ordered_files, ordered), (plain_files, plain) = written[True], written[False]
+    assert ordered_files == plain_files
+    gold = [line.split() for text in sentences for line in text.splitlines()]
+    for text in ordered_files:
+        assert [line.split()[:2] for line in text.splitlines() if line.strip()] == gold
     # "loss" is the mean of the batches' losses, and the batches hold other sentences.
     assert ordered.keys() == plain.keys()
     for key in set(ordered) - {"loss"}:
         assert ordered[key] == pytest.approx(plain[key], abs=1e-5), key
+
+
+def test_length_ordered_prediction_writes_test_results_in_input_order(tmp_path,
+                                                                      minilm_converted):
+    """The classifier's test_results.tsv (one row per test.tsv line) from MiniLM's encoder
+    and a seeded head, with --bucket_by_length on and off, and with --doc_stride windows
+    (logits aggregated per example)."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    rng = np.random.default_rng(1)
+    words = "the match was played in the rain and the crowd sang all night".split()
+    texts = [" ".join(rng.choice(words, size=n)) for n in rng.integers(2, 40, size=20)]
+    (data_dir / "test.tsv").write_text("sentence\n" + "\n".join(texts) + "\n")
+    for windows in ({}, {"doc_stride": 8, "max_seq_length": 16}):
+        results = {}
+        for bucket_by_length in (True, False):
+            out = tmp_path / f"out{len(windows)}{bucket_by_length}"
+            finetuning.run_finetuning(*options(
+                "classifier", task_name="tsv", text_a_column="sentence", labels=["a", "b"],
+                data_dir=str(data_dir), output_dir=str(out), do_predict=True,
+                predict_batch_size=3, bucket_by_length=bucket_by_length,
+                **minilm_files(minilm_converted), **windows))
+            results[bucket_by_length] = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+        assert results[True].shape == (20, 2)
+        np.testing.assert_allclose(results[True], results[False], atol=1e-5)
+        # The rows differ from example to example (else the order would not show).
+        assert len(np.unique(results[False].round(3), axis=0)) > 10, results[False]
 
 
 @pytest.mark.parametrize("task", ["classifier", "ner", "multiple_choice"])

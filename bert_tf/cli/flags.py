@@ -282,10 +282,11 @@ def define_finetuning_flags(max_seq_length=None, has_eval=True, length_buckets=T
                           "smallest of at most 16 lengths (multiples of max_seq_length / 16 "
                           "rounded up to a multiple of 8: 8, 16, ..., 128 at 128) that "
                           "holds its longest example, so short texts do not compute on "
-                          "padding; the loss is unchanged. Evaluation reads its records in "
-                          "order of length (50 batches at a time), cut alike; its metrics are "
-                          "those of input order. False: every training batch at "
-                          "max_seq_length, evaluation in input order. Off on TPUs.",
+                          "padding; the loss is unchanged. Evaluation and prediction read "
+                          "their records in order of length (50 batches at a time), cut "
+                          "alike; what they write is in input order. False: every training "
+                          "batch at max_seq_length, evaluation and prediction in input order. "
+                          "Off on TPUs.",
                           flag_values=flag_values)
     define_path("export_dir", None,
                         "If set, export the trained model as a SavedModel to "

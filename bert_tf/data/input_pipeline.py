@@ -10,8 +10,9 @@ from bert_tf.data import records
 # The [batch, seq] features every BERT input has; eval / predict batches trim them.
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 
-# The int32 [B] feature of length-ordered evaluation batches: each record's position in the
-# input, from which `bert_tf.tasks.base.ExampleCollector` restores the input order.
+# The int32 [B] feature of length-ordered evaluation / prediction batches: each record's
+# position in the input, by which per-record outputs go back to input order
+# (`bert_tf.tasks.base.ExampleCollector`, `bert_tf.tasks.base.in_input_order`).
 RECORD_INDEX = "record_index"
 
 
@@ -55,16 +56,17 @@ def training_length_buckets(bucket_by_length, max_seq_length, distribution):
     return boundaries
 
 
-def evaluation_length_buckets(bucket_by_length, max_seq_length, distribution):
-    """`record_input_fn`'s `bucket_boundaries` for evaluation: with --bucket_by_length, each
-    window of records is read in order of length (`length_ordered_batches`), so a batch pads
-    little and takes one of a few shapes. Same arguments and result as
-    `training_length_buckets`."""
-    boundaries = _length_buckets(bucket_by_length, max_seq_length, distribution, "evaluation")
+def length_ordered_buckets(bucket_by_length, max_seq_length, distribution):
+    """`record_input_fn`'s `bucket_boundaries` for evaluation and prediction: with
+    --bucket_by_length, each window of records is read in order of length
+    (`length_ordered_batches`), so a batch pads little and takes one of a few shapes. Same
+    arguments and result as `training_length_buckets`."""
+    boundaries = _length_buckets(bucket_by_length, max_seq_length, distribution,
+                                 "evaluation / prediction")
     if boundaries is not None:
-        logging.info("--bucket_by_length: evaluation batches hold examples of similar length, "
-                     "each cut to the smallest of the lengths %s that holds its longest.",
-                     list(boundaries))
+        logging.info("--bucket_by_length: evaluation / prediction batches hold examples of "
+                     "similar length, each cut to the smallest of the lengths %s that holds "
+                     "its longest.", list(boundaries))
     return boundaries
 
 
@@ -140,7 +142,7 @@ def _group_into_batches(features, boundaries, batch_size, sequences_per_example)
 
 def length_ordered_batches(dataset, parse, batch_size, boundaries, sequence_keys,
                            sequences_per_example=1):
-    """Evaluation batches of records of similar length, each cut to its bucket.
+    """Evaluation / prediction batches of records of similar length, each cut to its bucket.
 
     Reads `BUCKET_WINDOW_BATCHES` batches of serialized records at a time, orders them by
     length (`sequence_lengths`; input order among equal lengths), batches them again and cuts
@@ -149,7 +151,7 @@ def length_ordered_batches(dataset, parse, batch_size, boundaries, sequence_keys
     positions) and nearly every batch is a new shape; ordered, batches pad by less than one
     bucket step and take at most len(boundaries) shapes. Every record is read once, and each
     batch carries `RECORD_INDEX`: metrics over all records do not depend on their order, and
-    per-record outputs go back to input order by it.
+    per-record outputs (predictions) go back to input order by it.
 
     Args:
       dataset: serialized records, in input order, read once.
@@ -200,9 +202,8 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
 
     Training repeats forever, shuffles (with `shuffle`) and keeps full batches; several input
     pipelines (workers) each read their own files or records (`record_dataset`).
-    Evaluation / prediction read each record once, in order (evaluation with
-    `bucket_boundaries`: in order of length within windows, `length_ordered_batches`). Int64
-    features arrive as int32.
+    Evaluation / prediction read each record once, in order (with `bucket_boundaries`: in
+    order of length within windows, `length_ordered_batches`). Int64 features arrive as int32.
 
     Length-bucketed training (`bucket_boundaries`): each pipeline reads
     `BUCKET_WINDOW_BATCHES` batches of records at a time (after the shuffle), orders them by
@@ -231,8 +232,9 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
         (batch_index counts on through the epochs; pipeline_id: 0 without a strategy).
       bucket_boundaries: with `trim_keys`: the ascending lengths batches are cut to
         (`length_bucket_boundaries`, the last max_seq_length): training draws its batches
-        from length buckets, evaluation reads records in order of length; None: training
-        batches keep max_seq_length, eval / predict batches are cut to their longest.
+        from length buckets, evaluation / prediction reads records in order of length;
+        None: training batches keep max_seq_length, eval / predict batches are cut to their
+        longest.
       sequences_per_example: sequences packed one after another in each example's
         `trim_keys` features ([k * S]: multiple choice); each is cut alike.
 

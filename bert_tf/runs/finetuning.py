@@ -54,10 +54,10 @@ def run_finetuning(task, options):
             fileio.atomic_write_text(os.path.join(options.run.output_dir, name), text)
         cache_dir = runner.feature_cache_dir(chief, options.run.output_dir)
 
-        def features(split, is_training=False, evaluation=False):
+        def features(split, is_training=False):
             path = os.path.join(cache_dir, task.feature_files[split])
             task.write_features(splits[split], path, tokenizer, options, is_training)
-            return task.input_fn(path, is_training, options, evaluation)
+            return task.input_fn(path, is_training, options)
 
         checkpoint = None
         if options.train.do_train:
@@ -68,9 +68,8 @@ def run_finetuning(task, options):
             # The chief evaluates every --eval_every_n_steps on features written once, now.
             evaluate = None
             if chief and options.run.validation.eval_every_n_steps:
-                evaluate = functools.partial(
-                    task.evaluate, estimator, features(task.eval_split, evaluation=True),
-                    splits[task.eval_split], options)
+                evaluate = functools.partial(task.evaluate, estimator, features(task.eval_split),
+                                             splits[task.eval_split], options)
             checkpoint = runner.train(estimator, train_input_fn, training.num_train_steps,
                                       options.run, evaluate)
         if not chief:
@@ -108,8 +107,8 @@ def _evaluate_predict_export(task, estimator, features, splits, options, checkpo
     results = None
     if options.do_eval:
         logging.info("***** Evaluating %d examples *****", len(splits["eval"]))
-        results = task.evaluate(estimator, features("eval", evaluation=True), splits["eval"],
-                                options, checkpoint_path=restored)
+        results = task.evaluate(estimator, features("eval"), splits["eval"], options,
+                                checkpoint_path=restored)
         runner.write_results(options.run.output_dir, results, header=task.results_header())
         task.write_eval_files(splits["eval"], options)
     if options.do_predict:

@@ -81,17 +81,18 @@ class FinetuningTask:
         """dict name -> `tf.io.FixedLenFeature` of the task's TFRecords."""
         raise NotImplementedError
 
-    def input_fn(self, path, is_training, options, evaluation=False):
+    def input_fn(self, path, is_training, options):
         """The input_fn over the features at `path` (`input_pipeline.record_input_fn`): training
         batches are shuffled unless --shuffle_train_input=false and, with
-        --bucket_by_length, drawn from length buckets (else they keep max_seq_length); the
-        input of `evaluate` (`evaluation`) is read, with --bucket_by_length, in order of length
-        within windows; each other eval / predict batch is cut to its longest example."""
+        --bucket_by_length, drawn from length buckets (else they keep max_seq_length); with
+        --bucket_by_length, evaluation and prediction read their records in order of length
+        within windows (`evaluate` and `predict` give their outputs in input order), else
+        each batch is cut to its longest example."""
         max_seq_length = options.model.max_seq_length
         buckets = None
-        if self.length_buckets and (is_training or evaluation):
+        if self.length_buckets:
             choose = (input_pipeline.training_length_buckets if is_training
-                      else input_pipeline.evaluation_length_buckets)
+                      else input_pipeline.length_ordered_buckets)
             buckets = choose(options.bucket_by_length, max_seq_length, options.run.distribution)
         return input_pipeline.record_input_fn(
             [path], self.feature_spec(max_seq_length, is_training), is_training,
@@ -234,10 +235,22 @@ class ExampleCollector:
 
 def record_index(features):
     """{input_pipeline.RECORD_INDEX: [B]} when `features` come in order of length (add it to
-    what an `ExampleCollector` collects), else {}."""
+    what an `ExampleCollector` collects and to PREDICT's predictions), else {}."""
     if input_pipeline.RECORD_INDEX not in features:
         return {}
     return {input_pipeline.RECORD_INDEX: features[input_pipeline.RECORD_INDEX]}
+
+
+def in_input_order(predictions):
+    """`Estimator.predict`'s per-record dicts as a list in input order, without
+    `input_pipeline.RECORD_INDEX` (records read in order of length carry it; others come in
+    input order already)."""
+    predictions = list(predictions)
+    if not predictions or input_pipeline.RECORD_INDEX not in predictions[0]:
+        return predictions
+    predictions.sort(key=lambda prediction: int(prediction[input_pipeline.RECORD_INDEX]))
+    return [{key: value for key, value in prediction.items()
+             if key != input_pipeline.RECORD_INDEX} for prediction in predictions]
 
 
 class _CollectHook(tf1.train.SessionRunHook):

@@ -166,6 +166,7 @@ def predict_spec(logits, features, is_regression, multi_label, windowed):
         predictions["logits"] = logits
     if "example_index" in features:
         predictions["example_index"] = tf.reshape(features["example_index"], [-1])
+    predictions.update(base.record_index(features))
     return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.PREDICT,
                                        predictions=predictions)
 
@@ -411,10 +412,10 @@ class ClassificationTask(base.FinetuningTask):
         return feature_spec(seq_length, self.is_regression,
                             len(self.label_list) if self.multi_label else 1, self.windowed)
 
-    def input_fn(self, path, is_training, options, evaluation=False):
+    def input_fn(self, path, is_training, options):
         """`base.FinetuningTask.input_fn`; packed training batches hold about
         --train_batch_size examples (`sequence_packing.batches_of_examples`)."""
-        input_fn = super().input_fn(path, is_training, options, evaluation)
+        input_fn = super().input_fn(path, is_training, options)
         if not self.packs(is_training):
             return input_fn
         logging.info("--pack_sequences: %.2f examples a sequence of %d on average; a batch "
@@ -481,7 +482,7 @@ class ClassificationTask(base.FinetuningTask):
         return results
 
     def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
-        outputs = list(estimator.predict(input_fn, checkpoint_path=checkpoint_path))
+        outputs = base.in_input_order(estimator.predict(input_fn, checkpoint_path=checkpoint_path))
         if self.windowed:
             logits = self.example_outputs([o["logits"] for o in outputs],
                                           [o["example_index"] for o in outputs], len(examples))

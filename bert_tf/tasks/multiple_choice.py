@@ -71,7 +71,8 @@ def model_fn_builder(encoder, num_choices, training=None):
                                                      is_training, initializer_range))
         if mode == estimator_lib.ModeKeys.PREDICT:
             return estimator_lib.EstimatorSpec(
-                mode=mode, predictions={"probabilities": tf.nn.softmax(logits, axis=-1)})
+                mode=mode, predictions={"probabilities": tf.nn.softmax(logits, axis=-1),
+                                        **base.record_index(features)})
         label_ids = tf.reshape(features["label_ids"], [-1])
         loss, per_example_loss, outputs = classification.classifier_loss(logits, label_ids,
                                                                           False)
@@ -142,8 +143,8 @@ class MultipleChoiceTask(base.FinetuningTask):
         return runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
 
     def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
-        rows = [prediction["probabilities"] for prediction in
-                estimator.predict(input_fn, checkpoint_path=checkpoint_path)]
+        rows = [prediction["probabilities"] for prediction in base.in_input_order(
+            estimator.predict(input_fn, checkpoint_path=checkpoint_path))]
         if len(rows) != len(examples):
             raise BertTfError(f"predicted {len(rows)} of {len(examples)} test questions; "
                               "delete predict.tf_record in --output_dir and rerun.")

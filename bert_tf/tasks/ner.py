@@ -87,7 +87,7 @@ def model_fn_builder(encoder, num_labels, training=None, eval_collector=None):
             model.get_sequence_output(), num_labels, is_training, initializer_range))
         tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
 
-        outputs = {"tag_ids": tag_ids,
+        outputs = {"tag_ids": tag_ids, **base.record_index(features),
                    **{key: features[key] for key in PASSED_THROUGH if key in features}}
         if mode == estimator_lib.ModeKeys.PREDICT:
             return estimator_lib.EstimatorSpec(mode=mode, predictions=outputs)
@@ -106,7 +106,7 @@ def model_fn_builder(encoder, num_labels, training=None, eval_collector=None):
         }
         hooks = []
         if eval_collector is not None:
-            hooks.append(eval_collector.hook({**outputs, **base.record_index(features)}))
+            hooks.append(eval_collector.hook(outputs))
         return estimator_lib.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=metrics,
                                            evaluation_hooks=hooks)
 
@@ -228,8 +228,9 @@ class NerTask(base.FinetuningTask):
         logging.info("conlleval:\n%s", ner_metrics.format_report(self._evaluation))
 
     def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
-        predicted = word_tags(estimator.predict(input_fn, checkpoint_path=checkpoint_path),
-                              examples, self.label_list, self.windowed)
+        predicted = word_tags(
+            base.in_input_order(estimator.predict(input_fn, checkpoint_path=checkpoint_path)),
+            examples, self.label_list, self.windowed)
         path = os.path.join(options.run.output_dir, "test_predictions.txt")
         ner_data.write_conll_predictions(path, examples, predicted)
         logging.info("Wrote %s", path)
