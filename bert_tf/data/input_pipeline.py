@@ -218,8 +218,8 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
       feature_spec: dict name -> `tf.io.FixedLenFeature`.
       is_training: see above.
       shuffle: shuffle the training records (False: file order).
-      trim_keys: the [B, S] features cut to each eval / predict batch's longest example
-        (`trim_to_longest`), or to each bucketed training batch's bucket; None: keep
+      trim_keys: the [B, S] features cut to each batch's bucket (with `bucket_boundaries`)
+        or to each eval / predict batch's longest example (`trim_to_longest`); None: keep
         max_seq_length.
       drop_remainder: drop a last smaller batch (default: when training).
       shuffle_buffer: records in the shuffle buffer (training).
