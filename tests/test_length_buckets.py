@@ -465,13 +465,13 @@ def test_buckets_are_off_when_asked_and_on_a_tpu():
         return types.SimpleNamespace(**{"use_tpu": False, "distribution_strategy": "none",
                                         **values})
 
-    assert input_pipeline.training_length_buckets(True, SEQ, distribution()) == BOUNDARIES
-    assert input_pipeline.training_length_buckets(True, SEQ, distribution(
+    assert input_pipeline.run_length_buckets(True, SEQ, distribution()) == BOUNDARIES
+    assert input_pipeline.run_length_buckets(True, SEQ, distribution(
         distribution_strategy="mirrored")) == BOUNDARIES
-    assert input_pipeline.training_length_buckets(False, SEQ, distribution()) is None
-    assert input_pipeline.training_length_buckets(None, SEQ, distribution()) is None
-    assert input_pipeline.training_length_buckets(True, SEQ, distribution(use_tpu=True)) is None
-    assert input_pipeline.training_length_buckets(True, SEQ, distribution(
+    assert input_pipeline.run_length_buckets(False, SEQ, distribution()) is None
+    assert input_pipeline.run_length_buckets(None, SEQ, distribution()) is None
+    assert input_pipeline.run_length_buckets(True, SEQ, distribution(use_tpu=True)) is None
+    assert input_pipeline.run_length_buckets(True, SEQ, distribution(
         distribution_strategy="tpu")) is None
 
 

@@ -37,47 +37,40 @@ def length_bucket_boundaries(max_seq_length):
     return tuple(range(step, max_seq_length, step)) + (max_seq_length,)
 
 
-def training_length_buckets(bucket_by_length, max_seq_length, distribution):
-    """`record_input_fn`'s `bucket_boundaries` for a training run, logging the choice once.
+def run_length_buckets(bucket_by_length, max_seq_length, distribution, is_training=True):
+    """`record_input_fn`'s `bucket_boundaries` for a run's input, logging the choice once.
+
+    Training draws its batches from length buckets; evaluation and prediction read their
+    records in order of length (`length_ordered_batches`). Either way each batch is cut to
+    its bucket.
 
     Args:
       bucket_by_length: --bucket_by_length (None: the script has no such flag).
       max_seq_length: the run's --max_seq_length.
       distribution: `options.DistributionOptions`; a TPU needs static shapes, so there the
         batches keep max_seq_length.
+      is_training: the training input (else the evaluation / prediction input).
 
     Returns:
-      `length_bucket_boundaries(max_seq_length)`, or None (fixed max_seq_length batches).
+      `length_bucket_boundaries(max_seq_length)`, or None (training batches keep
+      max_seq_length; eval / predict batches come in input order, cut to their longest).
     """
-    boundaries = _length_buckets(bucket_by_length, max_seq_length, distribution, "training")
-    if boundaries is not None:
-        logging.info("--bucket_by_length: on; each training batch is cut to the smallest of "
-                     "the lengths %s that holds its longest example.", list(boundaries))
-    return boundaries
-
-
-def length_ordered_buckets(bucket_by_length, max_seq_length, distribution):
-    """`record_input_fn`'s `bucket_boundaries` for evaluation and prediction: with
-    --bucket_by_length, each window of records is read in order of length
-    (`length_ordered_batches`), so a batch pads little and takes one of a few shapes. Same
-    arguments and result as `training_length_buckets`."""
-    boundaries = _length_buckets(bucket_by_length, max_seq_length, distribution,
-                                 "evaluation / prediction")
-    if boundaries is not None:
-        logging.info("--bucket_by_length: evaluation / prediction batches hold examples of "
-                     "similar length, each cut to the smallest of the lengths %s that holds "
-                     "its longest.", list(boundaries))
-    return boundaries
-
-
-def _length_buckets(bucket_by_length, max_seq_length, distribution, what):
+    what = "training" if is_training else "evaluation / prediction"
     if not bucket_by_length:
         return None
     if distribution.use_tpu or distribution.distribution_strategy == "tpu":
         logging.info("--bucket_by_length: off on a TPU (it needs static shapes); %s "
                      "batches keep max_seq_length=%d.", what, max_seq_length)
         return None
-    return length_bucket_boundaries(max_seq_length)
+    boundaries = length_bucket_boundaries(max_seq_length)
+    if is_training:
+        logging.info("--bucket_by_length: on; each training batch is cut to the smallest of "
+                     "the lengths %s that holds its longest example.", list(boundaries))
+    else:
+        logging.info("--bucket_by_length: evaluation / prediction batches hold examples of "
+                     "similar length, each cut to the smallest of the lengths %s that holds "
+                     "its longest.", list(boundaries))
+    return boundaries
 
 
 def sequence_lengths(features, sequences_per_example=1):

@@ -91,9 +91,8 @@ class FinetuningTask:
         max_seq_length = options.model.max_seq_length
         buckets = None
         if self.length_buckets:
-            choose = (input_pipeline.training_length_buckets if is_training
-                      else input_pipeline.length_ordered_buckets)
-            buckets = choose(options.bucket_by_length, max_seq_length, options.run.distribution)
+            buckets = input_pipeline.run_length_buckets(
+                options.bucket_by_length, max_seq_length, options.run.distribution, is_training)
         return input_pipeline.record_input_fn(
             [path], self.feature_spec(max_seq_length, is_training), is_training,
             shuffle=options.run.shuffle_train_input, trim_keys=self.sequence_keys,
