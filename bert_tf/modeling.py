@@ -203,7 +203,8 @@ class BertModel:
                  head_mask=None,
                  recompute_grad=False,
                  position_ids=None,
-                 pooled_positions=None):
+                 pooled_positions=None,
+                 padding_free=False):
         """Builds the model in the current graph.
 
         Args:
@@ -230,6 +231,10 @@ class BertModel:
           pooled_positions: optional int Tensor [B, K], the tokens the pooler reads (each
             packed example's [CLS]); `get_pooled_output` is then [B * K, H]. None: the
             first token of each row, [B, H].
+          padding_free: run the encoder layers on the real tokens only
+            (`padding_free_index(input_mask)`, see `transformer_model`): the same outputs at
+            real tokens, zeros at padding in the sequence outputs, and no dense-layer work
+            for padding. Dynamic shapes: not for TPUs or XLA.
 
         Raises:
           BertTfError: if the config is inconsistent or the sequence is longer
@@ -300,7 +305,8 @@ class BertModel:
                     max_position_embeddings=config.max_position_embeddings,
                     head_mask=head_mask,
                     do_return_attention_probs=True,
-                    recompute_grad=recompute_grad)
+                    recompute_grad=recompute_grad,
+                    token_index=padding_free_index(input_mask) if padding_free else None)
             self.sequence_output = self.all_encoder_layers[-1]
 
             # The pooler takes the hidden state of the first token ([CLS]), which
@@ -994,6 +1000,20 @@ def create_attention_mask_from_packed_positions(position_ids, input_mask):
     return tf.cast(tf.logical_and(same, example_ids[:, None, :] > 0), tf.float32)
 
 
+def padding_free_index(input_mask):
+    """The positions of the real tokens in the flattened batch, for `transformer_model`'s
+    `token_index`.
+
+    Args:
+      input_mask: int Tensor [B, S], 1 for real tokens, 0 for padding.
+
+    Returns:
+      int32 Tensor [K, 1]: the indices into [B*S] where `input_mask` is 1, ascending
+      (K = the number of real tokens in the batch).
+    """
+    return tf.cast(tf.where(tf.not_equal(tf.reshape(input_mask, [-1]), 0)), tf.int32)
+
+
 def attention_layer(from_tensor,
                     to_tensor,
                     attention_mask=None,
@@ -1011,7 +1031,8 @@ def attention_layer(from_tensor,
                     head_mask=None,
                     position_embedding_type="absolute",
                     max_position_embeddings=512,
-                    do_return_attention_probs=False):
+                    do_return_attention_probs=False,
+                    token_index=None):
     """Multi-headed scaled dot-product attention from `from_tensor` to `to_tensor`.
 
     Self-attention when both are the same tensor. Variables `query`, `key`,
@@ -1042,9 +1063,15 @@ def attention_layer(from_tensor,
         `max_position_embeddings`.
       max_position_embeddings: P, sizes the distance table (distances -(P-1)..P-1).
       do_return_attention_probs: also return the probabilities.
+      token_index: optional int32 Tensor [K, 1], self-attention over unpadded rows: the
+        2-D `from_tensor` and `to_tensor` (the same tensor) are [K, H], the rows at these
+        positions of [B*F] (`padding_free_index`). The projections run on the K rows; only the
+        scores see the padded [B, N, F, T] layout (padding rows zero, masked out by
+        `attention_mask`); the result is [K, N*D].
 
     Returns:
-      float Tensor [B, F, N*D], or [B*F, N*D] if `do_return_2d_tensor`; with
+      float Tensor [B, F, N*D], or [B*F, N*D] if `do_return_2d_tensor` ([K, N*D] with
+      `token_index`); with
       `do_return_attention_probs`, a pair (that Tensor, probabilities [B, N, F, T]
       in the dtype of the values, after dropout and `head_mask`).
 
@@ -1078,7 +1105,9 @@ def attention_layer(from_tensor,
     key_layer = dense_layer(to_tensor_2d, width, key_act, init, name="key")  # [B*T, N*D]
     value_layer = dense_layer(to_tensor_2d, width, value_act, init, name="value")  # [B*T, N*D]
 
-    def to_heads(tensor, seq_length):  # [B*S, N*D] -> [B, N, S, D]
+    def to_heads(tensor, seq_length):  # [B*S, N*D] (or [K, N*D]) -> [B, N, S, D]
+        if token_index is not None:
+            tensor = tf.scatter_nd(token_index, tensor, [batch_size * seq_length, width])
         tensor = tf.reshape(tensor, [batch_size, seq_length, num_attention_heads, size_per_head])
         return tf.transpose(tensor, [0, 2, 1, 3])
 
@@ -1124,7 +1153,10 @@ def attention_layer(from_tensor,
     if dropout_scale != 1.0:
         context_layer *= dropout_scale  # B*F*N*D values rather than B*N*F*T.
     context_layer = tf.transpose(context_layer, [0, 2, 1, 3])  # [B, F, N, D]
-    if do_return_2d_tensor:
+    if token_index is not None:
+        context_layer = tf.gather_nd(
+            tf.reshape(context_layer, [batch_size * from_seq_length, width]), token_index)
+    elif do_return_2d_tensor:
         context_layer = tf.reshape(context_layer, [batch_size * from_seq_length, width])
     else:
         context_layer = tf.reshape(context_layer, [batch_size, from_seq_length, width])
@@ -1185,7 +1217,8 @@ def transformer_model(input_tensor,
                       encoder_output=None,
                       encoder_attention_mask=None,
                       do_return_attention_probs=False,
-                      recompute_grad=False):
+                      recompute_grad=False,
+                      token_index=None):
     """The multi-layer bidirectional Transformer encoder of "Attention is All You Need".
 
     Variables are created under `layer_{i}/...` in the current variable scope,
@@ -1234,6 +1267,11 @@ def transformer_model(input_tensor,
         the layer again to differentiate it (`recompute_layer`): activation memory of one
         layer instead of all, for about one more forward pass. Same values and gradients
         (dropout masks included); no gradient reaches a `head_mask` Tensor.
+      token_index: optional int32 Tensor [K, 1], the positions in [B*S] of the real tokens
+        (`padding_free_index`): every layer then runs on those K rows only, and attention
+        scatters them into [B, N, S, S] scores, so padding costs no dense-layer work. Real
+        tokens' outputs are those of the padded computation; padding positions' outputs are
+        0. `attention_mask` must mask padding keys out; not with `encoder_output`.
 
     Returns:
       Tensor [B, S, H] (the last layer), or a list of num_hidden_layers such
@@ -1283,6 +1321,9 @@ def transformer_model(input_tensor,
             encoder_seq_length = get_shape_list(encoder_attention_mask, expected_rank=3,
                                                 name="encoder_attention_mask")[2]
         encoder_output = reshape_to_matrix(encoder_output)  # [B*T, H_enc]
+    if token_index is not None and encoder_output is not None:
+        raise ValueError("transformer_model: token_index (padding-free layers) works with "
+                         "self-attention only, not with encoder_output.")
 
     def attention_sublayer(sublayer_input, to_tensor, to_seq_length, mask, layer_head_mask,
                            position_type):
@@ -1311,7 +1352,8 @@ def transformer_model(input_tensor,
                 head_mask=layer_head_mask,
                 position_embedding_type=position_type,
                 max_position_embeddings=max_position_embeddings,
-                do_return_attention_probs=True)
+                do_return_attention_probs=True,
+                token_index=token_index if to_tensor is None else None)
         with tf1.variable_scope("output"):
             return project_and_add(attention_output, sublayer_input), probs
 
@@ -1348,6 +1390,8 @@ def transformer_model(input_tensor,
                 return project_and_add(intermediate_output, attention_output), probs
 
     prev_output = reshape_to_matrix(input_tensor)  # [B*S, H], kept 2-D across layers.
+    if token_index is not None:
+        prev_output = tf.gather_nd(prev_output, token_index)  # [K, H]
     init = create_initializer(initializer_range)
     # One key per layer, so the layer's dropout masks are a function of its inputs: the same
     # whether or not the backward pass recomputes it.
@@ -1379,6 +1423,8 @@ def transformer_model(input_tensor,
         all_layer_outputs[-1] = prev_output
 
     def restore(tensor):
+        if token_index is not None:
+            tensor = tf.scatter_nd(token_index, tensor, [batch_size * seq_length, hidden_size])
         return tensor if len(input_shape) == 2 else reshape_from_matrix(tensor, input_shape)
 
     if do_return_all_layers:

@@ -90,6 +90,11 @@ class DistributionOptions(_FromFlags):
     num_tpu_cores: int = 8
     iterations_per_loop: int = 1000
 
+    @property
+    def on_tpu(self):
+        """Whether the run is on a TPU (--use_tpu or --distribution_strategy=tpu)."""
+        return self.use_tpu or self.distribution_strategy == "tpu"
+
 
 @dataclasses.dataclass(frozen=True)
 class ValidationOptions(_FromFlags):
@@ -201,6 +206,8 @@ class FinetuneOptions(_FromFlags):
     export_dir: str | None = None
     # Training batches cut to length buckets; None where the script has no such flag (SQuAD).
     bucket_by_length: bool | None = _flag_of_some_scripts(True)
+    # Encoder layers on the real tokens only; None where the script has no such flag (SQuAD).
+    padding_free: bool | None = _flag_of_some_scripts(True)
     model: ModelOptions = _group(ModelOptions)
     train: TrainOptions = _group(TrainOptions)
     run: RunOptions = _group(RunOptions)

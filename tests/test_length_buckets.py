@@ -462,8 +462,7 @@ def test_the_flag_is_on_for_the_classifier_and_not_defined_for_squad():
 
 def test_buckets_are_off_when_asked_and_on_a_tpu():
     def distribution(**values):
-        return types.SimpleNamespace(**{"use_tpu": False, "distribution_strategy": "none",
-                                        **values})
+        return bert_options.DistributionOptions(**values)
 
     assert input_pipeline.run_length_buckets(True, SEQ, distribution()) == BOUNDARIES
     assert input_pipeline.run_length_buckets(True, SEQ, distribution(

@@ -22,7 +22,7 @@ CASES = {
                     length_buckets=False),
         options.FinetuneOptions,
         options.FinetuneOptions(model=options.ModelOptions(max_seq_length=384),
-                                evaluation=None, bucket_by_length=None)),
+                                evaluation=None, bucket_by_length=None, padding_free=None)),
     "run_pretraining": (bert_flags.define_pretraining_flags, options.PretrainOptions,
                         options.PretrainOptions()),
     "classifier task": (bert_flags.define_classifier_flags, options.ClassifierOptions,

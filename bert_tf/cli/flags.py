@@ -250,8 +250,8 @@ def define_finetuning_flags(max_seq_length=None, has_eval=True, length_buckets=T
       max_seq_length: the script's default `--max_seq_length` (None: `ModelOptions`' 128;
         SQuAD: `SquadOptions.MAX_SEQ_LENGTH`).
       has_eval: define --do_eval / --eval_batch_size (SQuAD evaluates its predictions instead).
-      length_buckets: define --bucket_by_length (not for SQuAD: its span loss runs over every
-        max_seq_length position, so a cut batch would change it).
+      length_buckets: define --bucket_by_length and --padding_free (not for SQuAD: its span
+        loss runs over every max_seq_length position, so a cut batch would change it).
       flag_values: where to define them.
     """
     defaults = options.FinetuneOptions
@@ -287,6 +287,13 @@ def define_finetuning_flags(max_seq_length=None, has_eval=True, length_buckets=T
                           "alike; what they write is in input order. False: every training "
                           "batch at max_seq_length, evaluation and prediction in input order. "
                           "Off on TPUs.",
+                          flag_values=flag_values)
+        flags.DEFINE_bool("padding_free", defaults.padding_free,
+                          "Run the encoder's layers on the real tokens of a training or "
+                          "evaluation batch only: padding costs no dense-layer work, only "
+                          "attention sees the padded [batch, length] layout. The same outputs "
+                          "at real tokens (dropout draws other masks). Off with --use_xla and "
+                          "on TPUs, which need fixed shapes.",
                           flag_values=flag_values)
     define_path("export_dir", None,
                         "If set, export the trained model as a SavedModel to "

@@ -58,7 +58,7 @@ def run_length_buckets(bucket_by_length, max_seq_length, distribution, is_traini
     what = "training" if is_training else "evaluation / prediction"
     if not bucket_by_length:
         return None
-    if distribution.use_tpu or distribution.distribution_strategy == "tpu":
+    if distribution.on_tpu:
         logging.info("--bucket_by_length: off on a TPU (it needs static shapes); %s "
                      "batches keep max_seq_length=%d.", what, max_seq_length)
         return None

@@ -6,22 +6,38 @@ import contextlib
 import dataclasses
 
 import tensorflow as tf
+from absl import logging
 
 from bert_tf import modeling, precision, table_growth
 from bert_tf.training import estimator as estimator_lib
 
 
 def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,
-                       compute_dtype=tf.float32, recompute_grad=False):
+                       compute_dtype=tf.float32, recompute_grad=False, padding_free=False):
     """A `BertModel` over the features input_ids, input_mask, segment_ids ([B, S] each; the
     keys of docs/compatibility.md §3); packed records (`data.sequence_packing`) add
-    position_ids [B, S] and cls_positions [B, K], and the pooled output is then [B * K, H]."""
+    position_ids [B, S] and cls_positions [B, K], and the pooled output is then [B * K, H].
+    `padding_free`: the encoder layers run on the real tokens only (`modeling.BertModel`)."""
     return modeling.BertModel(
         config=bert_config, is_training=is_training, input_ids=features["input_ids"],
         input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype,
         recompute_grad=recompute_grad, position_ids=features.get("position_ids"),
-        pooled_positions=features.get("cls_positions"))
+        pooled_positions=features.get("cls_positions"), padding_free=padding_free)
+
+
+def run_padding_free(padding_free, use_xla, distribution):
+    """Whether a run's encoder skips padding (`Encoder.padding_free`): `padding_free` (the
+    flag; None where the script has none) unless the run needs fixed shapes: XLA compiles
+    each shape it sees, TPUs only take static ones. Logs the choice."""
+    if not padding_free:
+        return False
+    if use_xla or distribution.on_tpu:
+        logging.info("--padding_free is off: %s compiles fixed shapes.",
+                     "XLA" if use_xla else "the TPU")
+        return False
+    logging.info("Encoder layers run on real tokens only (--padding_free).")
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,15 +51,19 @@ class Encoder:
     compute_dtype: tf.DType = tf.float32  # tf.float32, tf.bfloat16 or tf.float16.
     use_one_hot_embeddings: bool = False  # One-hot embedding lookup (TPUs).
     recompute_grad: bool = False  # Recompute encoder layers in the backward pass.
+    # Training and evaluation run the encoder layers on real tokens only; prediction and
+    # exports keep the padded graph that serving runtimes and their fusions expect.
+    padding_free: bool = False
     # How position / vocabulary tables longer than the checkpoint's start; None: an error.
     growth: table_growth.GrowthOptions | None = None
 
     @classmethod
-    def from_options(cls, bert_config, init_checkpoint, model):
-        """The Encoder of a run: `model` is its `options.ModelOptions`."""
+    def from_options(cls, bert_config, init_checkpoint, model, padding_free=False):
+        """The Encoder of a run: `model` is its `options.ModelOptions`, `padding_free` the
+        run's choice (`run_padding_free`)."""
         growth = table_growth.GrowthOptions(model.position_embedding_init, model.new_token_init)
         return cls(bert_config, init_checkpoint, model.compute_dtype,
-                   recompute_grad=model.recompute_grad, growth=growth)
+                   recompute_grad=model.recompute_grad, padding_free=padding_free, growth=growth)
 
     def build(self, features, mode, head_fn):
         """The encoder over `features` and the task's head on it.
@@ -61,9 +81,10 @@ class Encoder:
         is_training = mode == estimator_lib.ModeKeys.TRAIN
         # Evaluation, prediction and exports never update the weights: cast them once.
         with (contextlib.nullcontext() if is_training else precision.weights_cast_once()):
-            model = bert_from_features(self.bert_config, features, is_training,
-                                       self.use_one_hot_embeddings, self.compute_dtype,
-                                       self.recompute_grad and is_training)
+            model = bert_from_features(
+                self.bert_config, features, is_training, self.use_one_hot_embeddings,
+                self.compute_dtype, self.recompute_grad and is_training,
+                self.padding_free and mode != estimator_lib.ModeKeys.PREDICT)
             with precision.compute_dtype_scope(self.compute_dtype):
                 outputs = head_fn(model, is_training)
         # Not when the run's own checkpoint is restored over it (eval, predict, export).

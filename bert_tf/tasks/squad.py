@@ -4,6 +4,7 @@ Head variables follow the original run_squad.py: `cls/squad/output_weights`
 [2, H] and `cls/squad/output_bias` [2].
 """
 
+import dataclasses
 import json
 import os
 import random
@@ -62,6 +63,8 @@ def model_fn_builder(encoder, training=None):
     """
     training = training or TrainingStep()
     initializer_range = encoder.bert_config.initializer_range
+    # The span softmax runs over every position, padding included, as in Google's run_squad.
+    encoder = dataclasses.replace(encoder, padding_free=False)
 
     def model_fn(features, labels, mode, params):
         del labels, params
