@@ -12,7 +12,8 @@ V = vocabulary size.
 Design note: inside `transformer_model` activations stay 2-D [B*S, H] from the
 first layer to the last (one reshape in, one out), so every dense layer is a
 plain MatMul + BiasAdd that grappler / oneDNN fuse, and only attention reshapes
-to 4-D.
+to 4-D. With `token_index` (`BertModel(padding_free=True)`) those 2-D activations
+hold the real tokens only, [K, H], and attention alone sees the padded layout.
 
 Encoder variants found in other BERT code are config keys, all off by default
 so Google configs and checkpoints behave exactly as before:
