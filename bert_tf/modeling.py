@@ -1354,7 +1354,7 @@ def transformer_model(input_tensor,
                 position_embedding_type=position_type,
                 max_position_embeddings=max_position_embeddings,
                 do_return_attention_probs=True,
-                token_index=token_index if to_tensor is None else None)
+                token_index=token_index)
         with tf1.variable_scope("output"):
             return project_and_add(attention_output, sublayer_input), probs
 

@@ -132,15 +132,16 @@ def test_a_run_trains_and_evaluates_as_on_the_padded_graph(tmp_path, vocab_file)
 
 
 def test_fixed_shape_runs_keep_the_padded_encoder():
-    on_cpu = bert_options.DistributionOptions()
-    assert model_fn_parts.run_padding_free(True, False, on_cpu)
-    assert not model_fn_parts.run_padding_free(False, False, on_cpu)
-    assert not model_fn_parts.run_padding_free(None, False, on_cpu)  # SQuAD has no flag.
-    assert not model_fn_parts.run_padding_free(True, True, on_cpu)  # --use_xla
-    assert not model_fn_parts.run_padding_free(
-        True, False, bert_options.DistributionOptions(use_tpu=True))
-    assert not model_fn_parts.run_padding_free(
-        True, False, bert_options.DistributionOptions(distribution_strategy="tpu"))
+    def run(use_xla=False, **distribution):
+        return bert_options.RunOptions(
+            use_xla=use_xla, distribution=bert_options.DistributionOptions(**distribution))
+
+    assert model_fn_parts.run_padding_free(True, run())
+    assert not model_fn_parts.run_padding_free(False, run())
+    assert not model_fn_parts.run_padding_free(None, run())  # SQuAD has no flag.
+    assert not model_fn_parts.run_padding_free(True, run(use_xla=True))
+    assert not model_fn_parts.run_padding_free(True, run(use_tpu=True))
+    assert not model_fn_parts.run_padding_free(True, run(distribution_strategy="tpu"))
 
 
 def test_squad_reads_the_padding_positions_states_whatever_the_encoder_says():

@@ -37,10 +37,9 @@ def run_finetuning(task, options):
       The eval results dict when computed (chief only), else None.
     """
     bert_config, init_checkpoint, tokenizer = prepare_run(task, options)
-    padding_free = model_fn_parts.run_padding_free(options.padding_free, options.run.use_xla,
-                                                   options.run.distribution)
-    encoder = model_fn_parts.Encoder.from_options(bert_config, init_checkpoint, options.model,
-                                                  padding_free)
+    encoder = model_fn_parts.Encoder.from_options(
+        bert_config, init_checkpoint, options.model,
+        model_fn_parts.run_padding_free(options.padding_free, options.run))
     splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
     validation.check_options(options.run.validation, task.metric_names(options),
                              task.can_evaluate(splits), task.eval_flags)

@@ -26,15 +26,15 @@ def bert_from_features(bert_config, features, is_training, use_one_hot_embedding
         pooled_positions=features.get("cls_positions"), padding_free=padding_free)
 
 
-def run_padding_free(padding_free, use_xla, distribution):
+def run_padding_free(padding_free, run):
     """Whether a run's encoder skips padding (`Encoder.padding_free`): `padding_free` (the
-    flag; None where the script has none) unless the run needs fixed shapes: XLA compiles
-    each shape it sees, TPUs only take static ones. Logs the choice."""
+    flag; None where the script has none) unless the run (`options.RunOptions`) needs fixed
+    shapes: XLA compiles each shape it sees, TPUs only take static ones. Logs the choice."""
     if not padding_free:
         return False
-    if use_xla or distribution.on_tpu:
+    if run.use_xla or run.distribution.on_tpu:
         logging.info("--padding_free is off: %s compiles fixed shapes.",
-                     "XLA" if use_xla else "the TPU")
+                     "XLA" if run.use_xla else "the TPU")
         return False
     logging.info("Encoder layers run on real tokens only (--padding_free).")
     return True
