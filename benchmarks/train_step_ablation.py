@@ -10,6 +10,9 @@ Variants:
   full              the step as `scripts/benchmark.py --mode=train` runs it.
   no_dropout        hidden and attention dropout 0.
   no_clipping       no global-norm clipping (the gradients go to the update unscaled).
+  dense_lookup_gradients
+                    the embedding lookups' gradients made dense [V, H] before the global
+                    norm and the clip, as `create_optimizer` did before it kept them sparse.
   tf_nn_dropout     dropout as `tf.nn.dropout` (float32 masks, the probabilities rescaled),
                     the implementation before `modeling.dropout`'s 16-bit masks.
   forward_backward  the loss and every gradient, no clipping or update.
@@ -32,7 +35,8 @@ from bert_tf.training import session as session_lib
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-VARIANTS = ("full", "no_dropout", "no_clipping", "tf_nn_dropout", "forward_backward", "forward")
+VARIANTS = ("full", "no_dropout", "no_clipping", "dense_lookup_gradients", "tf_nn_dropout",
+            "forward_backward", "forward")
 
 
 def parse_args():
@@ -78,6 +82,9 @@ def build(args, variant):
             stack.enter_context(mock.patch.object(
                 optimization.tf, "clip_by_global_norm",
                 lambda grads, _: (grads, tf.constant(1.0))))
+        if variant == "dense_lookup_gradients":
+            stack.enter_context(mock.patch.object(optimization, "_deduplicated",
+                                                  optimization._dense))
         if variant == "tf_nn_dropout":
             stack.enter_context(mock.patch.object(
                 modeling, "dropout_unscaled",

@@ -184,6 +184,10 @@ class _DecoupledDecayOptimizer(tf1.train.Optimizer):
         dense_grad = tf.math.unsorted_segment_sum(grad, indices, tf.shape(var)[0])
         return self._resource_apply_dense(dense_grad, var)
 
+    def _resource_apply_sparse_duplicate_indices(self, grad, handle, indices):
+        # The dense sum above adds duplicate rows up itself; no second deduplication.
+        return self._resource_apply_sparse(grad, handle, indices)
+
     # Reference (non-resource) variables, e.g. under tf.compat.v1.disable_v2_behavior().
     def _apply_dense(self, grad, var):
         return self._resource_apply_dense(grad, var)
@@ -467,14 +471,17 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
     else:
         scale_value = None
     grads = tf.gradients(loss if scale_value is None else loss * scale_value, tvars)
-    pairs = [(_dense(grad), var)
+    # Only the plain path keeps a lookup's gradient sparse up to the update: accumulation and
+    # the all-reduce want one dense tensor per variable.
+    keep_sparse = num_accumulation_steps == 1 and not dynamic_scaling and num_replicas == 1
+    pairs = [(_deduplicated(grad) if keep_sparse else _dense(grad), var)
              for grad, var in zip(grads, tvars, strict=True) if grad is not None]
     if not pairs:
         raise BertTfError("create_optimizer: the loss does not depend on any trainable "
                           "variable; check `tvars` and the model graph.")
     grads, tvars = [grad for grad, _ in pairs], [var for _, var in pairs]
     if scale_value is not None:
-        grads = [grad / scale_value for grad in grads]
+        grads = [_map_values(grad, lambda values: values / scale_value) for grad in grads]
 
     if num_accumulation_steps > 1:
         # Sums of this window's micro-batch gradients, one per variable (per replica).
@@ -561,10 +568,32 @@ def _sum_over_replicas(replica_context, tensors):
 
 
 def _dense(grad):
-    """Gradients of gathers arrive as IndexedSlices; accumulation and clipping want dense."""
+    """Gradients of gathers arrive as IndexedSlices; accumulation and all-reduce want dense."""
     if isinstance(grad, tf.IndexedSlices):
         return tf.convert_to_tensor(grad)
     return grad
+
+
+def _deduplicated(grad):
+    """A gather's gradient (IndexedSlices, a row per lookup) with each row once, duplicates
+    summed; other gradients as they are.
+
+    The global norm and the clip then read and scale the rows a batch touched (at most
+    batch x seq of them) instead of the whole [V, H] table, and the norm of the values is
+    the dense gradient's. The update still densifies it (`_resource_apply_sparse`).
+    """
+    if not isinstance(grad, tf.IndexedSlices):
+        return grad
+    rows, positions = tf.unique(grad.indices)
+    values = tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(rows)[0])
+    return tf.IndexedSlices(values, rows, grad.dense_shape)
+
+
+def _map_values(grad, function):
+    """`function` applied to a dense gradient, or to an IndexedSlices gradient's values."""
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(function(grad.values), grad.indices, grad.dense_shape)
+    return function(grad)
 
 
 # Checkpoint variables that hold optimizer state rather than model weights (the AdamW / LAMB

@@ -190,6 +190,77 @@ def test_static_loss_scale_gives_the_same_update():
         np.testing.assert_allclose(scaled[k], plain[k], atol=1e-7, err_msg=k)
 
 
+# A lookup table's gradient (IndexedSlices, one row per lookup, ids repeated) next to a dense one.
+_TABLE_SHAPE = (9, 3)
+_LOOKUP_IDS = np.array([2, 5, 2, 7, 2, 0], np.int32)
+
+
+def _run_lookup(optimizer, init, coef, steps, **kwargs):
+    graph = tf.Graph()
+    with graph.as_default():
+        table = tf1.get_variable("embeddings/word_embeddings",
+                                 initializer=tf.constant(init["table"], tf.float32))
+        kernel = tf1.get_variable("layer/kernel", initializer=tf.constant(init["kernel"],
+                                                                          tf.float32))
+        rows = tf.gather(table, _LOOKUP_IDS)  # [6, 3]
+        loss = (tf.reduce_sum(coef["rows"].astype(np.float32) * tf.square(rows))
+                + tf.reduce_sum(coef["kernel"].astype(np.float32) * kernel))
+        train_op = optimization.create_optimizer(loss, 0.1, 8, 0, optimizer=optimizer,
+                                                 clip_norm=1.5, **kwargs)
+        summaries = tf1.summary.merge_all()
+        l2_inputs = [op.inputs[0].shape.as_list() for op in graph.get_operations()
+                     if op.type == "L2Loss"]
+        with _session(graph) as session:
+            norms = [_summaries(session.run([train_op, summaries])[1])["global_gradient_norm"]
+                     for _ in range(steps)]
+            values = _values(session, ["embeddings/word_embeddings", "layer/kernel",
+                                       "embeddings/word_embeddings/adam_m",
+                                       "embeddings/word_embeddings/adam_v"])
+    return values, norms, l2_inputs
+
+
+@pytest.mark.parametrize("optimizer, loss_scale", [("adamw", None), ("adamw", 64.0),
+                                                   ("lamb", None)])
+def test_lookup_gradient_with_repeated_ids_matches_the_dense_reference(optimizer, loss_scale):
+    rng = np.random.RandomState(4)
+    init = {"table": rng.uniform(-1, 1, _TABLE_SHAPE), "kernel": rng.uniform(-1, 1, (2, 3))}
+    coef = {"rows": rng.uniform(0.2, 1.0, (len(_LOOKUP_IDS), 3)),
+            "kernel": rng.uniform(-0.5, 0.5, (2, 3))}
+    steps = 4
+    got, got_norms, l2_inputs = _run_lookup(optimizer, init, coef, steps, loss_scale=loss_scale)
+
+    w = {"table": init["table"].copy(), "kernel": init["kernel"].copy()}
+    m = {k: np.zeros_like(x) for k, x in w.items()}
+    v = {k: np.zeros_like(x) for k, x in w.items()}
+    norms = []
+    for step in range(steps):
+        table_grad = np.zeros(_TABLE_SHAPE)
+        np.add.at(table_grad, _LOOKUP_IDS, 2 * coef["rows"] * w["table"][_LOOKUP_IDS])
+        grads, norm = np_clip({"table": table_grad, "kernel": coef["kernel"]}, 1.5)
+        norms.append(norm)
+        lr = np_learning_rate(step, 0.1, 8, 0)
+        for k in w:
+            if optimizer == "adamw":
+                w[k], m[k], v[k] = np_adamw_step(w[k], m[k], v[k], grads[k], lr, decay=True)
+            else:
+                w[k], m[k], v[k] = np_lamb_step(w[k], m[k], v[k], grads[k], lr, True, step + 1)
+
+    np.testing.assert_allclose(got_norms, norms, rtol=1e-5)
+    assert norms[0] > 1.5  # the clip applies
+    np.testing.assert_allclose(got["embeddings/word_embeddings"], w["table"], atol=1e-6)
+    np.testing.assert_allclose(got["layer/kernel"], w["kernel"], atol=1e-6)
+    np.testing.assert_allclose(got["embeddings/word_embeddings/adam_m"], m["table"], atol=1e-6)
+    np.testing.assert_allclose(got["embeddings/word_embeddings/adam_v"], v["table"], atol=1e-7)
+    # Rows no id looked up still decay (AdamW) and keep zero moments.
+    untouched = sorted(set(range(_TABLE_SHAPE[0])) - set(_LOOKUP_IDS.tolist()))
+    assert np.all(got["embeddings/word_embeddings/adam_m"][untouched] == 0)
+    if optimizer == "adamw":
+        assert np.all(np.abs(got["embeddings/word_embeddings"][untouched])
+                      < np.abs(init["table"][untouched]))
+    # The global norm read the looked-up rows, not the whole table.
+    assert list(_TABLE_SHAPE) not in l2_inputs, l2_inputs
+
+
 # --------------------------------------------------------------------------
 # Variable names (Google checkpoints carry <var>/adam_m and <var>/adam_v)
 # --------------------------------------------------------------------------
