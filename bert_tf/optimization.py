@@ -249,8 +249,9 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
         MiniLM).
 
         Returns:
-          dict of scalars in `var`'s dtype: learning_rate, decay_step (learning_rate times
-          weight_decay_rate), beta_1, beta_2, epsilon, and zero (the beta powers).
+          dict of scalars in `var`'s dtype: learning_rate, decay_keep (1 - learning_rate
+          times weight_decay_rate: what the decay keeps of a weight), beta_1, beta_2,
+          epsilon, and zero (the beta powers).
         """
         dtype = var.dtype.base_dtype
         scalars = self._fused_scalars_cache.get((dtype, var.device))
@@ -260,7 +261,7 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
             with graph.colocate_with(None, ignore_existing=True), tf.device(var.device):
                 learning_rate = self._learning_rate(dtype)
                 scalars = dict(learning_rate=learning_rate,
-                               decay_step=learning_rate * self.weight_decay_rate,
+                               decay_keep=1.0 - learning_rate * self.weight_decay_rate,
                                beta_1=tf.constant(self.beta_1, dtype),
                                beta_2=tf.constant(self.beta_2, dtype),
                                epsilon=tf.constant(self.epsilon, dtype),
@@ -289,8 +290,10 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
             # and a resumed run cannot be exact; and TF copies the weights to keep an earlier
             # read intact: a copy of [V, H] per step for BERT's word embeddings).
             with tf.control_dependencies([grad]):
-                decay.append(var.assign_sub(scalars["decay_step"] * tf.convert_to_tensor(var),
-                                            read_value=False))
+                # w * (1 - lr wd) is w - lr wd w to rounding; a plain assign takes the product's
+                # buffer, where assign_sub reads the weights a second time.
+                decay.append(var.assign(tf.convert_to_tensor(var) * scalars["decay_keep"],
+                                        read_value=False))
         with tf.control_dependencies(decay):
             return tf.raw_ops.ResourceApplyAdam(
                 var=var.handle, m=self.get_slot(var, "adam_m").handle,

@@ -570,7 +570,7 @@ def test_weight_decay_waits_for_the_forward_and_backward_passes():
         forward_read = tf.convert_to_tensor(weight)
         optimization.create_optimizer(tf.reduce_sum(tf.square(forward_read)), 0.5, 10, 0,
                                       weight_decay_rate=0.5)
-    decays = [op for op in graph.get_operations() if op.type == "AssignSubVariableOp"
+    decays = [op for op in graph.get_operations() if op.type == "AssignVariableOp"
               and op.name.startswith("AdamWeightDecayOptimizer/")]
     assert len(decays) == 1, [op.name for op in graph.get_operations()]
     ancestors, stack = set(), [decays[0]]
