@@ -474,9 +474,11 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
     else:
         scale_value = None
     grads = tf.gradients(loss if scale_value is None else loss * scale_value, tvars)
-    # Only the plain path keeps a lookup's gradient sparse up to the update: accumulation and
-    # the all-reduce want one dense tensor per variable.
-    keep_sparse = num_accumulation_steps == 1 and not dynamic_scaling and num_replicas == 1
+    # The original path: every run applies its own gradient, no window and no overflow check.
+    applies_every_run = num_accumulation_steps == 1 and not dynamic_scaling
+    # Only there, on one replica, does a lookup's gradient stay sparse up to the update:
+    # accumulation and the all-reduce want one dense tensor per variable.
+    keep_sparse = applies_every_run and num_replicas == 1
     pairs = [(_deduplicated(grad) if keep_sparse else _dense(grad), var)
              for grad, var in zip(grads, tvars, strict=True) if grad is not None]
     if not pairs:
@@ -511,8 +513,8 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
         opt._gradients_are_reduced = True
     grads, gradient_norm = tf.clip_by_global_norm(grads, clip_norm)
 
-    if num_accumulation_steps == 1 and not dynamic_scaling:
-        # The original path: apply every run; apply_gradients increments global_step.
+    if applies_every_run:
+        # apply_gradients increments global_step.
         tf1.summary.scalar("global_gradient_norm", gradient_norm)
         return opt.apply_gradients(zip(grads, tvars, strict=True), global_step=global_step)
 
