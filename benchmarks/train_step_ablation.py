@@ -13,6 +13,8 @@ Variants:
   dense_lookup_gradients
                     the embedding lookups' gradients made dense [V, H] before the global
                     norm and the clip, as `create_optimizer` did before it kept them sparse.
+  whole_last_layer  the classifier's last encoder layer at every token, as before it ran at
+                    the pooled [CLS] position only (`BertModel(pooled_only=True)`).
   tf_nn_dropout     dropout as `tf.nn.dropout` (float32 masks, the probabilities rescaled),
                     the implementation before `modeling.dropout`'s 16-bit masks.
   forward_backward  the loss and every gradient, no clipping or update.
@@ -35,8 +37,8 @@ from bert_tf.training import session as session_lib
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-VARIANTS = ("full", "no_dropout", "no_clipping", "dense_lookup_gradients", "tf_nn_dropout",
-            "forward_backward", "forward")
+VARIANTS = ("full", "no_dropout", "no_clipping", "dense_lookup_gradients", "whole_last_layer",
+            "tf_nn_dropout", "forward_backward", "forward")
 
 
 def parse_args():
@@ -69,6 +71,7 @@ def build(args, variant):
     import tensorflow as tf
 
     from bert_tf import modeling, optimization
+    from bert_tf.tasks import model_fn_parts
     from bert_tf.tools import benchmark
 
     config = copy.deepcopy(modeling.BertConfig.from_json_file(args.bert_config_file))
@@ -85,6 +88,11 @@ def build(args, variant):
         if variant == "dense_lookup_gradients":
             stack.enter_context(mock.patch.object(optimization, "_deduplicated",
                                                   optimization._dense))
+        if variant == "whole_last_layer":
+            whole = model_fn_parts.bert_from_features
+            stack.enter_context(mock.patch.object(
+                model_fn_parts, "bert_from_features",
+                lambda *args, **kwargs: whole(*args, **dict(kwargs, pooled_only=False))))
         if variant == "tf_nn_dropout":
             stack.enter_context(mock.patch.object(
                 modeling, "dropout_unscaled",

@@ -27,6 +27,7 @@ encoder output.
 import collections
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import re
@@ -205,7 +206,8 @@ class BertModel:
                  recompute_grad=False,
                  position_ids=None,
                  pooled_positions=None,
-                 padding_free=False):
+                 padding_free=False,
+                 pooled_only=False):
         """Builds the model in the current graph.
 
         Args:
@@ -286,6 +288,10 @@ class BertModel:
                 else:
                     attention_mask = create_attention_mask_from_packed_positions(position_ids,
                                                                                  input_mask)
+                output_positions = None
+                if pooled_only and position_embedding_type == "absolute":
+                    output_positions = (tf.zeros([batch_size, 1], tf.int32)
+                                        if pooled_positions is None else pooled_positions)
                 # The probabilities are graph tensors the encoder builds anyway;
                 # keeping references to them costs nothing unless they are fetched.
                 self.all_encoder_layers, self.all_attention_probs = transformer_model(
@@ -307,13 +313,17 @@ class BertModel:
                     head_mask=head_mask,
                     do_return_attention_probs=True,
                     recompute_grad=recompute_grad,
-                    token_index=padding_free_index(input_mask) if padding_free else None)
+                    token_index=padding_free_index(input_mask) if padding_free else None,
+                    output_positions=output_positions)
             self.sequence_output = self.all_encoder_layers[-1]
 
             # The pooler takes the hidden state of the first token ([CLS]), which
             # pre-training's next-sentence objective has trained to summarise the pair.
             with tf1.variable_scope("pooler"):
-                if pooled_positions is None:
+                if output_positions is not None:  # Already the pooled positions only.
+                    first_token_tensor = tf.reshape(self.sequence_output,
+                                                    [-1, config.hidden_size])
+                elif pooled_positions is None:
                     first_token_tensor = self.sequence_output[:, 0, :]
                 else:
                     first_token_tensor = tf.reshape(
@@ -329,7 +339,7 @@ class BertModel:
         return self.pooled_output
 
     def get_sequence_output(self):
-        """Final encoder layer, [B, S, H]."""
+        """Final encoder layer, [B, S, H] ([B, K, H] with `pooled_only`)."""
         return self.sequence_output
 
     def get_all_encoder_layers(self):
@@ -1219,7 +1229,8 @@ def transformer_model(input_tensor,
                       encoder_attention_mask=None,
                       do_return_attention_probs=False,
                       recompute_grad=False,
-                      token_index=None):
+                      token_index=None,
+                      output_positions=None):
     """The multi-layer bidirectional Transformer encoder of "Attention is All You Need".
 
     Variables are created under `layer_{i}/...` in the current variable scope,
@@ -1273,11 +1284,18 @@ def transformer_model(input_tensor,
         scatters them into [B, N, S, S] scores, so padding costs no dense-layer work. Real
         tokens' outputs are those of the padded computation; padding positions' outputs are
         0. `attention_mask` must mask padding keys out; not with `encoder_output`.
+      output_positions: optional int Tensor [B, F], the positions whose last-layer outputs
+        are wanted (e.g. [CLS] for a head that reads the pooled output). The last layer then
+        computes its queries, attention output, feed-forward block and layer norms at those
+        F positions of each row only; its keys and values still see every token, so those
+        rows are the full computation's. Its output is [B, F, H] ([B*F, H] for a 2-D input),
+        its attention probabilities [B, N, F, S]; earlier layers are unchanged. Absolute
+        position embeddings only; not with `encoder_output`.
 
     Returns:
-      Tensor [B, S, H] (the last layer), or a list of num_hidden_layers such
-      Tensors if `do_return_all_layers`; [B*S, H] for a 2-D input. With
-      `do_return_attention_probs`, a pair (that, list of num_hidden_layers
+      Tensor [B, S, H] (the last layer; [B, F, H] with `output_positions`), or a list of
+      num_hidden_layers such Tensors if `do_return_all_layers`; [B*S, H] for a 2-D input.
+      With `do_return_attention_probs`, a pair (that, list of num_hidden_layers
       [B, N, S, S] self-attention probabilities).
 
     Raises:
@@ -1325,22 +1343,34 @@ def transformer_model(input_tensor,
     if token_index is not None and encoder_output is not None:
         raise ValueError("transformer_model: token_index (padding-free layers) works with "
                          "self-attention only, not with encoder_output.")
+    if output_positions is not None and (encoder_output is not None
+                                         or position_embedding_type != "absolute"):
+        raise ValueError("transformer_model: output_positions works with self-attention and "
+                         "absolute position embeddings only (relative scores assume queries "
+                         "at positions 0..S-1).")
 
     def attention_sublayer(sublayer_input, to_tensor, to_seq_length, mask, layer_head_mask,
-                           position_type):
+                           position_type, rows=None):
         """[B*S, H] -> ([B*S, H], probs [B, N, S, T]); in the current scope, as `self` + `output`.
 
         Post-LN: LayerNorm(x + Dropout(Dense(Attn(x)))); pre-LN: x + Dropout(Dense(Attn(LN(x)))).
+        `rows`: a `_QueryRows`; the queries and the output are then its [B*F] rows only.
         """
         attention_input = sublayer_input
         if pre_norm:
             with tf1.variable_scope("output"):
                 attention_input = layer_norm(sublayer_input, "LayerNorm", layer_norm_eps)
+        # Self-attention (no `to_tensor`) attends to its own (normalised) input.
+        to_tensor = attention_input if to_tensor is None else to_tensor
+        from_seq_length, index = seq_length, token_index
+        if rows is not None:
+            attention_input = tf.gather(attention_input, rows.flat)
+            sublayer_input = tf.gather(sublayer_input, rows.flat)
+            from_seq_length, mask, index = rows.count, rows.mask, None
         with tf1.variable_scope("self"):
             attention_output, probs = attention_layer(
                 from_tensor=attention_input,
-                # Self-attention (no `to_tensor`) attends to its own (normalised) input.
-                to_tensor=attention_input if to_tensor is None else to_tensor,
+                to_tensor=to_tensor,
                 attention_mask=mask,
                 num_attention_heads=num_attention_heads,
                 size_per_head=attention_head_size,
@@ -1348,13 +1378,13 @@ def transformer_model(input_tensor,
                 initializer_range=initializer_range,
                 do_return_2d_tensor=True,
                 batch_size=batch_size,
-                from_seq_length=seq_length,
+                from_seq_length=from_seq_length,
                 to_seq_length=to_seq_length,
                 head_mask=layer_head_mask,
                 position_embedding_type=position_type,
                 max_position_embeddings=max_position_embeddings,
                 do_return_attention_probs=True,
-                token_index=token_index)
+                token_index=index)
         with tf1.variable_scope("output"):
             return project_and_add(attention_output, sublayer_input), probs
 
@@ -1367,13 +1397,15 @@ def transformer_model(input_tensor,
         return layer_norm(hidden + residual, epsilon=layer_norm_eps)
 
     def encoder_layer(layer_idx, layer_input, layer_encoder_output, dropout_key):
-        """One layer in the current scope: [B*S, H] -> ([B*S, H], probs [B, N, S, S])."""
+        """One layer in the current scope: [B*S, H] -> ([B*S, H], probs [B, N, S, S]); the
+        last one with `output_positions`: -> ([B*F, H], probs [B, N, F, S])."""
         keys = contextlib.nullcontext() if dropout_key is None else dropout_key_scope(dropout_key)
+        rows = query_rows if layer_idx == num_hidden_layers - 1 else None
         with keys:
             with tf1.variable_scope("attention"):
                 attention_output, probs = attention_sublayer(
                     layer_input, None, seq_length, attention_mask, layer_head_masks[layer_idx],
-                    position_embedding_type)
+                    position_embedding_type, rows)
             if layer_encoder_output is not None:
                 with tf1.variable_scope("crossattention"):
                     attention_output, _ = attention_sublayer(
@@ -1393,6 +1425,9 @@ def transformer_model(input_tensor,
     prev_output = reshape_to_matrix(input_tensor)  # [B*S, H], kept 2-D across layers.
     if token_index is not None:
         prev_output = tf.gather_nd(prev_output, token_index)  # [K, H]
+    query_rows = None
+    if output_positions is not None:
+        query_rows = _QueryRows.of(output_positions, attention_mask, batch_size, seq_length)
     init = create_initializer(initializer_range)
     # One key per layer, so the layer's dropout masks are a function of its inputs: the same
     # whether or not the backward pass recomputes it.
@@ -1401,6 +1436,11 @@ def transformer_model(input_tensor,
     all_layer_outputs = []
     all_attention_probs = []
     for layer_idx in range(num_hidden_layers):
+        if query_rows is not None and token_index is not None \
+                and layer_idx == num_hidden_layers - 1:
+            # The last layer picks its query rows from the padded layout (zeros at padding).
+            prev_output = tf.scatter_nd(token_index, prev_output,
+                                        [batch_size * seq_length, hidden_size])
         with tf1.variable_scope(f"layer_{layer_idx}"):
             inputs = [prev_output, encoder_output,
                       None if layer_keys is None else layer_keys[layer_idx]]
@@ -1423,18 +1463,44 @@ def transformer_model(input_tensor,
         prev_output = layer_norm(prev_output, "LayerNorm", layer_norm_eps)
         all_layer_outputs[-1] = prev_output
 
-    def restore(tensor):
-        if token_index is not None:
+    def restore(tensor, last):
+        """A layer's 2-D output in the input's layout: padding back, [B, S, H] for 3-D input
+        ([B, F, H] for the last layer with `output_positions`)."""
+        rows = seq_length
+        if last and query_rows is not None:
+            rows = query_rows.count
+        elif token_index is not None:
             tensor = tf.scatter_nd(token_index, tensor, [batch_size * seq_length, hidden_size])
-        return tensor if len(input_shape) == 2 else reshape_from_matrix(tensor, input_shape)
+        return tensor if len(input_shape) == 2 else tf.reshape(
+            tensor, [batch_size, rows, hidden_size])
 
     if do_return_all_layers:
-        outputs = [restore(layer_output) for layer_output in all_layer_outputs]
+        outputs = [restore(layer_output, layer_idx == num_hidden_layers - 1)
+                   for layer_idx, layer_output in enumerate(all_layer_outputs)]
     else:
-        outputs = restore(prev_output)
+        outputs = restore(prev_output, True)
     if do_return_attention_probs:
         return outputs, all_attention_probs
     return outputs
+
+
+@dataclasses.dataclass(frozen=True)
+class _QueryRows:
+    """The rows the last encoder layer computes with `output_positions`."""
+
+    flat: tf.Tensor  # int32 [B*F]: indices into the [B*S] rows, row-major.
+    count: object  # F, an int or a scalar Tensor.
+    mask: tf.Tensor | None  # [B, F, S]: the attention mask's rows at those positions.
+
+    @classmethod
+    def of(cls, output_positions, attention_mask, batch_size, seq_length):
+        positions = tf.cast(output_positions, tf.int32)
+        count = get_shape_list(positions, expected_rank=2, name="output_positions")[1]
+        flat = tf.reshape(positions + tf.expand_dims(tf.range(batch_size) * seq_length, 1), [-1])
+        mask = None
+        if attention_mask is not None:
+            mask = tf.gather(attention_mask, positions, batch_dims=1)
+        return cls(flat, count, mask)
 
 
 def _head_mask_per_layer(head_mask, num_hidden_layers, num_attention_heads):

@@ -123,7 +123,7 @@ def model_fn_builder(encoder, num_labels, training=None, is_regression=False,
 
     def model_fn(features, labels, mode, params):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
-        logits = encoder.build(features, mode, head)
+        logits = encoder.build(features, mode, head, pooled_only=True)
 
         if mode == estimator_lib.ModeKeys.PREDICT:
             return predict_spec(logits, features, is_regression, multi_label, windowed)

@@ -68,7 +68,8 @@ def model_fn_builder(encoder, num_choices, training=None):
         logits = encoder.build(
             flatten_choices(features, num_choices), mode,
             lambda model, is_training: choice_logits(model.get_pooled_output(), num_choices,
-                                                     is_training, initializer_range))
+                                                     is_training, initializer_range),
+            pooled_only=True)
         if mode == estimator_lib.ModeKeys.PREDICT:
             return estimator_lib.EstimatorSpec(
                 mode=mode, predictions={"probabilities": tf.nn.softmax(logits, axis=-1),

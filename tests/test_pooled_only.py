@@ -1,0 +1,184 @@
+"""The last encoder layer at the pooled positions only (`modeling.BertModel(pooled_only=True)`,
+`transformer_model`'s `output_positions`): what classification and multiple choice train and
+evaluate with. The pooled output matches the float64 numpy reference, every gradient equals
+the whole encoder's, packed rows pool the same examples, and the tasks' TRAIN and EVAL graphs
+run the last layer's feed-forward block on one row per sequence while PREDICT (exports) keeps
+the whole layer."""
+
+import numpy as np
+import numpy_bert
+import pytest
+import tensorflow as tf
+from finetune_helpers import tiny_config
+
+from bert_tf import modeling
+from bert_tf.tasks import classification, model_fn_parts, multiple_choice
+from bert_tf.training import estimator as estimator_lib
+
+tf1 = tf.compat.v1
+
+NUM_HEADS = 4
+# Rows of 9, 4 and 6 real tokens and one of 1 ([CLS] alone).
+LENGTHS = (9, 4, 6, 1)
+
+
+def _config(**overrides):
+    return modeling.BertConfig(**tiny_config(
+        vocab_size=90, num_attention_heads=NUM_HEADS, intermediate_size=37,
+        initializer_range=0.2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        **overrides))
+
+
+def _batch(seq_length=9, seed=0):
+    rng = np.random.RandomState(seed)
+    mask = (np.arange(seq_length)[None, :] < np.array(LENGTHS)[:, None]).astype(np.int32)
+    ids = rng.randint(1, 90, size=mask.shape).astype(np.int32) * mask
+    types = (np.arange(seq_length)[None, :] >= 3).astype(np.int32) * mask
+    return ids, mask, types
+
+
+def _pooled_and_gradients(config, ids, mask, types, is_training=False, **model_args):
+    """{pooled_only: (pooled [B, H], sequence output, gradients of a loss on the pooled
+    output by variable name)} from one graph whose two models share their variables, and
+    the variables' values."""
+    built = {}
+    with tf.Graph().as_default():
+        tf1.set_random_seed(1)
+        for pooled_only in (False, True):
+            with tf1.variable_scope("m", reuse=tf1.AUTO_REUSE):
+                model = modeling.BertModel(config, is_training, tf.constant(ids),
+                                           tf.constant(mask), tf.constant(types), scope="bert",
+                                           pooled_only=pooled_only, **model_args)
+            pooled = model.get_pooled_output()
+            loss = tf.reduce_sum(pooled * tf.linspace(-1.0, 1.0, config.hidden_size))
+            variables = tf1.trainable_variables()
+            grads = tf.gradients(loss, variables)
+            built[pooled_only] = (pooled, model.get_sequence_output(), {
+                v.name[len("m/"):-2]: tf.convert_to_tensor(g)
+                for v, g in zip(variables, grads, strict=True) if g is not None})
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            weights = {v.name[len("m/"):-2]: session.run(v) for v in tf1.global_variables()}
+            return session.run(built), weights
+
+
+def _assert_same_gradients(ours, whole):
+    """Each gradient to 1e-5 of its scale. A key bias's is 0 up to rounding (a bias added to
+    every key shifts a query's scores by one constant, which softmax ignores), so it is
+    checked against the largest gradient instead."""
+    assert ours.keys() == whole.keys()
+    largest = max(np.abs(grad).max() for grad in whole.values())
+    for name, grad in whole.items():
+        if name.endswith("/key/bias"):
+            assert np.abs(grad).max() < 1e-4 * largest and np.abs(ours[name]).max() < 1e-4 * largest
+            continue
+        scale = max(np.abs(grad).max(), 1e-3)
+        np.testing.assert_allclose(ours[name] / scale, grad / scale, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("variant", ["post_ln", "pre_ln", "padding_free"])
+def test_the_pooled_output_matches_the_numpy_reference(variant):
+    config = _config()
+    model_args = {}
+    if variant == "pre_ln":
+        config.layer_norm_type = "pre"
+    if variant == "padding_free":
+        model_args["padding_free"] = True
+    ids, mask, types = _batch()
+    outputs, weights = _pooled_and_gradients(config, ids, mask, types, **model_args)
+    reference_layers, reference_pooled = numpy_bert.bert_forward(
+        weights, ids, mask, types, NUM_HEADS, layer_norm_type=config.layer_norm_type)
+    pooled, sequence, _ = outputs[True]
+    np.testing.assert_allclose(pooled, reference_pooled, atol=2e-5)
+    # The last layer's output exists at [CLS] only, and is the reference's there.
+    assert sequence.shape == (len(LENGTHS), 1, config.hidden_size)
+    np.testing.assert_allclose(sequence[:, 0], reference_layers[-1][:, 0], atol=2e-5)
+    assert outputs[False][1].shape == (len(LENGTHS), ids.shape[1], config.hidden_size)
+
+
+@pytest.mark.parametrize("variant", ["post_ln", "padding_free", "recompute", "training"])
+def test_every_gradient_equals_the_whole_encoders(variant):
+    """The last layer's other rows reach no loss that reads the pooled output: dropping them
+    changes no gradient (and no variable goes missing from the update)."""
+    model_args = {"padding_free": variant == "padding_free",
+                  "recompute_grad": variant == "recompute",
+                  "is_training": variant == "training"}
+    outputs, _ = _pooled_and_gradients(_config(), *_batch(), **model_args)
+    assert any("layer_1/intermediate" in name for name in outputs[False][2])
+    _assert_same_gradients(outputs[True][2], outputs[False][2])
+
+
+def test_packed_rows_pool_each_example_as_the_whole_encoder_does():
+    """Several examples a row (`position_ids`, `pooled_positions`): the last layer computes
+    the K [CLS] positions of each row, and the pooled output [B * K, H] is the same."""
+    ids, mask, types = _batch(seq_length=12)
+    # Two rows of three and two examples (starting at 0, 4, 7 and 0, 5), padding after.
+    starts = [[0, 4, 7], [0, 5, 5]]
+    position_ids = np.zeros((2, 12), np.int32)
+    for row, row_starts in enumerate(starts):
+        bounds = sorted(set(row_starts)) + [12]
+        for begin, end in zip(bounds, bounds[1:], strict=False):
+            position_ids[row, begin:end] = np.arange(end - begin)
+    mask = np.ones((2, 12), np.int32)
+    mask[1, 10:] = 0
+    model_args = dict(position_ids=position_ids, pooled_positions=np.array(starts, np.int32))
+    outputs, _ = _pooled_and_gradients(_config(), ids[:2], mask, types[:2], **model_args)
+    assert outputs[True][0].shape == (6, 32)
+    np.testing.assert_allclose(outputs[True][0], outputs[False][0], atol=1e-5)
+    _assert_same_gradients(outputs[True][2], outputs[False][2])
+
+
+def test_relative_positions_keep_the_whole_last_layer():
+    config = _config(max_position_embeddings=16)
+    config.position_embedding_type = "relative_key"
+    outputs, _ = _pooled_and_gradients(config, *_batch())
+    assert outputs[True][1].shape == outputs[False][1].shape == (4, 9, 32)
+    np.testing.assert_allclose(outputs[True][0], outputs[False][0], atol=1e-6)
+
+
+@pytest.mark.parametrize("arguments", ["relative", "cross_attention"])
+def test_output_positions_refuses_what_it_cannot_compute(arguments):
+    with tf.Graph().as_default():
+        hidden = tf.zeros([2, 5, 32])
+        extra = ({"position_embedding_type": "relative_key"} if arguments == "relative"
+                 else {"encoder_output": tf.zeros([2, 3, 32])})
+        with pytest.raises(ValueError, match="output_positions works with self-attention"):
+            modeling.transformer_model(hidden, hidden_size=32, num_hidden_layers=1,
+                                       num_attention_heads=4, intermediate_size=37,
+                                       output_positions=tf.zeros([2, 1], tf.int32), **extra)
+
+
+def _feed_forward_rows(model_fn, features, mode):
+    """How many rows the last layer's feed-forward block computes in `model_fn`'s graph."""
+    with tf.Graph().as_default() as graph:
+        tf1.train.get_or_create_global_step()
+        model_fn({key: tf.constant(value) for key, value in features.items()}, None, mode, {})
+        (op,) = [op for op in graph.get_operations()
+                 if op.name.endswith("layer_1/intermediate/dense/BiasAdd")]
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            return session.run(tf.shape(op.outputs[0])[0])
+
+
+@pytest.mark.parametrize("mode", [estimator_lib.ModeKeys.TRAIN, estimator_lib.ModeKeys.EVAL,
+                                  estimator_lib.ModeKeys.PREDICT])
+@pytest.mark.parametrize("task", ["classification", "multiple_choice"])
+def test_tasks_that_read_the_pooled_output_train_and_evaluate_on_cls_only(task, mode):
+    ids, mask, types = _batch()
+    encoder = model_fn_parts.Encoder(_config())
+    if task == "classification":
+        model_fn = classification.model_fn_builder(encoder, num_labels=3)
+        features = {"input_ids": ids, "input_mask": mask, "segment_ids": types}
+        sequences = len(LENGTHS)
+    else:
+        model_fn = multiple_choice.model_fn_builder(encoder, num_choices=2)
+        # Two questions of two choices: each row holds both choices' 9 tokens.
+        features = {key: value.reshape(2, 18) for key, value in
+                    (("input_ids", ids), ("input_mask", mask), ("segment_ids", types))}
+        sequences = 4
+    features.update(label_ids=np.zeros((features["input_ids"].shape[0], 1), np.int32),
+                    is_real_example=np.ones((features["input_ids"].shape[0], 1), np.int32))
+    rows = _feed_forward_rows(model_fn, features, mode)
+    # PREDICT builds the exports' graph: the whole last layer, as serving runtimes fuse it.
+    assert rows == (sequences * ids.shape[1] if mode == estimator_lib.ModeKeys.PREDICT
+                    else sequences)
