@@ -13,8 +13,8 @@ Variants:
   dense_lookup_gradients
                     the embedding lookups' gradients made dense [V, H] before the global
                     norm and the clip, as `create_optimizer` did before it kept them sparse.
-  whole_last_layer  the classifier's last encoder layer at every token, as before it ran at
-                    the pooled [CLS] position only (`BertModel(pooled_only=True)`).
+  whole_last_layer  the last encoder layer at every token, as before it ran at the positions
+                    the heads read only ([CLS]; pre-training: and the masked positions).
   tf_nn_dropout     dropout as `tf.nn.dropout` (float32 masks, the probabilities rescaled),
                     the implementation before `modeling.dropout`'s 16-bit masks.
   forward_backward  the loss and every gradient, no clipping or update.
@@ -71,7 +71,6 @@ def build(args, variant):
     import tensorflow as tf
 
     from bert_tf import modeling, optimization
-    from bert_tf.tasks import model_fn_parts
     from bert_tf.tools import benchmark
 
     config = copy.deepcopy(modeling.BertConfig.from_json_file(args.bert_config_file))
@@ -89,10 +88,8 @@ def build(args, variant):
             stack.enter_context(mock.patch.object(optimization, "_deduplicated",
                                                   optimization._dense))
         if variant == "whole_last_layer":
-            whole = model_fn_parts.bert_from_features
-            stack.enter_context(mock.patch.object(
-                model_fn_parts, "bert_from_features",
-                lambda *args, **kwargs: whole(*args, **dict(kwargs, pooled_only=False))))
+            stack.enter_context(mock.patch.object(modeling, "_last_layer_shortens",
+                                                  lambda *args: False))
         if variant == "tf_nn_dropout":
             stack.enter_context(mock.patch.object(
                 modeling, "dropout_unscaled",

@@ -207,7 +207,8 @@ class BertModel:
                  position_ids=None,
                  pooled_positions=None,
                  padding_free=False,
-                 pooled_only=False):
+                 pooled_only=False,
+                 sequence_positions=None):
         """Builds the model in the current graph.
 
         Args:
@@ -289,9 +290,16 @@ class BertModel:
                     attention_mask = create_attention_mask_from_packed_positions(position_ids,
                                                                                  input_mask)
                 output_positions = None
-                if pooled_only and position_embedding_type == "absolute":
+                if _last_layer_shortens(pooled_only, sequence_positions,
+                                        position_embedding_type):
                     output_positions = (tf.zeros([batch_size, 1], tf.int32)
-                                        if pooled_positions is None else pooled_positions)
+                                        if pooled_positions is None
+                                        else tf.cast(pooled_positions, tf.int32))
+                    pooled_count = get_shape_list(output_positions, expected_rank=2,
+                                                  name="pooled_positions")[1]
+                    if sequence_positions is not None:
+                        output_positions = tf.concat(
+                            [output_positions, tf.cast(sequence_positions, tf.int32)], axis=1)
                 # The probabilities are graph tensors the encoder builds anyway;
                 # keeping references to them costs nothing unless they are fetched.
                 self.all_encoder_layers, self.all_attention_probs = transformer_model(
@@ -315,19 +323,24 @@ class BertModel:
                     recompute_grad=recompute_grad,
                     token_index=padding_free_index(input_mask) if padding_free else None,
                     output_positions=output_positions)
-            self.sequence_output = self.all_encoder_layers[-1]
+            self.sequence_output = last_layer = self.all_encoder_layers[-1]
+            if output_positions is not None and sequence_positions is not None:
+                # The last layer's rows: the pooled positions, then `sequence_positions`.
+                self.sequence_output = last_layer[:, pooled_count:]
+            elif sequence_positions is not None:
+                self.sequence_output = tf.gather(last_layer, sequence_positions, batch_dims=1)
 
             # The pooler takes the hidden state of the first token ([CLS]), which
             # pre-training's next-sentence objective has trained to summarise the pair.
             with tf1.variable_scope("pooler"):
-                if output_positions is not None:  # Already the pooled positions only.
-                    first_token_tensor = tf.reshape(self.sequence_output,
+                if output_positions is not None:  # The last layer's rows start with them.
+                    first_token_tensor = tf.reshape(last_layer[:, :pooled_count],
                                                     [-1, config.hidden_size])
                 elif pooled_positions is None:
-                    first_token_tensor = self.sequence_output[:, 0, :]
+                    first_token_tensor = last_layer[:, 0, :]
                 else:
                     first_token_tensor = tf.reshape(
-                        tf.gather(self.sequence_output, pooled_positions, batch_dims=1),
+                        tf.gather(last_layer, pooled_positions, batch_dims=1),
                         [-1, config.hidden_size])
                 self.pooled_output = dense_layer(
                     first_token_tensor, config.hidden_size, activation=tf.tanh,
@@ -339,7 +352,8 @@ class BertModel:
         return self.pooled_output
 
     def get_sequence_output(self):
-        """Final encoder layer, [B, S, H] ([B, K, H] with `pooled_only`)."""
+        """Final encoder layer, [B, S, H] ([B, K, H] with `pooled_only`, [B, P, H] with
+        `sequence_positions`)."""
         return self.sequence_output
 
     def get_all_encoder_layers(self):
@@ -1482,6 +1496,12 @@ def transformer_model(input_tensor,
     if do_return_attention_probs:
         return outputs, all_attention_probs
     return outputs
+
+
+def _last_layer_shortens(pooled_only, sequence_positions, position_embedding_type):
+    """Whether `BertModel` runs its last layer at the positions read only: relative position
+    scores assume queries at 0..S-1."""
+    return (pooled_only or sequence_positions is not None) and position_embedding_type == "absolute"
 
 
 @dataclasses.dataclass(frozen=True)

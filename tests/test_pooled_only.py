@@ -1,9 +1,10 @@
-"""The last encoder layer at the pooled positions only (`modeling.BertModel(pooled_only=True)`,
-`transformer_model`'s `output_positions`): what classification and multiple choice train and
-evaluate with. The pooled output matches the float64 numpy reference, every gradient equals
-the whole encoder's, packed rows pool the same examples, and the tasks' TRAIN and EVAL graphs
-run the last layer's feed-forward block on one row per sequence while PREDICT (exports) keeps
-the whole layer."""
+"""The last encoder layer at the positions a head reads only (`modeling.BertModel(pooled_only=True)`
+or `sequence_positions=...`, `transformer_model`'s `output_positions`): what classification
+and multiple choice train and evaluate with ([CLS]), and pre-training ([CLS] and the masked
+positions). The outputs match the float64 numpy reference, every gradient equals the whole
+encoder's, packed rows pool the same examples, and the tasks' TRAIN and EVAL graphs run the
+last layer's feed-forward block on those rows only while PREDICT (exports) keeps the whole
+layer for the classifiers."""
 
 import numpy as np
 import numpy_bert
@@ -12,7 +13,7 @@ import tensorflow as tf
 from finetune_helpers import tiny_config
 
 from bert_tf import modeling
-from bert_tf.tasks import classification, model_fn_parts, multiple_choice
+from bert_tf.tasks import classification, model_fn_parts, multiple_choice, pretraining
 from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
@@ -37,23 +38,33 @@ def _batch(seq_length=9, seed=0):
     return ids, mask, types
 
 
-def _pooled_and_gradients(config, ids, mask, types, is_training=False, **model_args):
-    """{pooled_only: (pooled [B, H], sequence output, gradients of a loss on the pooled
-    output by variable name)} from one graph whose two models share their variables, and
-    the variables' values."""
+def _pooled_and_gradients(config, ids, mask, types, is_training=False, sequence_positions=None,
+                          **model_args):
+    """{shortened: (pooled [B, H], sequence output, gradients of a loss on the pooled
+    output (and on the sequence output at `sequence_positions`) by variable name)} from one
+    graph whose two models (the whole last layer, and the one at the positions read:
+    `pooled_only`, or `sequence_positions` when given) share their variables, and the
+    variables' values."""
     built = {}
     with tf.Graph().as_default():
         tf1.set_random_seed(1)
-        for pooled_only in (False, True):
+        for shortened in (False, True):
+            reads = ({"pooled_only": shortened} if sequence_positions is None else
+                     {"sequence_positions": sequence_positions if shortened else None})
             with tf1.variable_scope("m", reuse=tf1.AUTO_REUSE):
                 model = modeling.BertModel(config, is_training, tf.constant(ids),
                                            tf.constant(mask), tf.constant(types), scope="bert",
-                                           pooled_only=pooled_only, **model_args)
+                                           **reads, **model_args)
             pooled = model.get_pooled_output()
+            sequence = model.get_sequence_output()
+            if sequence_positions is not None and not shortened:
+                sequence = tf.gather(sequence, sequence_positions, batch_dims=1)
             loss = tf.reduce_sum(pooled * tf.linspace(-1.0, 1.0, config.hidden_size))
+            if sequence_positions is not None:
+                loss += tf.reduce_sum(sequence * tf.linspace(1.0, -2.0, config.hidden_size))
             variables = tf1.trainable_variables()
             grads = tf.gradients(loss, variables)
-            built[pooled_only] = (pooled, model.get_sequence_output(), {
+            built[shortened] = (pooled, sequence, {
                 v.name[len("m/"):-2]: tf.convert_to_tensor(g)
                 for v, g in zip(variables, grads, strict=True) if g is not None})
         with tf1.Session() as session:
@@ -148,6 +159,28 @@ def test_output_positions_refuses_what_it_cannot_compute(arguments):
                                        output_positions=tf.zeros([2, 1], tf.int32), **extra)
 
 
+@pytest.mark.parametrize("variant", ["post_ln", "padding_free", "training"])
+def test_masked_positions_get_the_whole_encoders_states_and_gradients(variant):
+    """`sequence_positions` (pre-training's masked positions, a repeated 0 for padding
+    predictions as in the records): the final states there and at [CLS], and every gradient,
+    are the whole encoder's; the states match the numpy reference."""
+    positions = np.array([[3, 1, 0], [2, 0, 0], [5, 4, 1], [0, 0, 0]], np.int32)
+    model_args = {"padding_free": variant == "padding_free",
+                  "is_training": variant == "training"}
+    ids, mask, types = _batch()
+    outputs, weights = _pooled_and_gradients(_config(), ids, mask, types,
+                                             sequence_positions=positions, **model_args)
+    assert outputs[True][1].shape == (4, 3, 32)
+    np.testing.assert_allclose(outputs[True][0], outputs[False][0], atol=1e-5)
+    np.testing.assert_allclose(outputs[True][1], outputs[False][1], atol=1e-5)
+    _assert_same_gradients(outputs[True][2], outputs[False][2])
+    reference_layers, reference_pooled = numpy_bert.bert_forward(weights, ids, mask, types,
+                                                                 NUM_HEADS)
+    np.testing.assert_allclose(outputs[True][1], np.take_along_axis(
+        reference_layers[-1], positions[:, :, None], axis=1), atol=2e-5)
+    np.testing.assert_allclose(outputs[True][0], reference_pooled, atol=2e-5)
+
+
 def _feed_forward_rows(model_fn, features, mode):
     """How many rows the last layer's feed-forward block computes in `model_fn`'s graph."""
     with tf.Graph().as_default() as graph:
@@ -182,3 +215,15 @@ def test_tasks_that_read_the_pooled_output_train_and_evaluate_on_cls_only(task, 
     # PREDICT builds the exports' graph: the whole last layer, as serving runtimes fuse it.
     assert rows == (sequences * ids.shape[1] if mode == estimator_lib.ModeKeys.PREDICT
                     else sequences)
+
+
+@pytest.mark.parametrize("mode", [estimator_lib.ModeKeys.TRAIN, estimator_lib.ModeKeys.EVAL])
+def test_pretraining_computes_the_last_layer_at_cls_and_the_masked_positions(mode):
+    ids, mask, types = _batch()
+    positions = np.array([[3, 1, 0], [2, 0, 0], [5, 4, 1], [0, 0, 0]], np.int32)
+    features = {"input_ids": ids, "input_mask": mask, "segment_ids": types,
+                "masked_lm_positions": positions, "masked_lm_ids": ids[:, :3],
+                "masked_lm_weights": np.ones((4, 3), np.float32),
+                "next_sentence_labels": np.zeros((4, 1), np.int32)}
+    model_fn = pretraining.model_fn_builder(model_fn_parts.Encoder(_config()))
+    assert _feed_forward_rows(model_fn, features, mode) == 4 * (1 + 3)

@@ -14,19 +14,20 @@ from bert_tf.training import estimator as estimator_lib
 
 def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,
                        compute_dtype=tf.float32, recompute_grad=False, padding_free=False,
-                       pooled_only=False):
+                       pooled_only=False, sequence_positions=None):
     """A `BertModel` over the features input_ids, input_mask, segment_ids ([B, S] each; the
     keys of docs/compatibility.md §3); packed records (`data.sequence_packing`) add
     position_ids [B, S] and cls_positions [B, K], and the pooled output is then [B * K, H].
-    `padding_free`: the encoder layers run on the real tokens only; `pooled_only`: the last
-    layer runs at the pooled positions only (both `modeling.BertModel`)."""
+    `padding_free`: the encoder layers run on the real tokens only; `pooled_only` and
+    `sequence_positions`: the last layer runs at the positions the head reads only (all three
+    `modeling.BertModel`)."""
     return modeling.BertModel(
         config=bert_config, is_training=is_training, input_ids=features["input_ids"],
         input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
         use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype,
         recompute_grad=recompute_grad, position_ids=features.get("position_ids"),
         pooled_positions=features.get("cls_positions"), padding_free=padding_free,
-        pooled_only=pooled_only)
+        pooled_only=pooled_only, sequence_positions=sequence_positions)
 
 
 def run_padding_free(padding_free, run):
@@ -68,7 +69,7 @@ class Encoder:
         return cls(bert_config, init_checkpoint, model.compute_dtype,
                    recompute_grad=model.recompute_grad, padding_free=padding_free, growth=growth)
 
-    def build(self, features, mode, head_fn, pooled_only=False):
+    def build(self, features, mode, head_fn, pooled_only=False, sequence_positions=None):
         """The encoder over `features` and the task's head on it.
 
         Args:
@@ -79,6 +80,9 @@ class Encoder:
             float32).
           pooled_only: `head_fn` reads the pooled output only, so training and evaluation
             compute the last layer at the pooled positions alone (`modeling.BertModel`).
+          sequence_positions: int Tensor [B, P], the positions of the sequence output
+            `head_fn` reads: `model.get_sequence_output()` is then [B, P, H] at those
+            positions, and the last layer computes them and the pooled positions only.
 
         Returns:
           What `head_fn` returns.
@@ -93,7 +97,8 @@ class Encoder:
                 self.bert_config, features, is_training, self.use_one_hot_embeddings,
                 self.compute_dtype, self.recompute_grad and is_training,
                 padding_free=self.padding_free and not graph_for_serving,
-                pooled_only=pooled_only and not graph_for_serving)
+                pooled_only=pooled_only and not graph_for_serving,
+                sequence_positions=sequence_positions)
             with precision.compute_dtype_scope(self.compute_dtype):
                 outputs = head_fn(model, is_training)
         # Not when the run's own checkpoint is restored over it (eval, predict, export).

@@ -55,16 +55,20 @@ def masked_lm_output(bert_config, input_tensor, output_weights, positions, label
 
     Args:
       bert_config: `BertConfig`.
-      input_tensor: float Tensor [B, S, H], the encoder output.
+      input_tensor: float Tensor [B, S, H], the encoder output; or, with `positions` None,
+        [B, P, H], the encoder output at the masked positions.
       output_weights: the word embedding table [V, H] (the tied decoder).
-      positions: int Tensor [B, P], masked positions.
+      positions: int Tensor [B, P], masked positions, or None.
       label_ids: int Tensor [B, P], original ids at those positions.
       label_weights: float Tensor [B, P], 1.0 for real predictions, 0.0 for padding.
 
     Returns:
       (loss scalar, per_example_loss [B*P], log_probs [B*P, V]), all float32.
     """
-    input_tensor = gather_indexes(input_tensor, positions)  # [B*P, H]
+    if positions is None:
+        input_tensor = tf.reshape(input_tensor, [-1, bert_config.hidden_size])  # [B*P, H]
+    else:
+        input_tensor = gather_indexes(input_tensor, positions)  # [B*P, H]
     with tf1.variable_scope("cls/predictions"):
         with tf1.variable_scope("transform"):
             input_tensor = modeling.dense_layer(
@@ -118,15 +122,16 @@ def model_fn_builder(encoder, training=None, next_sentence_objective="nsp"):
 
         def heads_fn(model, is_training):
             del is_training  # The pre-training heads have no dropout of their own.
+            # The sequence output is the final layer at the masked positions already.
             mlm = masked_lm_output(bert_config, model.get_sequence_output(),
-                                   model.get_embedding_table(), features["masked_lm_positions"],
+                                   model.get_embedding_table(), None,
                                    features["masked_lm_ids"], features["masked_lm_weights"])
             return mlm, next_sentence_output(
                 bert_config, model.get_pooled_output(),
                 features["next_sentence_labels"]) if has_sentence_head else None
 
         (mlm_loss, mlm_example_loss, mlm_log_probs), sentence = encoder.build(
-            features, mode, heads_fn)
+            features, mode, heads_fn, sequence_positions=features["masked_lm_positions"])
         total_loss = mlm_loss if sentence is None else mlm_loss + sentence[0]
 
         if mode == estimator_lib.ModeKeys.TRAIN:
