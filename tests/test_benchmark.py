@@ -53,6 +53,16 @@ def test_count_flops_equals_a_hand_count():
     classifier_head = pooler + 2 * 4 * 3  # 3 labels                   = 56
     assert benchmark.count_flops(config, "classifier", "infer", 2, 3, num_labels=3) == \
         2 * (layer + classifier_head)
+    # Training reads the last layer at [CLS] only: keys and values at all 3 rows, the rest at 1.
+    cls_layer = (2 * (2 * 3 * 4 * 4)  # K, V: [3,4] @ [4,4] twice           = 192
+                 + 2 * 1 * 4 * 4       # Q: [1,4] @ [4,4]                     = 32
+                 + 2 * 2 * 1 * 2 * 3   # 2 heads: [1,2] @ [2,3]               = 24
+                 + 2 * 2 * 1 * 3 * 2   # 2 heads: [1,3] @ [3,2]               = 24
+                 + 2 * 1 * 4 * 4       # attention output [1,4] @ [4,4]       = 32
+                 + 2 * 1 * 4 * 8 + 2 * 1 * 8 * 4)  # feed-forward             = 128
+    assert cls_layer == 432
+    assert benchmark.count_flops(config, "classifier", "train", 2, 3, num_labels=3) == \
+        3 * 2 * (cls_layer + classifier_head)
     # Pre-training, P = 2 masked positions: transform [2,4]@[4,4], decoder [2,4]@[4,10],
     # plus the pooler and the next-sentence [1,4]@[4,2].
     pretraining_head = 2 * 2 * 4 * 4 + 2 * 2 * 4 * 10 + pooler + 2 * 4 * 2  # = 272

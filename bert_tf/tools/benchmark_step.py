@@ -102,7 +102,11 @@ def count_flops(bert_config, task, mode, batch_size, seq_length, max_predictions
     Counts every matmul the step runs: per layer and sequence the Q, K, V and
     output projections (4 * 2*S*H*H), the two feed-forward matmuls (2 * 2*S*H*I),
     the attention scores and the probability-weighted sum of values (2 * 2*S*S*H);
-    then the task head. Embedding lookups (gathers), layer norm, softmax and
+    then the task head. Where the head reads F < S rows of the last layer (classifier
+    training: F = 1, the [CLS] row; pre-training: F = 1 + P, [CLS] and the masked
+    positions; absolute position embeddings only, as `modeling.BertModel` decides), that
+    layer computes its keys and values at all S rows (2 * 2*S*H*H) and the rest at F
+    (2 * 2*F*H*H + 2 * 2*F*H*I + 2 * 2*F*S*H). Embedding lookups (gathers), layer norm, softmax and
     element-wise ops are not counted. Training counts 3x the forward: the backward
     pass needs two matmuls (input and weight gradients) for each forward one.
 
@@ -128,10 +132,19 @@ def count_flops(bert_config, task, mode, batch_size, seq_length, max_predictions
     hidden = bert_config.hidden_size
     intermediate = bert_config.intermediate_size
     seq = seq_length
-    per_layer = (4 * 2 * seq * hidden * hidden
-                 + 2 * 2 * seq * hidden * intermediate
-                 + 2 * 2 * seq * seq * hidden)
-    encoder = bert_config.num_hidden_layers * per_layer
+
+    def layer(rows):
+        # Keys and values at every position; queries and everything after them at `rows`.
+        return (2 * 2 * seq * hidden * hidden + 2 * 2 * rows * hidden * hidden
+                + 2 * 2 * rows * hidden * intermediate + 2 * 2 * rows * seq * hidden)
+
+    last_layer_rows = seq
+    if bert_config.position_embedding_type == "absolute":
+        if task == "classifier" and mode == "train":
+            last_layer_rows = 1
+        elif task == "pretraining":
+            last_layer_rows = 1 + max_predictions_per_seq
+    encoder = (bert_config.num_hidden_layers - 1) * layer(seq) + layer(last_layer_rows)
     if task == "squad":
         head = 2 * seq * hidden * 2
     elif task == "classifier":
