@@ -212,9 +212,50 @@ def test_tasks_that_read_the_pooled_output_train_and_evaluate_on_cls_only(task, 
     features.update(label_ids=np.zeros((features["input_ids"].shape[0], 1), np.int32),
                     is_real_example=np.ones((features["input_ids"].shape[0], 1), np.int32))
     rows = _feed_forward_rows(model_fn, features, mode)
-    # PREDICT builds the exports' graph: the whole last layer, as serving runtimes fuse it.
+    # PREDICT outside Estimator.predict builds the exports' graph: the whole last layer, as
+    # serving runtimes fuse it.
     assert rows == (sequences * ids.shape[1] if mode == estimator_lib.ModeKeys.PREDICT
                     else sequences)
+
+
+def test_the_estimators_prediction_runs_the_last_layer_on_cls_only(tmp_path):
+    """`Estimator.predict` builds a graph only it runs: the classifier's last layer computes
+    [CLS] alone there, and its probabilities are the export graph's (the whole layer, above)
+    from the same weights."""
+    ids, mask, types = _batch()
+    features = {"input_ids": ids, "input_mask": mask, "segment_ids": types,
+                "label_ids": np.zeros((len(LENGTHS), 1), np.int32),
+                "is_real_example": np.ones((len(LENGTHS), 1), np.int32)}
+    encoder = model_fn_parts.Encoder(_config())
+    model_fn = classification.model_fn_builder(encoder, num_labels=3)
+
+    def model_fn_with_rows(features, labels, mode, params):
+        spec = model_fn(features, labels, mode, params)
+        (op,) = [op for op in tf1.get_default_graph().get_operations()
+                 if op.name.endswith("layer_1/intermediate/dense/BiasAdd")]
+        rows = tf.fill([tf.shape(features["input_ids"])[0]], tf.shape(op.outputs[0])[0])
+        return spec._replace(predictions={**spec.predictions, "rows": rows})
+
+    def input_fn(params):
+        return tf.data.Dataset.from_tensor_slices(features).batch(params["batch_size"])
+
+    # The weights of a checkpoint, which the export graph then reads too.
+    with tf.Graph().as_default():
+        tf1.train.get_or_create_global_step()
+        model_fn({key: tf.constant(value) for key, value in features.items()}, None,
+                 estimator_lib.ModeKeys.PREDICT, {})
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            checkpoint = tf1.train.Saver().save(session, str(tmp_path / "model.ckpt"))
+            (probabilities_op,) = [op for op in session.graph.get_operations()
+                                   if op.type == "Softmax" and "layer" not in op.name]
+            whole_layer = session.run(probabilities_op.outputs[0])
+    estimator = estimator_lib.Estimator(model_fn_with_rows, str(tmp_path / "predict"),
+                                        predict_batch_size=len(LENGTHS))
+    predictions = list(estimator.predict(input_fn, checkpoint_path=checkpoint))
+    assert [p["rows"] for p in predictions] == [len(LENGTHS)] * len(LENGTHS)
+    np.testing.assert_allclose([p["probabilities"] for p in predictions], whole_layer,
+                               atol=1e-6)
 
 
 @pytest.mark.parametrize("mode", [estimator_lib.ModeKeys.TRAIN, estimator_lib.ModeKeys.EVAL])

@@ -78,8 +78,9 @@ class Encoder:
           head_fn: `head_fn(model, is_training)` builds the head on the `BertModel` and
             returns its outputs; it runs in the compute dtype (heads cast their logits to
             float32).
-          pooled_only: `head_fn` reads the pooled output only, so training and evaluation
-            compute the last layer at the pooled positions alone (`modeling.BertModel`).
+          pooled_only: `head_fn` reads the pooled output only, so training, evaluation and
+            the Estimator's prediction compute the last layer at the pooled positions alone
+            (`modeling.BertModel`); exports compute all of it.
           sequence_positions: int Tensor [B, P], the positions of the sequence output
             `head_fn` reads: `model.get_sequence_output()` is then [B, P, H] at those
             positions, and the last layer computes them and the pooled positions only.
@@ -88,9 +89,10 @@ class Encoder:
           What `head_fn` returns.
         """
         is_training = mode == estimator_lib.ModeKeys.TRAIN
-        # Prediction and exports keep the whole graph that serving runtimes and their fusions
-        # expect.
-        graph_for_serving = mode == estimator_lib.ModeKeys.PREDICT
+        # Exports keep the whole graph that serving runtimes and their fusions expect; the
+        # Estimator's own prediction computes what its outputs need, as evaluation does.
+        graph_for_serving = (mode == estimator_lib.ModeKeys.PREDICT and
+                             not estimator_lib.predicts_in_process())
         # Evaluation, prediction and exports never update the weights: cast them once.
         with (contextlib.nullcontext() if is_training else precision.weights_cast_once()):
             model = bert_from_features(

@@ -61,6 +61,10 @@ from bert_tf.training.serving_input import ServingInputReceiver, build_raw_servi
 # the run (evaluate, predict with a checkpoint, export); see `restores_checkpoint`.
 _RESTORES_CHECKPOINT = contextvars.ContextVar("restores_checkpoint", default=False)
 
+# True while Estimator.predict's model_fn builds its graph (run here, never exported); see
+# `predicts_in_process`.
+_PREDICTS_IN_PROCESS = contextvars.ContextVar("predicts_in_process", default=False)
+
 # How long a closing training session waits for its input threads (MonitoredTrainingSession's).
 _STOP_GRACE_PERIOD_SECS = 120
 
@@ -73,6 +77,14 @@ def restores_checkpoint():
     (`--init_checkpoint`): those initial values would be overwritten by the restore.
     """
     return _RESTORES_CHECKPOINT.get()
+
+
+def predicts_in_process():
+    """Whether the model_fn being called builds `Estimator.predict`'s PREDICT graph, which runs
+    in this process and returns its predictions only, rather than an export's, which serving
+    runtimes load (and fuse) as they find it.
+    """
+    return _PREDICTS_IN_PROCESS.get()
 
 
 class ModeKeys:
@@ -423,8 +435,12 @@ class Estimator:
             self._set_seed()
             tf.compat.v1.train.get_or_create_global_step()
             features, _, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.PREDICT)
-            spec = self._call_model_fn(features, None, ModeKeys.PREDICT,
-                                       restores=checkpoint_path is not None)
+            token = _PREDICTS_IN_PROCESS.set(True)
+            try:
+                spec = self._call_model_fn(features, None, ModeKeys.PREDICT,
+                                           restores=checkpoint_path is not None)
+            finally:
+                _PREDICTS_IN_PROCESS.reset(token)
             predictions = spec.predictions
             if isinstance(predictions, dict) and predict_keys is not None:
                 predictions = {key: predictions[key] for key in predict_keys}
