@@ -289,8 +289,9 @@ def define_finetuning_flags(max_seq_length=None, has_eval=True, length_buckets=T
                           "Off on TPUs.",
                           flag_values=flag_values)
         flags.DEFINE_bool("padding_free", defaults.padding_free,
-                          "Run the encoder's layers on the real tokens of a training or "
-                          "evaluation batch only: padding costs no dense-layer work, only "
+                          "Run the encoder's layers on the real tokens of a training, "
+                          "evaluation or prediction batch only (exports keep the padded "
+                          "graph): padding costs no dense-layer work, only "
                           "attention sees the padded [batch, length] layout. The same outputs "
                           "at real tokens (dropout draws other masks). Off with --use_xla and "
                           "on TPUs, which need fixed shapes.",
