@@ -435,12 +435,9 @@ class Estimator:
             self._set_seed()
             tf.compat.v1.train.get_or_create_global_step()
             features, _, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.PREDICT)
-            token = _PREDICTS_IN_PROCESS.set(True)
-            try:
-                spec = self._call_model_fn(features, None, ModeKeys.PREDICT,
-                                           restores=checkpoint_path is not None)
-            finally:
-                _PREDICTS_IN_PROCESS.reset(token)
+            spec = self._call_model_fn(features, None, ModeKeys.PREDICT,
+                                       restores=checkpoint_path is not None,
+                                       predicts_in_process=True)
             predictions = spec.predictions
             if isinstance(predictions, dict) and predict_keys is not None:
                 predictions = {key: predictions[key] for key in predict_keys}
@@ -530,11 +527,13 @@ class Estimator:
 
     # --------------------------------------------------------------------------------- helpers
 
-    def _call_model_fn(self, features, labels, mode, strategy=None, restores=False):
+    def _call_model_fn(self, features, labels, mode, strategy=None, restores=False,
+                       predicts_in_process=False):
         """Builds the model for `mode`, once per replica under `strategy`.
 
         `restores`: the graph's variables will all be restored from a checkpoint
-        (`restores_checkpoint` says so to the model_fn).
+        (`restores_checkpoint` says so to the model_fn). `predicts_in_process`: the graph is
+        `predict`'s (`predicts_in_process` says so to the model_fn).
 
         Under a strategy (TRAIN only) it returns the spec of the first replica with `loss`
         replaced by the mean of the replicas' losses (the same on every worker: an all-reduce),
@@ -542,11 +541,13 @@ class Estimator:
         by the number of replicas.
         """
         if strategy is None:
-            token = _RESTORES_CHECKPOINT.set(restores)
+            tokens = (_RESTORES_CHECKPOINT.set(restores),
+                      _PREDICTS_IN_PROCESS.set(predicts_in_process))
             try:
                 return self._call_model_fn_once(features, labels, mode)
             finally:
-                _RESTORES_CHECKPOINT.reset(token)
+                _PREDICTS_IN_PROCESS.reset(tokens[1])
+                _RESTORES_CHECKPOINT.reset(tokens[0])
         specs = {}
 
         def replica_fn(replica_features, replica_labels):
