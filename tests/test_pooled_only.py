@@ -181,16 +181,23 @@ def test_masked_positions_get_the_whole_encoders_states_and_gradients(variant):
     np.testing.assert_allclose(outputs[True][0], reference_pooled, atol=2e-5)
 
 
+def _last_feed_forward_rows(graph):
+    """The row count (a scalar Tensor) of the last layer's feed-forward block in `graph` (the
+    2-layer config's)."""
+    (op,) = [op for op in graph.get_operations()
+             if op.name.endswith("layer_1/intermediate/dense/BiasAdd")]
+    return tf.shape(op.outputs[0])[0]
+
+
 def _feed_forward_rows(model_fn, features, mode):
     """How many rows the last layer's feed-forward block computes in `model_fn`'s graph."""
     with tf.Graph().as_default() as graph:
         tf1.train.get_or_create_global_step()
         model_fn({key: tf.constant(value) for key, value in features.items()}, None, mode, {})
-        (op,) = [op for op in graph.get_operations()
-                 if op.name.endswith("layer_1/intermediate/dense/BiasAdd")]
+        rows = _last_feed_forward_rows(graph)
         with tf1.Session() as session:
             session.run(tf1.global_variables_initializer())
-            return session.run(tf.shape(op.outputs[0])[0])
+            return session.run(rows)
 
 
 @pytest.mark.parametrize("mode", [estimator_lib.ModeKeys.TRAIN, estimator_lib.ModeKeys.EVAL,
@@ -231,9 +238,8 @@ def test_the_estimators_prediction_runs_the_last_layer_on_cls_only(tmp_path):
 
     def model_fn_with_rows(features, labels, mode, params):
         spec = model_fn(features, labels, mode, params)
-        (op,) = [op for op in tf1.get_default_graph().get_operations()
-                 if op.name.endswith("layer_1/intermediate/dense/BiasAdd")]
-        rows = tf.fill([tf.shape(features["input_ids"])[0]], tf.shape(op.outputs[0])[0])
+        rows = tf.fill([tf.shape(features["input_ids"])[0]],
+                       _last_feed_forward_rows(tf1.get_default_graph()))
         return spec._replace(predictions={**spec.predictions, "rows": rows})
 
     def input_fn(params):

@@ -541,13 +541,13 @@ class Estimator:
         by the number of replicas.
         """
         if strategy is None:
-            tokens = (_RESTORES_CHECKPOINT.set(restores),
-                      _PREDICTS_IN_PROCESS.set(predicts_in_process))
+            restores_token = _RESTORES_CHECKPOINT.set(restores)
+            predicts_token = _PREDICTS_IN_PROCESS.set(predicts_in_process)
             try:
                 return self._call_model_fn_once(features, labels, mode)
             finally:
-                _PREDICTS_IN_PROCESS.reset(tokens[1])
-                _RESTORES_CHECKPOINT.reset(tokens[0])
+                _PREDICTS_IN_PROCESS.reset(predicts_token)
+                _RESTORES_CHECKPOINT.reset(restores_token)
         specs = {}
 
         def replica_fn(replica_features, replica_labels):
