@@ -50,7 +50,7 @@ def test_script_end_to_end(tmp_path, vocab_file):
         f"--bert_config_file={write_tiny_config(tmp_path)}", f"--output_dir={out}",
         "--do_train", "--do_eval", "--do_predict", "--max_seq_length=48",
         "--train_batch_size=2", "--num_train_steps=40", "--learning_rate=3e-3",
-        "--eval_batch_size=2", f"--export_dir={export}")
+        "--eval_batch_size=2", f"--export_dir={export}", "--random_seed=1")
     assert_ok(result)
 
     with open(out / "label_list.txt") as f:
@@ -72,7 +72,9 @@ def test_script_end_to_end(tmp_path, vocab_file):
     assert results["eval_accuracy"] == pytest.approx(results["accuracy"], abs=1e-6)
     assert results["global_step"] == 40
     assert {"eval_loss", "loss", "f1_PER", "precision_LOC", "recall_ORG"} <= set(results)
-    assert results["f1"] > 0.5  # Fitted the 3 training sentences it is evaluated on.
+    # Fitted the 3 training sentences it is evaluated on: F1 1.0 with seeds 1-8. Seeded because
+    # unseeded runs vary: 20 of 22 scored 1.0 and 2 scored 0.86, but one scored 0.375.
+    assert results["f1"] > 0.5
 
     test_rows = _conll_rows(os.path.join(NER_DATA, "test.txt"))
     with open(out / "test_predictions.txt") as f:
