@@ -127,13 +127,14 @@ def _classifier_flags(minilm_converted, output_dir, *extra):
 def test_run_classifier_trains_on_packed_sequences(tmp_path, minilm_converted,
                                                     minilm_topics_classifier):
     """The session's unpacked MiniLM run (12 steps of 8 at length 20, conftest) against the
-    same steps and batch of examples, packed into sequences of 64: the same dev accuracy
-    within 5 points, from records holding several examples each."""
+    same steps, batch of examples and seed, packed into sequences of 64: the same dev accuracy
+    within 5 points, from records holding several examples each (1.0 in five runs, seeded or
+    not)."""
     output_dir = tmp_path / "packed"
     result = run_script("run_classifier.py", *_classifier_flags(
         minilm_converted, output_dir, "--do_train", "--do_eval", "--pack_sequences",
         "--max_seq_length=64", "--train_batch_size=8", "--num_train_steps=12",
-        "--learning_rate=1e-4", "--eval_batch_size=40"), timeout=600)
+        "--learning_rate=1e-4", "--eval_batch_size=40", "--random_seed=1"), timeout=600)
     assert_ok(result)
     (examples, rows), = re.findall(r"(\d+) examples -> (\d+) packed sequences of 64",
                                    result.stderr)
