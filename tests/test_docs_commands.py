@@ -287,13 +287,18 @@ def _shrunk(text, flags_by_script):
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    """A copy of the repository, as a fresh clone has it, to run the commands in."""
+def workspace(tmp_path_factory, request):
+    """A copy of the repository, as a fresh clone has it, to run the commands in.
+
+    Removed after the module when every test so far passed (kept to look into otherwise).
+    """
     path = tmp_path_factory.mktemp("docs") / "bert_tf"
     shutil.copytree(ROOT, path, ignore=shutil.ignore_patterns(
         ".git", ".venv", "demo_output", "pretrain_example", "__pycache__", ".pytest_cache",
         ".ruff_cache", "*.egg-info", "demo.log"))
-    return str(path)
+    yield str(path)
+    if not request.session.testsfailed:
+        shutil.rmtree(path.parent, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -330,11 +335,28 @@ def _run(block, workspace, python_env):
     return result.stdout
 
 
+def _remove_unused_outputs(block, written, workspace):
+    """Deletes what `block` wrote (top-level names in `written`) that no later block names.
+
+    Each fine-tuning run leaves ~0.5 GB of checkpoints (weights and two Adam slots); kept, the
+    pages' ~20 runs filled 9 GB of a CI machine's disk.
+    """
+    later = [text for _, _, _, text in BLOCKS[BLOCKS.index(block) + 1:]]
+    for name in written:
+        if not any(name in text for text in later):
+            path = os.path.join(workspace, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+
+
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"{b[0]}#{b[1]}" for b in BLOCKS])
 def test_command_block_runs_as_typed(block, workspace, python_env):
     reason = _entry(CANNOT_RUN, block)
     if reason:
         pytest.skip(reason)
+    before = set(os.listdir(workspace))
     output = _run(block, workspace, python_env)
     missing = [pattern for pattern in _entry(WRITES, block) or []
                if not glob.glob(os.path.join(workspace, pattern))]
@@ -342,3 +364,4 @@ def test_command_block_runs_as_typed(block, workspace, python_env):
     check = _entry(CHECKS, block)
     if check:
         check(workspace, output)
+    _remove_unused_outputs(block, set(os.listdir(workspace)) - before, workspace)
