@@ -28,7 +28,6 @@ import random
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 import finetune_epoch
@@ -55,7 +54,8 @@ def parse_args():
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--work_dir", default=None, help="Default: a temporary directory.")
+    parser.add_argument("--work_dir", default=None,
+                        help="Kept. Default: a temporary directory, removed at the end.")
     parser.add_argument("--output_json", default=None)
     return parser.parse_args()
 
@@ -166,17 +166,17 @@ def main():
     from bert_tf import tokenization
     from bert_tf.tools import machine
 
-    work = args.work_dir or tempfile.mkdtemp(prefix="finetune_command_")
-    paths = {"work": work, "data": os.path.join(work, "data"),
-             **finetune_epoch.minilm_checkpoints(work)}
-    tokenizer = tokenization.FullTokenizer(os.path.join(paths["minilm_tf"], "vocab.txt"))
-    data = build_data(args, paths["data"], tokenizer)
-    print(f"data: {json.dumps(data)}", flush=True)
-    load_before, started = os.getloadavg(), time.time()
-    runs = finetune_epoch.alternating_runs(
-        cells, args.repeats,
-        lambda cell, repeat: (run_hf if cell == "hf" else run_bert_tf)(args, paths, repeat),
-        lambda result: f"{result['seconds']:.1f} s")
+    with finetune_epoch.work_directory(args.work_dir, "finetune_command_") as work:
+        paths = {"work": work, "data": os.path.join(work, "data"),
+                 **finetune_epoch.minilm_checkpoints(work)}
+        tokenizer = tokenization.FullTokenizer(os.path.join(paths["minilm_tf"], "vocab.txt"))
+        data = build_data(args, paths["data"], tokenizer)
+        print(f"data: {json.dumps(data)}", flush=True)
+        load_before, started = os.getloadavg(), time.time()
+        runs = finetune_epoch.alternating_runs(
+            cells, args.repeats,
+            lambda cell, repeat: (run_hf if cell == "hf" else run_bert_tf)(args, paths, repeat),
+            lambda result: f"{result['seconds']:.1f} s")
     rows = {cell: {"seconds": statistics.median(run["seconds"] for run in cell_runs),
                    "seconds_runs": [run["seconds"] for run in cell_runs],
                    "steady_examples_per_second": finetune_epoch.steady_median(cell_runs),

@@ -29,6 +29,7 @@ bert_tf run (untimed, --do_eval on the held-out split) and after each HF run.
 """
 
 import argparse
+import contextlib
 import csv
 import json
 import logging
@@ -77,7 +78,8 @@ def parse_args():
                         help="Both sides: bert_tf's --precision, Trainer's bf16 autocast.")
     parser.add_argument("--use_xla", action="store_true",
                         help="bert_tf cells with --use_xla (element-wise XLA clusters).")
-    parser.add_argument("--work_dir", default=None, help="Default: a temporary directory.")
+    parser.add_argument("--work_dir", default=None,
+                        help="Kept. Default: a temporary directory, removed at the end.")
     parser.add_argument("--output_json", default=None)
     return parser.parse_args()
 
@@ -422,6 +424,14 @@ def report(summary, markdown, output_json):
             json.dump(summary, f, indent=2)
 
 
+def work_directory(work_dir, prefix):
+    """A context giving `work_dir` as it is, or a temporary directory removed at its end (the
+    runs' checkpoints take a few GB)."""
+    if work_dir:
+        return contextlib.nullcontext(work_dir)
+    return tempfile.TemporaryDirectory(prefix=prefix)
+
+
 def main():
     args = parse_args()
     cells = [cell for cell in args.cells.split(",") if cell != "hf" or args.torch_python]
@@ -432,16 +442,16 @@ def main():
     if args.use_xla:  # before the MiniLM conversion lets TF create its devices
         session_lib.enable_xla_cpu_jit()
 
-    work = args.work_dir or tempfile.mkdtemp(prefix="finetune_epoch_")
-    paths, data = prepare(args, work, cells)
-    print(f"data: {json.dumps(data)}", flush=True)
-    load_before, started = os.getloadavg(), time.time()
-    runs = alternating_runs(
-        cells, args.repeats,
-        lambda cell, repeat: (run_hf(args, paths) if cell == "hf"
-                              else run_bert_tf(args, paths, cell, repeat)),
-        lambda result: (f"{result['train_seconds']:.1f} s, "
-                        f"{result['examples_per_second']:.1f} examples/s"))
+    with work_directory(args.work_dir, "finetune_epoch_") as work:
+        paths, data = prepare(args, work, cells)
+        print(f"data: {json.dumps(data)}", flush=True)
+        load_before, started = os.getloadavg(), time.time()
+        runs = alternating_runs(
+            cells, args.repeats,
+            lambda cell, repeat: (run_hf(args, paths) if cell == "hf"
+                                  else run_bert_tf(args, paths, cell, repeat)),
+            lambda result: (f"{result['train_seconds']:.1f} s, "
+                            f"{result['examples_per_second']:.1f} examples/s"))
     rows, ratios = summarize(runs)
     summary = {"args": vars(args), "data": data, "machine": machine.machine_info(),
                "load_average_before": load_before, "load_average_after": os.getloadavg(),

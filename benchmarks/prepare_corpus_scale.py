@@ -13,10 +13,12 @@ A measurement for the notes, not a test.
 """
 
 import argparse
+import atexit
 import bz2
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,9 +50,12 @@ def main():
     parser.add_argument("--dump_mb", type=float, default=20)
     parser.add_argument("--num_workers", type=int, default=2)
     parser.add_argument("--bz2", action="store_true")
-    parser.add_argument("--work_dir", default=None)
+    parser.add_argument("--work_dir", default=None,
+                        help="Kept. Default: a temporary directory, removed at the end.")
     args = parser.parse_args()
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="prepare_corpus_scale_")
+    if not args.work_dir:  # the generated input and its output: as large as the input
+        atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
     os.makedirs(work_dir, exist_ok=True)
     dump = os.path.join(work_dir, "dump.xml" + (".bz2" if args.bz2 else ""))
     dump_mb = write_dump(dump, args.dump_mb, args.bz2)

@@ -13,8 +13,10 @@ A measurement for the notes, not a test (minutes of CPU).
 """
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,10 +102,13 @@ def main():
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
     parser.add_argument("--vocab_file", default=None)
-    parser.add_argument("--work_dir", default=None, help="Default: a temporary directory.")
+    parser.add_argument("--work_dir", default=None,
+                        help="Kept. Default: a temporary directory, removed at the end.")
     args = parser.parse_args()
 
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="pretraining_data_scale_")
+    if not args.work_dir:  # the generated input and its output: as large as the input
+        atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
     os.makedirs(work_dir, exist_ok=True)
     vocab_file = args.vocab_file or default_vocab()
     corpus = os.path.join(work_dir, "corpus.txt")
