@@ -339,7 +339,7 @@ def _remove_unused_outputs(block, written, workspace):
     """Deletes what `block` wrote (top-level names in `written`) that no later block names.
 
     Each fine-tuning run leaves ~0.5 GB of checkpoints (weights and two Adam slots); kept, the
-    pages' ~20 runs filled 9 GB of a CI machine's disk.
+    pages' ~20 runs held 9 GB of disk until the module ended.
     """
     later = [text for _, _, _, text in BLOCKS[BLOCKS.index(block) + 1:]]
     for name in written:
