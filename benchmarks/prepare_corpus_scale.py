@@ -53,8 +53,9 @@ def main():
     parser.add_argument("--work_dir", default=None,
                         help="Kept. Default: a temporary directory, removed at the end.")
     args = parser.parse_args()
-    work_dir = args.work_dir or tempfile.mkdtemp(prefix="prepare_corpus_scale_")
-    if not args.work_dir:  # the generated input and its output: as large as the input
+    work_dir = args.work_dir
+    if not work_dir:  # the generated input and its output: as large as the input
+        work_dir = tempfile.mkdtemp(prefix="prepare_corpus_scale_")
         atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
     os.makedirs(work_dir, exist_ok=True)
     dump = os.path.join(work_dir, "dump.xml" + (".bz2" if args.bz2 else ""))

@@ -106,8 +106,9 @@ def main():
                         help="Kept. Default: a temporary directory, removed at the end.")
     args = parser.parse_args()
 
-    work_dir = args.work_dir or tempfile.mkdtemp(prefix="pretraining_data_scale_")
-    if not args.work_dir:  # the generated input and its output: as large as the input
+    work_dir = args.work_dir
+    if not work_dir:  # the generated input and its output: as large as the input
+        work_dir = tempfile.mkdtemp(prefix="pretraining_data_scale_")
         atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
     os.makedirs(work_dir, exist_ok=True)
     vocab_file = args.vocab_file or default_vocab()
