@@ -31,6 +31,7 @@ import sys
 import time
 
 import finetune_epoch
+import workspace
 
 REPO = finetune_epoch.REPO
 sys.path.insert(0, os.path.join(REPO, "tests"))
@@ -166,7 +167,7 @@ def main():
     from bert_tf import tokenization
     from bert_tf.tools import machine
 
-    with finetune_epoch.work_directory(args.work_dir, "finetune_command_") as work:
+    with workspace.work_directory(args.work_dir, "finetune_command_") as work:
         paths = {"work": work, "data": os.path.join(work, "data"),
                  **finetune_epoch.minilm_checkpoints(work)}
         tokenizer = tokenization.FullTokenizer(os.path.join(paths["minilm_tf"], "vocab.txt"))

@@ -29,7 +29,6 @@ bert_tf run (untimed, --do_eval on the held-out split) and after each HF run.
 """
 
 import argparse
-import contextlib
 import csv
 import json
 import logging
@@ -42,6 +41,7 @@ import sys
 import tempfile
 import time
 
+import workspace
 from absl import logging as absl_logging
 
 from bert_tf.data import processors
@@ -424,14 +424,6 @@ def report(summary, markdown, output_json):
             json.dump(summary, f, indent=2)
 
 
-def work_directory(work_dir, prefix):
-    """A context giving `work_dir` as it is, or a temporary directory removed at its end (the
-    runs' checkpoints take a few GB)."""
-    if work_dir:
-        return contextlib.nullcontext(work_dir)
-    return tempfile.TemporaryDirectory(prefix=prefix)
-
-
 def main():
     args = parse_args()
     cells = [cell for cell in args.cells.split(",") if cell != "hf" or args.torch_python]
@@ -442,7 +434,7 @@ def main():
     if args.use_xla:  # before the MiniLM conversion lets TF create its devices
         session_lib.enable_xla_cpu_jit()
 
-    with work_directory(args.work_dir, "finetune_epoch_") as work:
+    with workspace.work_directory(args.work_dir, "finetune_epoch_") as work:
         paths, data = prepare(args, work, cells)
         print(f"data: {json.dumps(data)}", flush=True)
         load_before, started = os.getloadavg(), time.time()

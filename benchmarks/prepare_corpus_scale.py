@@ -13,16 +13,15 @@ A measurement for the notes, not a test.
 """
 
 import argparse
-import atexit
 import bz2
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
+
+import workspace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLE = os.path.join(ROOT, "tests", "data", "wiki", "sample.xml")
@@ -53,30 +52,27 @@ def main():
     parser.add_argument("--work_dir", default=None,
                         help="Kept. Default: a temporary directory, removed at the end.")
     args = parser.parse_args()
-    work_dir = args.work_dir
-    if not work_dir:  # the generated input and its output: as large as the input
-        work_dir = tempfile.mkdtemp(prefix="prepare_corpus_scale_")
-        atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
-    os.makedirs(work_dir, exist_ok=True)
-    dump = os.path.join(work_dir, "dump.xml" + (".bz2" if args.bz2 else ""))
-    dump_mb = write_dump(dump, args.dump_mb, args.bz2)
-    command = ["/usr/bin/time", "-v", sys.executable,
-               os.path.join(ROOT, "scripts", "prepare_corpus.py"), f"--input_file={dump}",
-               f"--output_dir={os.path.join(work_dir, 'out')}", "--num_shards=4",
-               f"--num_workers={args.num_workers}"]
-    start = time.time()
-    result = subprocess.run(command, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": ROOT})
-    seconds = time.time() - start
-    if result.returncode:
-        raise SystemExit(result.stderr[-2000:])
-    peak_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
-                            result.stderr).group(1))
-    summary = re.search(r"Wrote (\d+) documents, (\d+) sentences", result.stderr)
-    print(json.dumps({"dump_mb": round(dump_mb, 1), "bz2": args.bz2,
-                      "documents": int(summary.group(1)), "sentences": int(summary.group(2)),
-                      "seconds": round(seconds, 1), "mb_per_s": round(dump_mb / seconds, 2),
-                      "peak_rss_mb_largest_process": round(peak_kb / 1024, 1)}))
+    # The generated input and its output: as large as the input.
+    with workspace.work_directory(args.work_dir, "prepare_corpus_scale_") as work_dir:
+        dump = os.path.join(work_dir, "dump.xml" + (".bz2" if args.bz2 else ""))
+        dump_mb = write_dump(dump, args.dump_mb, args.bz2)
+        command = ["/usr/bin/time", "-v", sys.executable,
+                   os.path.join(ROOT, "scripts", "prepare_corpus.py"), f"--input_file={dump}",
+                   f"--output_dir={os.path.join(work_dir, 'out')}", "--num_shards=4",
+                   f"--num_workers={args.num_workers}"]
+        start = time.time()
+        result = subprocess.run(command, capture_output=True, text=True,
+                                env={**os.environ, "PYTHONPATH": ROOT})
+        seconds = time.time() - start
+        if result.returncode:
+            raise SystemExit(result.stderr[-2000:])
+        peak_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
+                                result.stderr).group(1))
+        summary = re.search(r"Wrote (\d+) documents, (\d+) sentences", result.stderr)
+        print(json.dumps({"dump_mb": round(dump_mb, 1), "bz2": args.bz2,
+                          "documents": int(summary.group(1)), "sentences": int(summary.group(2)),
+                          "seconds": round(seconds, 1), "mb_per_s": round(dump_mb / seconds, 2),
+                          "peak_rss_mb_largest_process": round(peak_kb / 1024, 1)}))
 
 
 if __name__ == "__main__":

@@ -13,17 +13,15 @@ A measurement for the notes, not a test (minutes of CPU).
 """
 
 import argparse
-import atexit
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import numpy as np
+import workspace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -106,50 +104,47 @@ def main():
                         help="Kept. Default: a temporary directory, removed at the end.")
     args = parser.parse_args()
 
-    work_dir = args.work_dir
-    if not work_dir:  # the generated input and its output: as large as the input
-        work_dir = tempfile.mkdtemp(prefix="pretraining_data_scale_")
-        atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
-    os.makedirs(work_dir, exist_ok=True)
-    vocab_file = args.vocab_file or default_vocab()
-    corpus = os.path.join(work_dir, "corpus.txt")
-    start = time.time()
-    corpus_mb = write_corpus(corpus, vocab_file, args.corpus_mb)
-    print(f"wrote {corpus_mb:.1f} MB corpus in {time.time() - start:.0f} s: {corpus}",
-          file=sys.stderr)
+    # The generated input and its output: as large as the input.
+    with workspace.work_directory(args.work_dir, "pretraining_data_scale_") as work_dir:
+        vocab_file = args.vocab_file or default_vocab()
+        corpus = os.path.join(work_dir, "corpus.txt")
+        start = time.time()
+        corpus_mb = write_corpus(corpus, vocab_file, args.corpus_mb)
+        print(f"wrote {corpus_mb:.1f} MB corpus in {time.time() - start:.0f} s: {corpus}",
+              file=sys.stderr)
 
-    output = os.path.join(work_dir, "train.tfrecord")
-    command = [sys.executable, os.path.join(ROOT, "scripts", "create_pretraining_data.py"),
-               f"--input_file={corpus}", f"--output_file={output}",
-               f"--vocab_file={vocab_file}", f"--max_seq_length={args.max_seq_length}",
-               f"--max_predictions_per_seq={args.max_predictions_per_seq}",
-               f"--dupe_factor={args.dupe_factor}", f"--num_workers={args.num_workers}"]
-    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-    start = time.time()
-    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    peak_sum = peak_max = 0.0
-    log = []
-    reader = threading.Thread(target=lambda: log.extend(process.stderr), daemon=True)
-    reader.start()
-    while process.poll() is None:
-        total, largest = tree_rss_mb(process.pid)
-        peak_sum, peak_max = max(peak_sum, total), max(peak_max, largest)
-        time.sleep(0.1)
-    seconds = time.time() - start
-    reader.join(timeout=5)
-    if process.returncode:
-        print("".join(log[-40:]), file=sys.stderr)
-        raise SystemExit(f"create_pretraining_data.py failed with {process.returncode}")
-    wrote = [line for line in log if "Wrote " in line]
-    instances = int(wrote[-1].split("Wrote ", 1)[1].split()[0]) if wrote else None
-    print(json.dumps({
-        "corpus_mb": round(corpus_mb, 1), "dupe_factor": args.dupe_factor,
-        "num_workers": args.num_workers, "max_seq_length": args.max_seq_length,
-        "instances": instances, "seconds": round(seconds, 1),
-        "input_mb_per_s": round(corpus_mb * args.dupe_factor / seconds, 2),
-        "output_mb": round(os.path.getsize(output) / 1e6, 1),
-        "peak_rss_mb_all_processes": round(peak_sum), "peak_rss_mb_largest_process":
-        round(peak_max)}))
+        output = os.path.join(work_dir, "train.tfrecord")
+        command = [sys.executable, os.path.join(ROOT, "scripts", "create_pretraining_data.py"),
+                   f"--input_file={corpus}", f"--output_file={output}",
+                   f"--vocab_file={vocab_file}", f"--max_seq_length={args.max_seq_length}",
+                   f"--max_predictions_per_seq={args.max_predictions_per_seq}",
+                   f"--dupe_factor={args.dupe_factor}", f"--num_workers={args.num_workers}"]
+        env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+        start = time.time()
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        peak_sum = peak_max = 0.0
+        log = []
+        reader = threading.Thread(target=lambda: log.extend(process.stderr), daemon=True)
+        reader.start()
+        while process.poll() is None:
+            total, largest = tree_rss_mb(process.pid)
+            peak_sum, peak_max = max(peak_sum, total), max(peak_max, largest)
+            time.sleep(0.1)
+        seconds = time.time() - start
+        reader.join(timeout=5)
+        if process.returncode:
+            print("".join(log[-40:]), file=sys.stderr)
+            raise SystemExit(f"create_pretraining_data.py failed with {process.returncode}")
+        wrote = [line for line in log if "Wrote " in line]
+        instances = int(wrote[-1].split("Wrote ", 1)[1].split()[0]) if wrote else None
+        print(json.dumps({
+            "corpus_mb": round(corpus_mb, 1), "dupe_factor": args.dupe_factor,
+            "num_workers": args.num_workers, "max_seq_length": args.max_seq_length,
+            "instances": instances, "seconds": round(seconds, 1),
+            "input_mb_per_s": round(corpus_mb * args.dupe_factor / seconds, 2),
+            "output_mb": round(os.path.getsize(output) / 1e6, 1),
+            "peak_rss_mb_all_processes": round(peak_sum), "peak_rss_mb_largest_process":
+            round(peak_max)}))
 
 
 if __name__ == "__main__":
