@@ -144,7 +144,7 @@ def _machine(hf_versions):
 
 def _build_models(work_dir):
     """(export path, output dir, onnx fp32, onnx int8): a 1-step model, exported."""
-    from finetune_helpers import FINETUNE_DATA, only_export, options
+    from finetune_helpers import FINETUNE_DATA, TOPICS, only_export, options
 
     from bert_tf.runs import finetuning
     from bert_tf.serving import onnx_export
@@ -155,7 +155,7 @@ def _build_models(work_dir):
                         train_file=os.path.join(FINETUNE_DATA, "squad_small.json"))
                    if FLAGS.task == "squad" else
                    dict(task_name="tsv", text_a_column="sentence",
-                        data_dir=os.path.join(FINETUNE_DATA, "topics")))
+                        data_dir=TOPICS))
     if not os.path.isdir(export):
         finetuning.run_finetuning(*options(
             FLAGS.task, vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,

@@ -328,6 +328,40 @@ def test_gemm_ceiling_rejects_bad_kernels(kernels, message):
     assert message in completed.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["classifier", "squad"])
+def test_predict_throughput_trains_exports_and_times_a_model_on_the_shipped_data(
+        tmp_path, vocab_file, task):
+    """benchmarks/predict_throughput.py as docs/benchmarks.md runs it, on a tiny model: it trains
+    one step on the shipped data of its task, exports and converts the model, and times the
+    Predictor on raw text."""
+    pytest.importorskip("tf2onnx", reason="the [onnx] extra is not installed")
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    config_file = tmp_path / "bert_config.json"
+    config_file.write_text(
+        _tiny_config(vocab_size=30522, max_position_embeddings=128).to_json_string())
+    output = tmp_path / "predict.json"
+    completed = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "predict_throughput.py"),
+         f"--task={task}", f"--bert_config_file={config_file}", f"--vocab_file={vocab_file}",
+         "--max_seq_length=128", "--batch_size=2", "--num_questions=3", "--rounds=2",
+         "--backends=tf_fp32,onnx_int8", "--lengths=corpus", f"--work_dir={tmp_path / 'work'}",
+         f"--output_json={output}"],
+        capture_output=True, text=True, env=child_env(), check=False)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(output.read_text())
+    assert result["task"] == task
+    assert set(result["seconds"]) == {"tf_fp32", "onnx_int8"}
+    for name, seconds in result["seconds"].items():
+        assert len(seconds) == 2 and min(seconds) > 0
+        assert result["inputs_per_sec_median"][name] == pytest.approx(3 / np.median(seconds))
+    lengths = result["workload"]["word_pieces"]
+    assert len(lengths) == 3 and max(lengths) <= 128
+    # The timed INT8 model is the fused, quantized conversion scripts/export_onnx.py writes.
+    int8_file, = (path for path in result["onnx_fused_operators"] if "int8" in path)
+    assert "QAttention" in result["onnx_fused_operators"][int8_file]
+
+
 # ------------------------------------------------------------- memory and --find_max_batch
 
 
