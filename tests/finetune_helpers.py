@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 DATA = os.path.join(ROOT, "tests", "data")
 FINETUNE_DATA = os.path.join(DATA, "finetune")
-# The README's walk-through data: sports vs food sentences (data/README.md).
+# The README's walk-through data: sports vs food sentences (data/topics/README.md).
 TOPICS = os.path.join(ROOT, "data", "topics")
 # The shipped pre-training text (data/corpus).
 TRAIN_TXT = os.path.join(ROOT, "data", "corpus", "train.txt")
