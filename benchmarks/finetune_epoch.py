@@ -24,7 +24,7 @@ graph, session, init checkpoint, one epoch, the final checkpoint; the TFRecords 
 before, untimed) and the Hugging Face `trainer.train()`. Dev accuracy is measured after each
 bert_tf run (untimed, --do_eval on the held-out split) and after each HF run.
 
-    .venv/bin/python benchmarks/finetune_epoch.py --torch_python=/tmp/torchenv5/bin/python \
+    .venv/bin/python benchmarks/finetune_epoch.py --torch_python=/tmp/torchvenv/bin/python \
         --num_examples=2000 --repeats=3 --output_json=/tmp/finetune_epoch.json
 """
 

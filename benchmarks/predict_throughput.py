@@ -2,7 +2,7 @@
 same work through a Hugging Face pipeline (PyTorch), in alternating rounds.
 
     python benchmarks/predict_throughput.py --bert_config_file=configs/bert_base.json \
-        --vocab_file=VOCAB --work_dir=/tmp/predict_bench --torch_python=/tmp/torchenv/bin/python
+        --vocab_file=VOCAB --work_dir=/tmp/predict_bench --torch_python=/tmp/torchvenv/bin/python
 
 Builds a BERT-base model with random weights (run_squad.py's / run_classifier.py's graph, one
 training step, so the export is a real one), exports it, converts it to ONNX fp32 and INT8, and
