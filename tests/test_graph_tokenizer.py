@@ -96,6 +96,43 @@ def test_every_code_point_gives_full_tokenizers_words(do_lower_case, tmp_path):
     assert differing == []
 
 
+NONCHARACTERS = [chr(c) for c in range(0xFDD0, 0xFDF0)] + [
+    chr(plane + low) for plane in range(0, 0x110000, 0x10000) for low in (0xFFFE, 0xFFFF)]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_noncharacters_are_kept_as_full_tokenizer_keeps_them(do_lower_case):
+    # TensorFlow 2.16-2.19 write a noncharacter as U+FFFD when they encode code points as
+    # UTF-8; FullTokenizer keeps it, so a vocab word with one must still be found, and a word
+    # that is not must still split into its pieces.
+    assert len(NONCHARACTERS) == 66
+    texts = [f"a{char}\u00e9 Σ{char}\u4e2d{char}\U0001f600 {char}zz" for char in NONCHARACTERS]
+    texts += ["plain ascii text"]  # in the same batch: its words go the byte-wise way too
+    tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+    words = [tokenizer.tokenize(text) for text in texts]
+    pieces = sorted({word for text_words in words for word in text_words[:-1]}
+                    | {"plain", "ascii", "text"}
+                    | set(NONCHARACTERS) | {"##zz"})  # the last word splits: char + ##zz
+    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + pieces)}
+    in_graph = graph_tokenizer.GraphTokenizer(vocab, do_lower_case)
+    got = ragged_lists(in_graph.tokenize(tf.constant(texts)))
+    expected = [[[vocab[word]] for word in text_words[:-1]]
+                + ([[vocab[text_words[-1][0]], vocab["##zz"]]] if len(text_words) > 3 else
+                   [[vocab[text_words[-1]]]])
+                for text_words in words]
+    assert got == expected
+
+
+def test_utf8_of_code_points_of_every_length_with_a_noncharacter_in_the_batch():
+    # The byte-wise encoder runs for a batch with a noncharacter: check it on code points of
+    # one to four UTF-8 bytes, each length's first and last, and on empty rows.
+    code_points = [0x1, 0x41, 0x7F, 0x80, 0x7FF, 0x800, 0xFDD0, 0xFFFD, 0xFFFF, 0x10000,
+                   0x1F600, 0x10FFFF, 0x10FFFE]
+    rows = [code_points, [], code_points[::-1], [0xE9], [0xFDEF, 0x61]]
+    got = graph_tokenizer._encode_utf8(tf.ragged.constant(rows, tf.int32)).numpy().tolist()
+    assert got == ["".join(map(chr, row)).encode("utf-8") for row in rows]
+
+
 def test_combining_marks_are_reordered_as_nfd_does(vocab_file):
     # Marks of canonical class > 0 that are not Mn survive accent stripping, so their order
     # after NFD's reordering shows in the output.

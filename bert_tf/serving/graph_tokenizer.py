@@ -245,6 +245,44 @@ def _map_code_points(table, code_points, row_ids):
             tf.repeat(row_ids, lengths))
 
 
+def _is_noncharacter(code_points):
+    """bool [N]: one of Unicode's 66 noncharacters (U+FDD0..U+FDEF, and U+xFFFE, U+xFFFF in
+    every plane)."""
+    return (((code_points >= 0xFDD0) & (code_points <= 0xFDEF))
+            | tf.equal(tf.bitwise.bitwise_and(code_points, 0xFFFE), 0xFFFE))
+
+
+def _encode_utf8(words):
+    """UTF-8 of code-point rows [W, (chars)]: tf.string [W].
+
+    `tf.strings.unicode_encode` writes a noncharacter as U+FFFD in TensorFlow 2.16 to 2.19,
+    where Python's UTF-8 (and so FullTokenizer and the vocab) keeps it: a batch with one is
+    encoded byte by byte instead (only such a batch runs these ops).
+    """
+
+    def by_bytes():
+        code_points = words.flat_values[:, None]  # [N, 1]
+        num_bytes = (1 + tf.cast(code_points >= 0x80, tf.int32)
+                     + tf.cast(code_points >= 0x800, tf.int32)
+                     + tf.cast(code_points >= 0x10000, tf.int32))  # [N, 1]
+        byte_index = tf.range(4)[None]  # [1, 4]
+        # Byte k of an n-byte code point carries bits 6 (n - 1 - k) and up: a lead byte
+        # (k = 0) with the length's prefix, then 10xxxxxx continuation bytes.
+        bits = tf.bitwise.right_shift(code_points, 6 * tf.maximum(num_bytes - 1 - byte_index, 0))
+        lead = tf.bitwise.bitwise_or(tf.gather([0, 0, 0xC0, 0xE0, 0xF0], num_bytes), bits)
+        continuation = tf.bitwise.bitwise_or(0x80, tf.bitwise.bitwise_and(bits, 0x3F))
+        byte_values = _masked(tf.where(byte_index == 0, lead, continuation),
+                              byte_index < num_bytes)
+        single_bytes = tf.constant([bytes([value]) for value in range(256)])
+        word_bytes = tf.math.unsorted_segment_sum(num_bytes[:, 0], words.value_rowids(),
+                                                  words.nrows())
+        return tf.strings.reduce_join(tf.RaggedTensor.from_row_lengths(
+            tf.gather(single_bytes, byte_values), word_bytes, validate=False), axis=1)
+
+    return tf.cond(tf.reduce_any(_is_noncharacter(words.flat_values)), by_bytes,
+                   lambda: tf.strings.unicode_encode(words, "UTF-8"))
+
+
 def _same_row_as_previous(row_ids):
     """bool [N]: code point i is in the same string as code point i - 1."""
     return tf.concat([[False], tf.equal(row_ids[1:], row_ids[:-1])], axis=0)
@@ -398,7 +436,7 @@ class GraphTokenizer(tf.Module):
         A word in the vocab is its own piece (one lookup for all words); the others are split
         by `_split_words`; a too long word, or one with a part no piece matches, is [UNK].
         """
-        word_strings = tf.strings.unicode_encode(words, "UTF-8")
+        word_strings = _encode_utf8(words)
         num_chars = tf.cast(words.row_lengths(), tf.int32)
         num_words = tf.size(num_chars)
         too_long = num_chars > self.max_chars_per_word
