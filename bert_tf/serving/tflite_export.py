@@ -99,7 +99,9 @@ def add_metadata(model, files):
     import numpy as np
     from tensorflow.lite.tools import flatbuffer_utils
 
-    model_object = flatbuffer_utils.read_model_from_bytearray(model)
+    # Parsed and written back in the file's own byte order (read_model_from_bytearray would
+    # swap it on a big-endian host, and TensorFlow 2.16 and 2.17 do not have it).
+    model_object = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
     schema = flatbuffer_utils.schema_fb
     for name, text in sorted(files.items()):
         buffer = schema.BufferT()
