@@ -24,7 +24,9 @@ setuptools.setup(
         # Reading / writing Hugging Face checkpoints (scripts/convert_checkpoint.py).
         "convert": ["safetensors"],
         # scripts/export_onnx.py and Predictor.from_onnx.
-        "onnx": ["tf2onnx>=1.17", "onnx>=1.16", "onnxruntime>=1.18"],
+        # onnx 1.19.0 needs ml_dtypes 0.5 without declaring it, and TensorFlow 2.16-2.18 pin
+        # an older ml_dtypes: excluded, pip takes 1.18 beside those and the newest beside 2.19+.
+        "onnx": ["tf2onnx>=1.17", "onnx>=1.16,!=1.19.0", "onnxruntime>=1.18"],
         # scripts/export_tflite.py's models run by Predictor.from_tflite (LiteRT's interpreter).
         "tflite": ["ai-edge-litert>=2.0"],
         # Sentence splitting in scripts/prepare_corpus.py (Wikimedia's sentencex).

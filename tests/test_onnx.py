@@ -4,6 +4,7 @@ dynamic INT8 keeps the real-weights classification accuracy within 1 point and t
 matches within 1 question (the runs of tests/test_real_weights_finetune.py)."""
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from finetune_helpers import (
     run_script,
 )
 
+from bert_tf.errors import BertTfError
 from bert_tf.metrics import squad as squad_metrics
 from bert_tf.serving import onnx_export
 from bert_tf.serving.predictor import Predictor
@@ -168,3 +170,24 @@ def test_a_failing_tf2onnx_pass_falls_back_to_the_cautious_conversion(monkeypatc
                                            providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {"x:0": np.ones([2, 3], np.float32)})[0],
                                np.full([2, 3], 2.0))
+
+
+def test_missing_or_broken_onnx_names_the_install_line(classifier, tmp_path, monkeypatch):
+    output = str(tmp_path / "model.onnx")
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import raises ImportError
+    with pytest.raises(BertTfError, match=r'pip install "bert-tf\[onnx\]"'):
+        onnx_export.export_onnx(classifier[1], output)
+    # onnx 1.19.0 beside TensorFlow 2.16's ml_dtypes fails in its import with an AttributeError.
+    broken = tmp_path / "site" / "onnx"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(
+        "raise AttributeError(\"module 'ml_dtypes' has no attribute 'float4_e2m1fn'\")\n")
+    monkeypatch.delitem(sys.modules, "onnx")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(BertTfError) as error:
+        onnx_export.export_onnx(classifier[1], output)
+    assert "float4_e2m1fn" in str(error.value) and 'pip install "onnx!=1.19.0"' in str(error.value)
+    assert not os.path.exists(output)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(BertTfError, match=r'pip install "bert-tf\[onnx\]"'):
+        Predictor.from_onnx(output)

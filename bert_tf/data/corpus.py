@@ -291,7 +291,7 @@ def _sentence_splitter():
         import sentencex
     except ImportError:
         raise BertTfError("prepare_corpus needs the sentencex package for sentence splitting: "
-                          "pip install 'bert_tf[corpus]' (or pip install sentencex).") from None
+                          "pip install \"bert-tf[corpus]\" (or pip install sentencex).") from None
     return sentencex.segment
 
 

@@ -51,8 +51,25 @@ def _check_inputs(export_dir, output_file, quantize, optimize):
         if quantize == "int8" or optimize:
             import onnxruntime  # noqa: F401
     except ImportError as e:
-        raise BertTfError(f"ONNX export needs tf2onnx, onnx and onnxruntime ({e}); pip "
-                          "install bert_tf[onnx].") from None
+        raise BertTfError(f"ONNX export needs tf2onnx, onnx and onnxruntime ({e}): pip "
+                          'install "bert-tf[onnx]" (or pip install tf2onnx onnx '
+                          "onnxruntime).") from None
+    except AttributeError as e:
+        # onnx 1.19.0 beside the ml_dtypes of TensorFlow 2.16-2.18 (see setup.py's extra).
+        raise BertTfError(f"onnx {_installed_version('onnx')} cannot be imported beside "
+                          f"ml_dtypes {_installed_version('ml_dtypes')} ({e}): onnx 1.19.0 "
+                          "needs ml_dtypes 0.5, which TensorFlow 2.16 to 2.18 do not allow; "
+                          'pip install "onnx!=1.19.0".') from None
+
+
+def _installed_version(distribution):
+    """The installed version of a pip distribution, or "(version unknown)"."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "(version unknown)"
 
 
 def export_onnx(export_dir, output_file, quantize="none", opset=DEFAULT_OPSET, optimize=True):

@@ -125,7 +125,7 @@ class Predictor:
             import onnxruntime
         except ImportError:
             raise BertTfError("Predictor.from_onnx needs onnxruntime: pip install "
-                              "bert_tf[onnx].") from None
+                              "\"bert-tf[onnx]\" (or pip install onnxruntime).") from None
         fileio.require_file(path, what="ONNX model")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = intra_op_num_threads
