@@ -255,8 +255,8 @@ def _is_noncharacter(code_points):
 def _encode_utf8(words):
     """UTF-8 of code-point rows [W, (chars)]: tf.string [W].
 
-    `tf.strings.unicode_encode` writes a noncharacter as U+FFFD in TensorFlow 2.16 to 2.19,
-    where Python's UTF-8 (and so FullTokenizer and the vocab) keeps it: a batch with one is
+    TensorFlow 2.16 to 2.19's `tf.strings.unicode_encode` writes a noncharacter as U+FFFD,
+    while Python's UTF-8 (and so FullTokenizer and the vocab) keeps it: a batch with one is
     encoded byte by byte instead (only such a batch runs these ops).
     """
 
