@@ -116,8 +116,11 @@ class OnnxMatmul:
             "matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
             [numpy_helper.from_array(weights, "w"), starts, ends])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(
-            "", onnx_export.DEFAULT_OPSET)])
+        opset_imports = [helper.make_opsetid("", onnx_export.DEFAULT_OPSET)]
+        # The oldest IR version of the opset, not onnx's newest: an onnxruntime older than the
+        # onnx package beside it (pip's newest for Python 3.10) refuses newer IR versions.
+        model = helper.make_model(graph, opset_imports=opset_imports,
+                                  ir_version=helper.find_min_ir_version_for(opset_imports))
         path = os.path.join(work_dir, f"matmul_{m}_{k}_{n}.onnx")
         onnx.save(model, path)
         if int8:
