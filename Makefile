@@ -84,4 +84,4 @@ lint: $(VENV)/.installed
 	$(PY) -m ruff check bert_tf scripts tests
 
 clean:
-	rm -rf $(VENV) .venv-tf* *.egg-info .pytest_cache $(DEMO_DIR) $(RECIPE_DIR)
+	rm -rf $(VENV) .venv-* *.egg-info .pytest_cache $(DEMO_DIR) $(RECIPE_DIR)

@@ -27,6 +27,18 @@ class Preempted(Exception):  # noqa: N818 (a stop, not an error)
         self.signal_number = signal_number
 
 
+def missing_extra(needs, extra, packages):
+    """The `BertTfError` for an optional dependency that is not installed.
+
+    Args:
+      needs: what needs it, e.g. "Predictor.from_onnx needs onnxruntime".
+      extra: the setup.py extra that installs it, e.g. "onnx".
+      packages: the pip packages themselves, space separated.
+    """
+    # Quoted: zsh would glob the brackets.
+    return BertTfError(f'{needs}: pip install "bert-tf[{extra}]" (or pip install {packages}).')
+
+
 def short_tf_error(error):
     """The gist of a TensorFlow error for a one-line message: its first line without TF's
     internal node names ("{{function_node ...}}") and op suffixes (" [Op:...]")."""

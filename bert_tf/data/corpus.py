@@ -38,7 +38,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.data import parallel
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, missing_extra
 
 FORMATS = ("auto", "text", "jsonl", "wiki_xml")
 # Text per task sent to a worker process (bytes of UTF-8).
@@ -290,8 +290,9 @@ def _sentence_splitter():
     try:
         import sentencex
     except ImportError:
-        raise BertTfError("prepare_corpus needs the sentencex package for sentence splitting: "
-                          "pip install \"bert-tf[corpus]\" (or pip install sentencex).") from None
+        raise missing_extra(
+            "prepare_corpus needs the sentencex package for sentence splitting", "corpus",
+            "sentencex") from None
     return sentencex.segment
 
 

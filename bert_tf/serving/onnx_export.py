@@ -23,7 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, options
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, missing_extra
 from bert_tf.serving import backends, export
 
 QUANTIZE_MODES = ("none", "int8")
@@ -51,9 +51,8 @@ def _check_inputs(export_dir, output_file, quantize, optimize):
         if quantize == "int8" or optimize:
             import onnxruntime  # noqa: F401
     except ImportError as e:
-        raise BertTfError(f"ONNX export needs tf2onnx, onnx and onnxruntime ({e}): pip "
-                          'install "bert-tf[onnx]" (or pip install tf2onnx onnx '
-                          "onnxruntime).") from None
+        raise missing_extra(f"ONNX export needs tf2onnx, onnx and onnxruntime ({e})", "onnx",
+                            "tf2onnx onnx onnxruntime") from None
     except AttributeError as e:
         # onnx 1.19.0 beside the ml_dtypes of TensorFlow 2.16-2.18 (see setup.py's extra).
         raise BertTfError(f"onnx {_installed_version('onnx')} cannot be imported beside "

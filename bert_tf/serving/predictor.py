@@ -32,7 +32,7 @@ from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.data import packing
 from bert_tf.data import squad as squad_data
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, missing_extra
 from bert_tf.serving import backends, encoder_export, export
 from bert_tf.tasks import (
     base,
@@ -124,8 +124,8 @@ class Predictor:
         try:
             import onnxruntime
         except ImportError:
-            raise BertTfError("Predictor.from_onnx needs onnxruntime: pip install "
-                              "\"bert-tf[onnx]\" (or pip install onnxruntime).") from None
+            raise missing_extra("Predictor.from_onnx needs onnxruntime", "onnx",
+                                "onnxruntime") from None
         fileio.require_file(path, what="ONNX model")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = intra_op_num_threads
@@ -145,8 +145,8 @@ class Predictor:
         try:
             from ai_edge_litert import interpreter as litert
         except ImportError:
-            raise BertTfError("Predictor.from_tflite needs LiteRT: pip install "
-                              "\"bert-tf[tflite]\" (or pip install ai-edge-litert).") from None
+            raise missing_extra("Predictor.from_tflite needs LiteRT", "tflite",
+                                "ai-edge-litert") from None
         fileio.require_file(path, what="TFLite model")
         with tf.io.gfile.GFile(path, "rb") as f:
             model = f.read()

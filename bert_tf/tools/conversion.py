@@ -61,7 +61,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, modeling
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, missing_extra
 from bert_tf.tasks import base
 from bert_tf.training import checkpoints
 
@@ -634,8 +634,8 @@ def _import_safetensors():
     try:
         import safetensors.numpy as safetensors_numpy
     except ImportError:
-        raise BertTfError("converting Hugging Face checkpoints needs the safetensors package; "
-                          "run `pip install safetensors`.") from None
+        raise missing_extra("converting Hugging Face checkpoints needs the safetensors package",
+                            "convert", "safetensors") from None
     return safetensors_numpy
 
 
