@@ -655,8 +655,12 @@ def dropout_key_scope(key):
 def random_keys(count):
     """int32 Tensor [count, 2]: `count` keys for `dropout_key_scope`, new on every run.
 
-    One stateful op, so the graph-level seed makes them reproducible."""
-    return tf1.random.uniform([count, 2], 0, tf.int32.max, dtype=tf.int32)
+    One stateful op, so the graph-level seed makes them reproducible; inside a
+    `dropout_key_scope` a stateless draw from its key, so the keys are a function of it."""
+    if not getattr(_dropout_keys, "stack", None):
+        return tf1.random.uniform([count, 2], 0, tf.int32.max, dtype=tf.int32)
+    return tf.random.stateless_uniform([count, 2], _next_dropout_seed(), 0, tf.int32.max,
+                                       dtype=tf.int32)
 
 
 def _next_dropout_seed():

@@ -394,7 +394,7 @@ def _check_arguments(init_lr, num_train_steps, num_warmup_steps, optimizer,
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,
                      optimizer="adamw", num_accumulation_steps=1, clip_norm=1.0,
                      weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                     loss_scale=None, tvars=None, trainable=None):
+                     loss_scale=None, tvars=None, trainable=None, static_shapes=False):
     """Creates the training op: one run consumes one micro-batch.
 
     Call it where the loss is built; inside a `tf.distribute` replica function
@@ -428,6 +428,9 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
       tvars: variables to train (default: all trainable variables).
       trainable: a `TrainableSelection` narrowing `tvars` (frozen variables get no update
         and no optimizer slots).
+      static_shapes: keep every gradient dense, so that the step has no op of data-dependent
+        shape (the rows of a lookup's gradient are deduplicated with `tf.unique` otherwise):
+        for a step compiled whole (`bert_tf.step_program`).
 
     Returns:
       The train op. Summaries "learning_rate" and "global_gradient_norm" (the
@@ -478,7 +481,7 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
     applies_every_run = num_accumulation_steps == 1 and not dynamic_scaling
     # Only there, on one replica, does a lookup's gradient stay sparse up to the update:
     # accumulation and the all-reduce want one dense tensor per variable.
-    keep_sparse = applies_every_run and num_replicas == 1
+    keep_sparse = applies_every_run and num_replicas == 1 and not static_shapes
     pairs = [(_deduplicated(grad) if keep_sparse else _dense(grad), var)
              for grad, var in zip(grads, tvars, strict=True) if grad is not None]
     if not pairs:

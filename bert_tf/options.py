@@ -392,6 +392,48 @@ class BenchmarkOptions(_FromFlags):
 
 
 @dataclasses.dataclass(frozen=True)
+class ExportStepOptions(_FromFlags):
+    """scripts/export_step.py (see `bert_tf.step_program.export`)."""
+
+    task: str = BenchmarkOptions.task  # "squad", "classifier" or "pretraining".
+    bert_config_file: str | None = None
+    init_checkpoint: str | None = None  # None: the initializers' draws.
+    max_seq_length: int = BenchmarkOptions.max_seq_length
+    train_batch_size: int = TrainOptions.train_batch_size
+    precision: str = ModelOptions.precision  # "fp32" or "bf16".
+    optimizer: str = TrainOptions.optimizer
+    learning_rate: float = TrainOptions.learning_rate
+    num_train_steps: int = 10000  # The schedule's length in updates.
+    num_warmup_steps: int = 1000
+    recompute_grad: bool = ModelOptions.recompute_grad
+    max_predictions_per_seq: int = BenchmarkOptions.max_predictions_per_seq
+    num_labels: int = BenchmarkOptions.num_labels
+    train_file: str | None = None  # TFRecords of the task's features (--input_file too).
+    num_batches: int | None = None  # Batches of --train_file to write; None: every whole one.
+    random_seed: int = 12345  # Seeds the initializers' draws.
+    output_dir: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStepOptions(_FromFlags):
+    """scripts/run_step.py (see `bert_tf.step_program.runtime`); no TensorFlow needed."""
+
+    step_dir: str | None = None
+    platform: str = "cpu"  # "cpu", "gpu" or "tpu": JAX's PJRT backend.
+    num_steps: int = 10
+    num_warmup_steps: int = 2  # Untimed steps after compilation, before the timed ones.
+    features: str | None = None  # Feature shards; None: the step directory's own.
+    random_features: bool = False
+    random_init: bool = False  # Draw the state on the device from step.json's initializers.
+    state_file: str | None = None  # None: the step directory's state.safetensors.
+    seed: int = 12345  # The dropout seed argument.
+    output_dir: str | None = None
+    output_json: str | None = None
+    peak_matmul_size: int = 4096
+    log_every_n_steps: int = 10
+
+
+@dataclasses.dataclass(frozen=True)
 class PretrainingDataConfig:
     """The flags that decide the content of the records (all of Google's, same meaning)."""
 

@@ -394,3 +394,51 @@ def define_benchmark_flags(flag_values=FLAGS):
     define_precision_flags(fv)
     define_xla_flags(fv)
     define_distribution_flags(fv)
+
+
+def define_export_step_flags(flag_values=FLAGS):
+    """The flags of scripts/export_step.py (`ExportStepOptions`)."""
+    from bert_tf.step_program import export
+
+    defaults = options.ExportStepOptions
+    fv = flag_values
+    flags.DEFINE_enum("task", defaults.task, list(export.TASKS),
+                      "Whose training step to export: run_squad.py's, run_classifier.py's or "
+                      "run_pretraining.py's (masked LM + next sentence).", flag_values=fv)
+    define_checkpoint_flags(fv)
+    flags.DEFINE_integer("max_seq_length", defaults.max_seq_length, "Sequence length S.",
+                         flag_values=fv)
+    flags.DEFINE_integer("train_batch_size", defaults.train_batch_size,
+                         "Sequences per step (one optimizer update).", flag_values=fv)
+    flags.DEFINE_enum("precision", defaults.precision, list(export.PRECISIONS),
+                      "Compute precision; variables and optimizer slots stay float32.",
+                      flag_values=fv)
+    flags.DEFINE_enum("optimizer", defaults.optimizer, ["adamw", "lamb"],
+                      "The optimizer of the step, as in run_*.py.", flag_values=fv)
+    flags.DEFINE_float("learning_rate", defaults.learning_rate, "Peak learning rate.",
+                       flag_values=fv)
+    flags.DEFINE_integer("num_train_steps", defaults.num_train_steps,
+                         "Updates of the learning-rate schedule (linear decay to 0).",
+                         flag_values=fv)
+    flags.DEFINE_integer("num_warmup_steps", defaults.num_warmup_steps,
+                         "Updates of linear warmup.", flag_values=fv)
+    define_recompute_grad_flag(fv)
+    flags.DEFINE_integer("max_predictions_per_seq", defaults.max_predictions_per_seq,
+                         "Masked positions per sequence (--task=pretraining).", flag_values=fv)
+    flags.DEFINE_integer("num_labels", defaults.num_labels,
+                         "Classes of the classifier head (--task=classifier).", flag_values=fv)
+    define_path("train_file", defaults.train_file,
+                "Also write the batches of these TFRecords (the task's features, e.g. the "
+                "train.tf_record run_squad.py writes; comma-separated files and globs) as "
+                "safetensors shards.", flag_values=fv)
+    define_path("input_file", None, "Pre-training records: the same as --train_file.",
+                flag_values=fv)
+    flags.DEFINE_integer("num_batches", defaults.num_batches,
+                         "Write at most this many batches of --train_file (default: all "
+                         "whole batches).", flag_values=fv)
+    flags.DEFINE_integer("random_seed", defaults.random_seed,
+                         "Seed of the initializers' draws (weights not in --init_checkpoint).",
+                         flag_values=fv)
+    define_path("output_dir", defaults.output_dir,
+                "Write step.mlirbc, step.json, state.safetensors (and feature shards) here.",
+                flag_values=fv)

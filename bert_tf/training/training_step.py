@@ -28,6 +28,8 @@ class TrainingStep:
     num_accumulation_steps: int = 1  # Micro-batches per update (each session run is one).
     compute_dtype: tf.DType = tf.float32  # fp16 gets dynamic loss scaling.
     trainable: optimization.TrainableSelection | None = None  # Frozen layers.
+    # Dense gradients only, for a step compiled whole (see `optimization.create_optimizer`).
+    static_shapes: bool = False
 
     def spec(self, loss, input_ids, training_metrics=None):
         """The TRAIN-mode EstimatorSpec: the optimizer on `loss`.
@@ -42,7 +44,7 @@ class TrainingStep:
             loss, self.learning_rate, self.num_train_steps, self.num_warmup_steps,
             optimizer=self.optimizer, num_accumulation_steps=self.num_accumulation_steps,
             loss_scale="dynamic" if self.compute_dtype == tf.float16 else None,
-            trainable=self.trainable)
+            trainable=self.trainable, static_shapes=self.static_shapes)
         batch = modeling.get_shape_list(input_ids)[0]
         examples = batch * self.num_accumulation_steps if isinstance(batch, int) else None
         return estimator_lib.EstimatorSpec(mode=estimator_lib.ModeKeys.TRAIN, loss=loss,
