@@ -645,7 +645,7 @@ def dropout_key_scope(key):
     stack = getattr(_dropout_keys, "stack", None)
     if stack is None:
         stack = _dropout_keys.stack = []
-    stack.append([key, 0])
+    stack.append([portable_seed(key), 0])
     try:
         yield
     finally:
@@ -671,7 +671,14 @@ def _next_dropout_seed():
         return tf1.random.uniform([2], 0, tf.int32.max, dtype=tf.int32)
     entry = stack[-1]
     entry[1] += 1
-    return tf.random.experimental.stateless_fold_in(entry[0], entry[1])
+    return portable_seed(tf.random.experimental.stateless_fold_in(entry[0], entry[1]))
+
+
+def portable_seed(seed):
+    """`seed` (int32 [2]) with its sign bits cleared: TensorFlow's kernels and XLA turn a
+    negative seed into different Philox keys, a non-negative one into the same, so the masks
+    of a step do not depend on whether XLA compiles it."""
+    return tf.bitwise.bitwise_and(seed, tf.int32.max)
 
 
 def recompute_layer(layer_fn, inputs):

@@ -322,7 +322,9 @@ class LAMBOptimizer(_DecoupledDecayOptimizer):
                                        colocate_with=first_var)
 
     def _step_variable(self):
-        graph = None if tf.executing_eagerly() else tf1.get_default_graph()
+        # The base class keys non-slot variables as it made them: by graph, or None in a
+        # program that runs eagerly outside its functions (a `tf.compat.v1.wrap_function`).
+        graph = None if tf1.executing_eagerly_outside_functions() else tf1.get_default_graph()
         return self._get_non_slot_variable("lamb_step", graph=graph)
 
     def _updates(self, grad, var, m, v):
