@@ -28,7 +28,7 @@ DEMO_PREDS ?= 5
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx,tflite]"
+	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx,tflite,xla]"
 	# The tests parse the TF Serving warm-up requests with its protos; --no-deps: it declares
 	# `tensorflow`.
 	$(PY) -m pip install --quiet --no-deps "tensorflow-serving-api==$(TF_SERIES).*"

