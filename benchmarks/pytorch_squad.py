@@ -36,6 +36,8 @@ def parse_args():
     parser.add_argument("--num_warmup_steps", type=int, default=2)
     parser.add_argument("--num_steps", type=int, default=10)
     parser.add_argument("--num_threads", type=int, default=os.cpu_count())
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--compile", action="store_true", help="the step under torch.compile")
     parser.add_argument("--output_json", default=None)
     return parser.parse_args()
 
@@ -61,7 +63,7 @@ def main():
         initializer_range=google["initializer_range"], layer_norm_eps=1e-12)
     pretraining = args.task == "pretraining"
     model = (transformers.BertForPreTraining if pretraining
-             else transformers.BertForQuestionAnswering)(config)
+             else transformers.BertForQuestionAnswering)(config).to(args.device)
     training = args.mode == "train"
     model.train(training)
     optimizer = None
@@ -75,24 +77,28 @@ def main():
         optimizer = torch.optim.AdamW(groups, lr=5e-5, eps=1e-6)
 
     batch, seq = args.batch_size, args.max_seq_length
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
+    device = torch.device(args.device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16,
+                              enabled=args.precision == "bf16")
 
     def features():
         return {
-            "input_ids": torch.randint(0, config.vocab_size, (batch, seq)),
-            "attention_mask": torch.ones(batch, seq, dtype=torch.long),
-            "token_type_ids": torch.randint(0, min(2, config.type_vocab_size), (batch, seq)),
+            "input_ids": torch.randint(0, config.vocab_size, (batch, seq), device=device),
+            "attention_mask": torch.ones(batch, seq, dtype=torch.long, device=device),
+            "token_type_ids": torch.randint(0, min(2, config.type_vocab_size), (batch, seq),
+                                            device=device),
         }
 
     def labels():
         if not pretraining:
-            return {"start_positions": torch.randint(0, seq, (batch,)),
-                    "end_positions": torch.randint(0, seq, (batch,))}
+            return {"start_positions": torch.randint(0, seq, (batch,), device=device),
+                    "end_positions": torch.randint(0, seq, (batch,), device=device)}
         masked = torch.full((batch, seq), -100, dtype=torch.long)
         for row in range(batch):
             positions = torch.randperm(seq - 2)[:args.max_predictions_per_seq] + 1
             masked[row, positions] = torch.randint(0, config.vocab_size, (len(positions),))
-        return {"labels": masked, "next_sentence_label": torch.randint(0, 2, (batch,))}
+        return {"labels": masked.to(device),
+                "next_sentence_label": torch.randint(0, 2, (batch,), device=device)}
 
     def train_step():
         inputs = features()
@@ -111,12 +117,27 @@ def main():
         return outputs[0]
 
     step = train_step if training else infer_step
-    for _ in range(args.num_warmup_steps):
+    if args.compile:
+        step = torch.compile(step)
+
+    def synchronize():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    start = time.perf_counter()
+    step()  # torch.compile compiles here.
+    synchronize()
+    first_step_s = time.perf_counter() - start
+    for _ in range(args.num_warmup_steps - 1):
         step()
+    synchronize()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(args.num_steps):
         start = time.perf_counter()
         step()
+        synchronize()
         times.append(time.perf_counter() - start)
     median = statistics.median(times)
     ordered = sorted(times)
@@ -128,6 +149,10 @@ def main():
         "sequences_per_second": batch / median, "step_time_median_s": median,
         # Linear interpolation, as numpy.percentile's default.
         "step_time_p90_s": _percentile(ordered, 90), "step_time_s": times,
+        "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
+        "compiled": args.compile, "first_step_s": first_step_s,
+        "peak_memory_mb": (torch.cuda.max_memory_allocated(device) / 2**20
+                           if device.type == "cuda" else None),
     }
     if args.output_json:
         with open(args.output_json, "w") as f:

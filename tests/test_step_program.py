@@ -23,7 +23,6 @@ from finetune_helpers import FINETUNE_DATA, minilm_files
 from bert_tf import modeling, options, tf2
 from bert_tf.errors import BertTfError
 from bert_tf.step_program import export, runtime, tensor_files
-from bert_tf.step_program import manifest as manifest_lib
 from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
