@@ -126,6 +126,15 @@ SHRINK = {
                                                                   _FEW_STEPS},
     ("docs/speed.md", "scripts/benchmark.py"): {"benchmark.py": [
         _TINY, "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2"]},
+    ("docs/speed.md", "--output_dir=step_large"): {"export_step.py": [
+        _TINY, "--max_seq_length=32", "--train_batch_size=2"]},
+    ("docs/speed.md", "--random_init --random_features"): {"run_step.py": [
+        "--platform=cpu", "--num_steps=2", "--num_warmup_steps=0", "--peak_matmul_size=256"]},
+    ("docs/speed.md", "--output_dir=step_minilm"): {
+        # The SQuAD block's records are of length 128 here (SHRINK above).
+        "export_step.py": ["--max_seq_length=128", "--train_batch_size=4"],
+        "run_step.py": ["--platform=cpu", "--num_steps=2", "--num_warmup_steps=0",
+                        "--peak_matmul_size=256"]},
     ("docs/benchmarks.md", "--output_json=/tmp/base_train_fp32.json"): {"benchmark.py": [
         _TINY, "--max_seq_length=64", "--batch_size=1", "--num_warmup_steps=1", "--num_steps=2",
         "--output_json=base_train_fp32.json"]},
@@ -191,6 +200,12 @@ WRITES = {
          "encoder_export/*/assets.extra/tf_serving_warmup_requests"],
     ("docs/benchmarks.md", "--output_json=/tmp/base_train_fp32.json"):
         ["base_train_fp32.json"],
+    ("docs/speed.md", "--output_dir=step_large"):
+        ["step_large/step.mlirbc", "step_large/step.json", "step_large/state.safetensors"],
+    ("docs/speed.md", "--random_init --random_features"): ["step_large.json"],
+    ("docs/speed.md", "--output_dir=step_minilm"):
+        ["step_minilm/features-00000.safetensors", "trained/state.safetensors",
+         "trained/model.ckpt-2.index"],
 }
 
 
