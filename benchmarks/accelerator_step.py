@@ -128,7 +128,7 @@ def torch_cell(args, model, precision, json_path, compiled, peak_tflops, flops):
             "peak_memory_mb": record.get("peak_memory_mb"), "framework": record["framework"]}
 
 
-def tensorflow_cell(args, model, precision, json_path):
+def tensorflow_cell(args, model, precision, json_path, peak_tflops, flops):
     record = run_cell([sys.executable, "scripts/benchmark.py", "--task=squad", "--mode=train",
                        f"--bert_config_file={CONFIGS[model]}", f"--precision={precision}",
                        f"--batch_size={args.batch_size}",
@@ -138,7 +138,9 @@ def tensorflow_cell(args, model, precision, json_path):
         return record
     return {"seq_per_s": record["sequences_per_second"],
             "step_ms": 1000 * record["step_time_median_s"],
-            "fraction_of_peak": record.get("mfu"), "compile_s": None,
+            # Against the exported step's peak: one matmul rate for every cell of the device.
+            "fraction_of_peak": (flops / record["step_time_median_s"] / 1e12 / peak_tflops
+                                 if peak_tflops else None), "compile_s": None,
             "peak_memory_mb": record.get("peak_memory_mb")}
 
 
@@ -205,7 +207,8 @@ def main():
                 rows.append({"model": model, "precision": precision,
                              "runtime": "TensorFlow graph",
                              **tensorflow_cell(args, model, precision,
-                                               os.path.join(directory, "tf.json"))})
+                                               os.path.join(directory, "tf.json"),
+                                               peak, flops)})
             if args.find_max_batch:
                 for recompute in (False, True):
                     searches.append({"model": model, "precision": precision,

@@ -86,6 +86,9 @@ CANNOT_RUN = {
         "needs a separate PyTorch + transformers environment and minutes per round",
     ("docs/benchmarks.md", "train_step_ablation.py"):
         "times BERT-base training steps for minutes and needs about 12 GB of memory",
+    ("docs/benchmarks.md", "accelerator_step.py --platform=cpu"):
+        "needs a separate PyTorch + transformers environment and ~15 minutes (torch.compile's "
+        "first step alone takes minutes on 2 cores)",
     ("docs/training-runs.md", "--find_max_batch"):
         "probes BERT-base in a dozen child processes for many minutes; tests/test_benchmark.py "
         "runs the search and real probes",
