@@ -112,7 +112,7 @@ def build_step(options, bert_config):
     Returns:
       A `BuiltStep`.
     """
-    feature_specs = features_lib.feature_specs(options, bert_config)
+    feature_specs = features_lib.feature_specs(options)
     names = [name for name, _ in feature_specs]
     model_fn = task_model_fn(options, bert_config)
     initializers, created, metric_names = {}, [], []

@@ -33,10 +33,9 @@ def _names_and_widths(options):
                      ("next_sentence_labels", None, tf.int32)]
 
 
-def feature_specs(options, bert_config):
+def feature_specs(options):
     """[(name, tf.TensorSpec)] of the step's features: [B, S] sequences, [B] labels and
     positions, [B, P] masked-LM features; in the module's argument order."""
-    del bert_config
     batch = options.train_batch_size
     return [(name, tf.TensorSpec([batch] if width is None else [batch, width], dtype))
             for name, width, dtype in _names_and_widths(options)]
@@ -81,7 +80,7 @@ def write_feature_shards(options, specs, directory):
             batch, drop_remainder=True)
     if options.num_batches:
         dataset = dataset.take(options.num_batches)
-    names, shards, pending = [], [], []
+    num_batches, shards, pending = 0, [], []
 
     def flush():
         arrays = {name: np.stack([b[name] for b in pending]) for name, _ in specs}
@@ -94,7 +93,7 @@ def write_feature_shards(options, specs, directory):
         for values in dataset.as_numpy_iterator():
             pending.append({name: values[name].reshape(spec.shape.as_list()).astype(
                 spec.dtype.as_numpy_dtype) for name, spec in specs})
-            names.append(len(names))
+            num_batches += 1
             if len(pending) == BATCHES_PER_SHARD:
                 flush()
     except tf.errors.InvalidArgumentError as e:
@@ -104,9 +103,9 @@ def write_feature_shards(options, specs, directory):
                           "run_*.py writes (or create_pretraining_data.py's output).") from None
     if pending:
         flush()
-    if not names:
+    if not num_batches:
         raise BertTfError(f"--train_file: '{options.train_file}' holds fewer than one batch of "
                           f"{batch} records; pass more records or a smaller --train_batch_size.")
-    logging.info("Wrote %d batches of %d from %s in %d shards.", len(names), batch,
+    logging.info("Wrote %d batches of %d from %s in %d shards.", num_batches, batch,
                  options.train_file, len(shards))
     return shards
