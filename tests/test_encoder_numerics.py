@@ -9,10 +9,9 @@ instructions) they must be equal bit for bit; elsewhere float32 kernels differ, 
 agree within float32 noise.
 """
 
+import encoder_numerics
 import numpy as np
 import pytest
-
-import encoder_numerics
 
 FIXTURE = "fixtures/encoder_numerics.npz"
 
