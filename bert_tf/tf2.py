@@ -16,11 +16,13 @@ Google's checkpoints load by name.
 
 import collections
 import contextlib
+import dataclasses
 
 import tensorflow as tf
 from absl import logging
 
 from bert_tf import modeling, precision
+from bert_tf.encoder import transformer
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints
 
@@ -329,15 +331,13 @@ class TransformerEncoder(_VariableOwner):
         super().__init__(name=name)
         self.compute_dtype = tf.as_dtype(compute_dtype)
         self.encoder_width = encoder_width
-        self._settings = dict(
-            hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,
-            num_attention_heads=num_attention_heads, intermediate_size=intermediate_size,
-            intermediate_act_fn=modeling.get_activation(intermediate_act_fn),
-            initializer_range=initializer_range, layer_norm_eps=layer_norm_eps,
-            layer_norm_type=layer_norm_type, position_embedding_type=position_embedding_type,
-            max_position_embeddings=max_position_embeddings)
-        self._dropout = dict(hidden_dropout_prob=hidden_dropout_prob,
-                             attention_probs_dropout_prob=attention_probs_dropout_prob)
+        self._num_hidden_layers = num_hidden_layers
+        self._layer = modeling.LayerConfig(
+            hidden_size, num_attention_heads, intermediate_size,
+            modeling.get_activation(intermediate_act_fn), hidden_dropout_prob,
+            attention_probs_dropout_prob, initializer_range,
+            modeling.LayerVariant(layer_norm_type, layer_norm_eps, position_embedding_type,
+                                  max_position_embeddings))
         one_position = tf.zeros([1, 1, hidden_size])
         encoder_output = None if encoder_width is None else tf.zeros([1, 1, encoder_width])
         self._set_variables(make_variables(initial_values(
@@ -374,13 +374,14 @@ class TransformerEncoder(_VariableOwner):
                  head_mask, training):
         if not isinstance(training, bool):
             raise BertTfError(f"training must be True or False, got {training!r}.")
-        dropout = self._dropout if training else dict(hidden_dropout_prob=0.0,
-                                                      attention_probs_dropout_prob=0.0)
+        layer = self._layer if training else dataclasses.replace(
+            self._layer, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
         cast = (lambda tensor: None if tensor is None
                 else tf.cast(tensor, self.compute_dtype))
+        computation = modeling.Computation(
+            head_mask=head_mask, encoder_output=cast(encoder_output),
+            encoder_attention_mask=encoder_attention_mask)
         with precision.compute_dtype_scope(self.compute_dtype):
-            return modeling.transformer_model(
-                cast(input_tensor), attention_mask=attention_mask,
-                encoder_output=cast(encoder_output),
-                encoder_attention_mask=encoder_attention_mask, head_mask=head_mask,
-                do_return_all_layers=True, **self._settings, **dropout)
+            outputs, _ = transformer.transformer_layers(
+                cast(input_tensor), attention_mask, layer, self._num_hidden_layers, computation)
+            return outputs

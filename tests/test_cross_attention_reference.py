@@ -110,9 +110,10 @@ def _run_decoder(ref, encoder_attention_mask, head_mask=None):
                     num_attention_heads=NUM_HEADS, intermediate_size=24,
                     intermediate_act_fn=modeling.gelu, hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0, do_return_all_layers=True,
-                    head_mask=head_mask,
-                    encoder_output=tf.constant(ref["encoder_hidden_states"]),
-                    encoder_attention_mask=tf.constant(cross_mask),
+                    computation=modeling.Computation(
+                        head_mask=head_mask,
+                        encoder_output=tf.constant(ref["encoder_hidden_states"]),
+                        encoder_attention_mask=tf.constant(cross_mask)),
                     do_return_attention_probs=True)
         cross_softmax = [op.outputs[0] for op in graph.get_operations()
                          if op.type == "Softmax" and "/crossattention/" in op.name]

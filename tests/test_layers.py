@@ -10,7 +10,8 @@ from envs import ROOT
 TIERS = (
     ("leaves", ("bert_tf/__init__.py", "bert_tf/errors.py", "bert_tf/fileio.py",
                 "bert_tf/precision.py", "bert_tf/options.py")),
-    ("model", ("bert_tf/modeling.py", "bert_tf/tokenization.py", "bert_tf/optimization.py",
+    ("model", ("bert_tf/modeling.py", "bert_tf/encoder/", "bert_tf/tokenization.py",
+               "bert_tf/optimization.py",
                "bert_tf/table_growth.py")),
     ("data", ("bert_tf/data/", "bert_tf/metrics/")),
     ("training", ("bert_tf/training/",)),

@@ -151,12 +151,14 @@ def test_relative_positions_keep_the_whole_last_layer():
 def test_output_positions_refuses_what_it_cannot_compute(arguments):
     with tf.Graph().as_default():
         hidden = tf.zeros([2, 5, 32])
-        extra = ({"position_embedding_type": "relative_key"} if arguments == "relative"
-                 else {"encoder_output": tf.zeros([2, 3, 32])})
+        variant = modeling.LayerVariant(position_embedding_type="relative_key"
+                                        if arguments == "relative" else "absolute")
+        encoder_output = None if arguments == "relative" else tf.zeros([2, 3, 32])
         with pytest.raises(ValueError, match="output_positions works with self-attention"):
-            modeling.transformer_model(hidden, hidden_size=32, num_hidden_layers=1,
-                                       num_attention_heads=4, intermediate_size=37,
-                                       output_positions=tf.zeros([2, 1], tf.int32), **extra)
+            modeling.transformer_model(
+                hidden, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                intermediate_size=37, variant=variant, computation=modeling.Computation(
+                    output_positions=tf.zeros([2, 1], tf.int32), encoder_output=encoder_output))
 
 
 @pytest.mark.parametrize("variant", ["post_ln", "padding_free", "training"])

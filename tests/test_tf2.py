@@ -191,8 +191,8 @@ def test_dropout_only_when_training(inputs):
 
 def test_transformer_encoder_matches_transformer_model():
     settings = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                    intermediate_size=64, layer_norm_type="pre")
-    module = tf2.TransformerEncoder(encoder_width=16, **settings)
+                    intermediate_size=64)
+    module = tf2.TransformerEncoder(encoder_width=16, layer_norm_type="pre", **settings)
     x = np.random.RandomState(1).normal(size=[2, 5, 32]).astype(np.float32)
     memory = np.random.RandomState(2).normal(size=[2, 3, 16]).astype(np.float32)
     mask = np.ones([2, 5, 5], np.float32)
@@ -201,9 +201,10 @@ def test_transformer_encoder_matches_transformer_model():
     values = [v.numpy() for v in module.trainable_variables]
     with tf.Graph().as_default():
         expected = modeling.transformer_model(
-            tf.constant(x), tf.constant(mask), encoder_output=tf.constant(memory),
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-            do_return_all_layers=True, **settings)
+            tf.constant(x), tf.constant(mask), hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, do_return_all_layers=True,
+            variant=modeling.LayerVariant(layer_norm_type="pre"),
+            computation=modeling.Computation(encoder_output=tf.constant(memory)), **settings)
         variables = tf1.trainable_variables()
         assert [v.name for v in variables] == [v.name for v in module.trainable_variables]
         assign = [v.assign(value) for v, value in zip(variables, values, strict=True)]

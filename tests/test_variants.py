@@ -220,15 +220,18 @@ def test_cross_attention_matches_numpy_in_user_graph():
             enc_inp = tf1.placeholder(tf.float32, [None, enc_seq, enc_hidden])
             with tf1.variable_scope("decoder"):
                 out3d = modeling.transformer_model(
-                    inp, tf.constant(causal), layer_norm_type=layer_norm_type,
-                    head_mask=HEAD_MASK, encoder_output=enc_inp,
-                    encoder_attention_mask=tf.constant(enc_mask), **kwargs)
+                    inp, tf.constant(causal),
+                    variant=modeling.LayerVariant(layer_norm_type=layer_norm_type),
+                    computation=modeling.Computation(
+                        head_mask=HEAD_MASK, encoder_output=enc_inp,
+                        encoder_attention_mask=tf.constant(enc_mask)), **kwargs)
             with tf1.variable_scope("decoder", reuse=True):
                 out2d = modeling.transformer_model(
                     tf.reshape(inp, [-1, hidden]), tf.constant(causal),
-                    layer_norm_type=layer_norm_type, head_mask=HEAD_MASK,
-                    encoder_output=tf.reshape(enc_inp, [-1, enc_hidden]),
-                    encoder_attention_mask=tf.constant(enc_mask), **kwargs)
+                    variant=modeling.LayerVariant(layer_norm_type=layer_norm_type),
+                    computation=modeling.Computation(
+                        head_mask=HEAD_MASK, encoder_output=tf.reshape(enc_inp, [-1, enc_hidden]),
+                        encoder_attention_mask=tf.constant(enc_mask)), **kwargs)
             with tf1.Session() as sess:
                 sess.run(tf1.global_variables_initializer())
                 weights = _randomize(sess)
@@ -312,7 +315,7 @@ def test_bad_head_mask_and_long_relative_sequence_are_clear_errors():
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="Unknown layer_norm_type 'sandwich'"):
             modeling.transformer_model(tf.zeros([1, 3, 8]), hidden_size=8, num_attention_heads=2,
-                                       layer_norm_type="sandwich")
+                                       variant=modeling.LayerVariant(layer_norm_type="sandwich"))
 
 
 # --- Converter: the variant weights and config keys both ways ----------------------------------

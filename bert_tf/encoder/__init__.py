@@ -1,0 +1,15 @@
+"""The BERT encoder's graph-mode builders, one concept a file; `bert_tf.modeling` is their
+public face (Google's `modeling.py` API).
+
+    settings         what every layer is (`LayerConfig`, `LayerVariant`, `AttentionConfig`)
+                     and how this graph computes the layers (`Computation`)
+    config           `BertConfig`, the `bert_config.json` of a checkpoint
+    ops              variables, dense layers, layer norm, activations, shapes
+    dropout          dropout from stateless draws and the keys that make them reproducible
+    recompute        a layer rebuilt in the backward pass instead of kept
+    checkpoint_init  variables initialized from a checkpoint by name
+    embeddings       word, token-type and position embeddings
+    attention        multi-headed attention and its masks
+    transformer      the encoder's layers
+    pooler           what `BertModel` reads off the last layer
+"""
