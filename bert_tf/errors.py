@@ -133,7 +133,7 @@ def run_main(main):
         try:
             status = main(argv)
             # The interpreter's last garbage collection at exit walks every object
-            # TensorFlow's modules made (0.7-1 s on 2 cores); frozen, they go with the process.
+            # TensorFlow's modules made (a second or so); frozen, they go with the process.
             gc.freeze()
             return status
         except BertTfError as e:

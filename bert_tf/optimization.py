@@ -273,9 +273,10 @@ class AdamWeightDecayOptimizer(_DecoupledDecayOptimizer):
         """The same update through TF's fused Adam kernel when every write applies.
 
         The element-wise graph above reads and writes the 110M BERT-base weights and moments
-        several times per step; `ResourceApplyAdam` does it in one pass (~2.5x faster update on
-        CPU). With beta powers of 0 its bias correction is 1, as in the original, and the
-        decoupled decay is applied first from the same pre-update weights.
+        several times per step; `ResourceApplyAdam` does it in one pass, a faster update on
+        CPU (docs/benchmarks-history.md has the measurement). With beta powers of 0 its bias
+        correction is 1, as in the original, and the decoupled decay is applied first from the
+        same pre-update weights.
         """
         if self._condition is not None or not hasattr(var, "handle"):  # masked or ref variable
             return super()._resource_apply_dense(grad, var)

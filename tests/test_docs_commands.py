@@ -37,7 +37,7 @@ from script_runner import PythonCommands
 PAGES = ("README.md", "docs/fine-tuning.md", "docs/pretraining.md", "docs/training-runs.md",
          "docs/serving.md", "docs/scaling-out.md", "docs/encoder.md", "docs/speed.md",
          "docs/compatibility.md", "docs/development.md", "docs/architecture.md",
-         "docs/benchmarks.md")
+         "docs/benchmarks.md", "docs/benchmarks-history.md")
 LANGUAGES = ("bash", "sh", "python")
 
 # (page, a piece of the block's text) -> why the block does not run in the tests.

@@ -14,8 +14,8 @@ Inputs (`--format`, or `auto` from the file name and first bytes):
 
 Paragraphs are split into sentences by `sentencex` (an optional dependency, `pip install
 bert_tf[corpus]`): Wikimedia's rule-based segmenter, kept up to date, for the ~300 languages
-of Wikipedia, with a compiled core (about 10 MB/s on one core here). Measured alternatives:
-pysbd is pure Python, about 1000 times slower (6 KB/s) and unreleased since 2021; NLTK's
+of Wikipedia, with a compiled core. Measured alternatives (docs/benchmarks-history.md):
+pysbd is pure Python, orders of magnitude slower, and unreleased since 2021; NLTK's
 punkt needs a model download at run time. sentencex does not split inside quotes or
 brackets, which is why it is given one paragraph (one line) at a time.
 

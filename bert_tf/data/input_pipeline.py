@@ -176,7 +176,7 @@ def length_ordered_batches(dataset, parse, batch_size, boundaries, sequence_keys
 
 def _plain(fn):
     """`fn` for `Dataset.map` without AutoGraph: the input functions here have no Python
-    control flow on tensors, and converting them costs ~0.1 s each (~1 s per training run)."""
+    control flow on tensors, and converting them costs time in every training run."""
     return tf.autograph.experimental.do_not_convert(fn)
 
 

@@ -24,7 +24,7 @@ def load_serving_session(path):
     """The export at `path` loaded into a TF1 session of its own graph.
 
     Loaded as the TF1 SavedModel it is: `tf.saved_model.load` would copy each signature's ops
-    into a function of its own first, ~5 s for a MiniLM export against ~1 s here.
+    into a function of its own first, which makes loading several times slower.
 
     Returns:
       (tf.compat.v1.Session, the `serving_default` SignatureDef).

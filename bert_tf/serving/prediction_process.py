@@ -3,9 +3,8 @@
 oneDNN reorders each matmul's weight into the layout its kernel wants. A constant weight it
 reorders once and keeps; a variable's it reorders on every call, because a training step may
 have changed it. `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` tells it that variables do not change
-either, so it keeps those too. Measured on a BERT-base classifier export (AMX CPU, 2 cores):
-one 32-piece text 57.6 -> 44.7 ms (fp32) and 40.9 -> 25.2 ms (bf16); bf16 at 4 x 384 tokens
-448 -> 349 ms; fp32 at long batches unchanged within noise.
+either, so it keeps those too: small batches answer faster, in bf16 most (the measurements
+are in docs/benchmarks-history.md).
 
 TensorFlow reads the variable once, at the first oneDNN matmul of the process, and then for
 every graph it runs: a process that trains must never set it (its steps would run on the

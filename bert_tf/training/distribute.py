@@ -256,7 +256,7 @@ def call_for_each_replica(strategy, fn, args=()):
     On a TPU through `strategy.run`, which compiles the step (untested: no TPU).
     `fn` runs as written, as it does without a strategy: the strategies would otherwise
     AutoGraph-convert it and everything it calls (the whole model_fn) when the step is built,
-    ~2 s more per graph even for a tiny model, each function's source left in a temp file.
+    seconds more per graph even for a tiny model, each function's source left in a temp file.
 
     Returns:
       `fn`'s results as per-replica values.

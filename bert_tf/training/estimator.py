@@ -723,7 +723,7 @@ class _Saver(tf.compat.v1.train.Saver):
         """As `tf.compat.v1.train.Saver.export_meta_graph`. Once the graph is finalized (as it
         is while a session runs it), its MetaGraphDef cannot change, so each later checkpoint
         writes the one built for the first: building it serialized the whole graph again at
-        every save (0.3 s for MiniLM on 2 cores)."""
+        every save."""
         graph = tf.compat.v1.get_default_graph()
         if not graph.finalized or kwargs.get("save_debug_info"):
             return super().export_meta_graph(filename, **kwargs)

@@ -53,8 +53,8 @@ class WaitForWorkersHook(tf.compat.v1.train.SessionRunHook):
 class StartupTimesHook(tf.compat.v1.train.SessionRunHook):
     """Logs, after the first step, where the time before the training loop went.
 
-    `Started the training loop in 9.6 s: graph 3.2 s, session 4.0 s, graph files and
-    checkpoint 1.0 s, first step 2.4 s.` It must be the first hook: "session" ends when its
+    `Started the training loop in <t> s: graph <t> s, session <t> s, graph files and
+    checkpoint <t> s, first step <t> s.` It must be the first hook: "session" ends when its
     `after_create_session` runs (variables initialized or restored, the initial checkpoint
     read), "graph files and checkpoint" when the first step starts (what the other hooks do
     on a new session: graph.pbtxt, the events file's graph, the step's checkpoint; with several
@@ -274,9 +274,8 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     def after_create_session(self, session, coord):
         """The stock hook's start (graph.pbtxt, the graph and meta graph in the events file,
         the step's checkpoint), with graph.pbtxt through `write_graph_text` (the stock
-        pure-Python text_format took 1-3 s of every run for a BERT training graph on 2
-        cores) and one GraphDef for the three (`FileWriter.add_graph` serializes the graph
-        again: 0.3-0.5 s for MiniLM)."""
+        pure-Python text_format took seconds of every run for a BERT training graph) and one
+        GraphDef for the three (`FileWriter.add_graph` serializes the graph again)."""
         from tensorflow.core.util import event_pb2
         from tensorflow.python.framework import meta_graph
 
@@ -314,8 +313,8 @@ class SummarySaverHook(tf.compat.v1.train.SummarySaverHook):
 
     The stock hook adds the merged summary to a step's fetches only every `save_steps`, and a
     session builds (and grappler optimizes) one executor per distinct set of fetches: the first
-    summary-less step paid a second graph optimization and warm-up, ~2.4 s for MiniLM on 2
-    cores. When every summary is a scalar this hook fetches them at every step and still
+    summary-less step paid a second graph optimization and warm-up, seconds of a short run.
+    When every summary is a scalar this hook fetches them at every step and still
     writes them every `save_steps`. bert_tf's own scalars (loss, learning rate, gradient norm)
     are computed by the step anyway; a scalar of something the step does not compute (say a
     norm over all weights) now runs every step. Any other summary (a histogram, an image)
@@ -411,10 +410,10 @@ def write_graph_text(graph_def, directory, name):
     `tf.io.write_graph(..., as_text=True)` does); returns the path.
 
     With upb protobuf (`api_implementation.Type() == "upb"`) `str(message)` is its C text
-    encoder: ~10x faster than `text_format.MessageToString` and parsed back to the same
-    GraphDef (only the order of map entries and the spelling of floats may differ). Other
-    protobuf builds and big-endian hosts (whose tensor contents tf.io.write_graph swaps)
-    go through `tf.io.write_graph`.
+    encoder: an order of magnitude faster than `text_format.MessageToString` and parsed back
+    to the same GraphDef (only the order of map entries and the spelling of floats may
+    differ). Other protobuf builds and big-endian hosts (whose tensor contents
+    tf.io.write_graph swaps) go through `tf.io.write_graph`.
     """
     from google.protobuf.internal import api_implementation
     from tensorflow.python.lib.io import file_io
@@ -431,9 +430,9 @@ def open_summary_writer(directory):
     """Opens `tf.compat.v1.summary.FileWriterCache`'s writer for `directory` with no graph.
 
     The stock hooks take their writer from that cache, which opens it with the default graph:
-    a serialization of the whole training graph before it is final (0.3-0.5 s for MiniLM),
-    whose event CheckpointSaverHook's graph event then supersedes. Opened first under an empty
-    graph, the writer records an empty graph event instead; a writer already open is kept.
+    a serialization of the whole training graph before it is final, whose event
+    CheckpointSaverHook's graph event then supersedes. Opened first under an empty graph, the
+    writer records an empty graph event instead; a writer already open is kept.
     """
     with tf.Graph().as_default():
         return tf.compat.v1.summary.FileWriterCache.get(directory)

@@ -20,8 +20,8 @@ def enable_xla_cpu_jit():
 
     Clusters hold TF's FUSIBLE set (element-wise ops, reductions, casts, ...: layer norm, GELU,
     dropout, softmax and the optimizer's arithmetic), so matmuls stay TF's kernels (oneDNN on
-    CPU, on AMX in bf16): XLA's CPU dot runs them at 0.81x (fp32) and 0.18x (bf16) of oneDNN's
-    speed. A clustering policy the user set in TF_XLA_FLAGS is kept.
+    CPU, on AMX in bf16): XLA's CPU dot is slower than oneDNN's in fp32 and has no AMX path in
+    bf16 (docs/benchmarks.md). A clustering policy the user set in TF_XLA_FLAGS is kept.
 
     TF's `--tf_xla_cpu_global_jit` flag fixes the CPU device's clustering policy when TF first
     creates its devices (which listing devices, reading a checkpoint or an eager op may do), so
@@ -56,7 +56,7 @@ def session_config(use_xla=False, intra_op_parallelism_threads=0,
     init, readiness, restore and save runs), seconds per session for a short run. Its passes
     run once, not twice: the second round finds nothing left to rewrite on BERT's graphs (the
     same ops, numerically equal runs). The layout optimizer (convolutions) and the memory
-    optimizer (GPU swapping) are off: they leave BERT's graphs unchanged at ~15 % of the time.
+    optimizer (GPU swapping) are off: they leave BERT's graphs unchanged and only cost time.
 
     Returns:
       tf.compat.v1.ConfigProto with allow_soft_placement.
@@ -106,11 +106,11 @@ def session_dataset(dataset):
     """`dataset` as a session iterates it: without tf.data's autotuning model thread.
 
     That thread sleeps between optimization passes for periods that double up to a minute,
-    and closing a session destroys the iterator only once the thread wakes: a MiniLM training
-    run's close took from 0.06 s to 34 s with it. Without the model, AUTOTUNE parallelism is
-    the runner's thread count and prefetch buffers still grow on their own, which is all a
-    BERT input pipeline (far cheaper than its step) needs. An explicit
-    `options.autotune.enabled` in the input_fn's dataset is kept.
+    and closing a session destroys the iterator only once the thread wakes, so a run's close
+    could wait for up to a minute. Without the model, AUTOTUNE parallelism is the runner's
+    thread count and prefetch buffers still grow on their own, which is all a BERT input
+    pipeline (far cheaper than its step) needs. An explicit `options.autotune.enabled` in the
+    input_fn's dataset is kept.
     """
     if dataset.options().autotune.enabled is not None:
         return dataset
@@ -137,8 +137,8 @@ class SelfInitializingSessionCreator(tf.compat.v1.train.ChiefSessionCreator):
     Those checks list the variables no process has initialized yet, which is what a
     non-chief worker of a cluster waits on. Here the session's own init op or restore has just
     set every variable, and each check is a session run of its own (a new set of fetches, so
-    a pruned and optimized graph: 0.1-0.25 s a check on 2 cores). A variable that the restore
-    does not cover still fails the run: the Saver raises on a checkpoint that lacks it.
+    a pruned and optimized graph). A variable that the restore does not cover still fails the
+    run: the Saver raises on a checkpoint that lacks it.
     """
 
     def _get_session_manager(self):
