@@ -42,3 +42,14 @@ def test_a_scripts_flags_are_as_committed(tables, script):
                for name in expected if found[name] != expected[name]}
     assert not changed, f"{script}: (committed, now) per flag: {changed}"
 
+
+
+def test_at_most_40_hand_written_flag_definitions():
+    # Counted as `grep -c DEFINE bert_tf/cli/*.py` counts them: lines that mention DEFINE.
+    cli = os.path.join(ROOT, "bert_tf", "cli")
+    count = 0
+    for name in sorted(os.listdir(cli)):
+        if name.endswith(".py"):
+            with open(os.path.join(cli, name)) as f:
+                count += sum("DEFINE" in line for line in f)
+    assert count <= 40
