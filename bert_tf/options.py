@@ -581,15 +581,17 @@ class BenchmarkOptions(_FromFlags):
                            "forward only.", choices="bert_tf.tools.benchmark_step:MODES")
     batch_size: int = flag_field(
         4, "Sequences per micro-batch, over all replicas of --distribution_strategy.")
-    max_seq_length: int = flag_field(384, "Sequence length S.")
+    max_seq_length: int = flag_field(SquadOptions.MAX_SEQ_LENGTH, "Sequence length S.")
     # The flags of these four are ModelOptions' and RunOptions'.
     precision: str = ModelOptions.precision
     use_xla: bool = RunOptions.use_xla
     num_warmup_steps: int = flag_field(2, "Untimed steps before timing.")
     num_steps: int = flag_field(10, "Timed steps.")
     num_accumulation_steps: int = flag_field(
-        1, "Micro-batches per optimizer update (--mode=train); one step is one update.")
-    max_predictions_per_seq: int = flag_field(20, "Masked positions per sequence (pretraining).")
+        TrainOptions.num_accumulation_steps,
+        "Micro-batches per optimizer update (--mode=train); one step is one update.")
+    max_predictions_per_seq: int = flag_field(PretrainOptions.max_predictions_per_seq,
+                                              "Masked positions per sequence (pretraining).")
     num_labels: int = flag_field(2, "Classes of the classifier head.")
     peak_matmul_size: int = flag_field(
         2048, "n of the n x n x n matmul that measures the peak TFLOP/s.")
@@ -778,7 +780,8 @@ class BuildVocabOptions(_FromFlags):
     output_file: str | None = _path("The vocab.txt to write.")
     vocab_size: int = flag_field(30522, "Tokens in the vocab, special and unused ones included.")
     do_lower_case: bool = flag_field(
-        True, "Lower-case and strip accents first (an uncased vocab); False keeps case.")
+        TokenizerOptions.do_lower_case,
+        "Lower-case and strip accents first (an uncased vocab); False keeps case.")
     num_unused: int = flag_field(
         100, "[unusedN] placeholders after [PAD] (ids 1..num_unused), for tokens added when "
         "fine-tuning.")
@@ -798,8 +801,8 @@ class ExtendVocabOptions(_FromFlags):
         "token.")
     output_vocab_file: str | None = _path("The grown vocab.txt to write.")
     do_lower_case: bool = flag_field(
-        True, "Normalise the new words as the uncased tokenizer does (lower case, no accents); "
-        "False for a cased vocab.")
+        TokenizerOptions.do_lower_case, "Normalise the new words as the uncased tokenizer does "
+        "(lower case, no accents); False for a cased vocab.")
 
 
 @dataclasses.dataclass(frozen=True)
