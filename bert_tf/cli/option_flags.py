@@ -14,6 +14,8 @@ import typing
 
 from absl import flags
 
+from bert_tf import fileio
+
 FLAGS = flags.FLAGS
 
 
@@ -27,8 +29,6 @@ class _PathParser(flags.ArgumentParser):
     def parse(self, argument):
         if argument is None:
             return None
-        from bert_tf import fileio
-
         return ",".join(fileio.user_path(part) for part in str(argument).split(","))
 
     def flag_type(self):
