@@ -8,7 +8,7 @@ import pytest
 
 from bert_tf import options
 from bert_tf.cli import flags as bert_flags
-from bert_tf.cli import tool_flags
+from bert_tf.cli import step_flags, tool_flags
 
 
 def _finetuning(**kwargs):
@@ -52,6 +52,14 @@ CASES = {
                   options.BenchmarkOptions()),
     "pretrain_recipe": (tool_flags.define_recipe_flags, options.RecipeOptions,
                         options.RecipeOptions()),
+    "extend_vocab": (tool_flags.define_extend_vocab_flags, options.ExtendVocabOptions,
+                     options.ExtendVocabOptions()),
+    "convert_checkpoint": (tool_flags.define_conversion_flags, options.ConversionOptions,
+                           options.ConversionOptions()),
+    "export_step": (tool_flags.define_export_step_flags, options.ExportStepOptions,
+                    options.ExportStepOptions()),
+    "run_step": (step_flags.define_run_step_flags, options.RunStepOptions,
+                 options.RunStepOptions()),
 }
 
 

@@ -65,10 +65,10 @@ def _write_config(options, vocab_size, path):
 
 def _records(options, text_dir, vocab_file, seq_length, output_file, dupe_factor):
     config = bert_options.PretrainingDataConfig(
-        vocab_file=vocab_file, do_lower_case=True, do_whole_word_mask=False,
-        max_seq_length=seq_length, max_predictions_per_seq=_predictions(seq_length),
-        random_seed=options.random_seed, dupe_factor=dupe_factor,
-        masking=options.masking, next_sentence_objective=options.next_sentence_objective)
+        vocab_file=vocab_file, max_seq_length=seq_length,
+        max_predictions_per_seq=_predictions(seq_length), random_seed=options.random_seed,
+        dupe_factor=dupe_factor, masking=options.masking,
+        next_sentence_objective=options.next_sentence_objective)
     pretraining_data.create_pretraining_data(os.path.join(text_dir, "*.txt"), output_file,
                                              config, num_workers=options.num_workers)
     return output_file
@@ -90,7 +90,7 @@ def _pretrain(options, config_file, phase, train_file, eval_file, init_checkpoin
                                         learning_rate=options.learning_rate,
                                         num_train_steps=steps),
         run=bert_options.RunOptions(output_dir=os.path.join(options.output_dir, f"phase{phase}"),
-                                    save_checkpoints_steps=steps, log_every_n_steps=100,
+                                    save_checkpoints_steps=steps,
                                     random_seed=options.random_seed),
         evaluation=bert_options.EvalOptions(do_eval=True,
                                             eval_batch_size=options.train_batch_size)))
@@ -114,7 +114,7 @@ def run_recipe(options):
     vocab_file = os.path.join(out, "vocab.txt")
     built = stages.run("vocab", vocab.build_vocab, bert_options.BuildVocabOptions(
         input_file=os.path.join(text["train"], "*.txt"), output_file=vocab_file,
-        vocab_size=options.vocab_size, do_lower_case=True, num_unused=100))
+        vocab_size=options.vocab_size))
     config_file = _write_config(options, built["vocab_size"],
                                 os.path.join(out, "bert_config.json"))
     data = {}
