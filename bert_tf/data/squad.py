@@ -235,10 +235,10 @@ def _training_answer(qa, doc_tokens, char_to_word_offset, version_2_with_negativ
       source: the file as error messages name it.
 
     Returns:
-      (orig_answer_text, start_position, end_position, is_impossible), the positions the
-      answer's first and last doc-token index, inclusive (("", -1, -1, True) for an impossible
-      question); None when the answer text is not found there (logged as a warning: the
-      question is skipped).
+      (orig_answer_text, start_position, end_position, is_impossible), the positions being
+      the answer's first and last doc-token index, inclusive (("", -1, -1, True) for an
+      impossible question); None when the answer text is not found there (logged as a
+      warning: the question is skipped).
 
     Raises:
       errors.BertTfError: the question does not have exactly one well-formed answer.
