@@ -2,6 +2,8 @@
 batching, and batches cut to their length bucket or their longest example.
 """
 
+import dataclasses
+
 import tensorflow as tf
 from absl import logging
 
@@ -229,10 +231,9 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
       The input_fn; its `input_files` and `flag` attributes let the Estimator name a corrupt
       file (`bert_tf.training.faults`).
     """
-    drop_remainder = is_training if drop_remainder is None else drop_remainder
-    bucketed = bool(is_training and trim_keys and bucket_boundaries)
-    length_ordered = bool(not is_training and not drop_remainder and trim_keys and
-                          bucket_boundaries)
+    batching = _Batching(is_training,
+                         is_training if drop_remainder is None else drop_remainder,
+                         shuffle, trim_keys, bucket_boundaries, sequences_per_example)
     parse = _record_parser(feature_spec)
 
     def input_fn(params, input_context=None):
@@ -241,24 +242,42 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
                                  num_cpu_threads=num_cpu_threads,
                                  record_limits=record_limits,
                                  skip_corrupt_records=skip_corrupt_records)
-        batch_size = params["batch_size"]
-        if bucketed:
-            dataset = bucketed_training_batches(dataset, parse, batch_size, bucket_boundaries,
-                                                trim_keys, shuffle, sequences_per_example)
-        elif length_ordered:
-            dataset = length_ordered_batches(dataset, parse, batch_size, bucket_boundaries,
-                                             trim_keys, sequences_per_example)
-        else:
-            # Training batches keep max_seq_length.
-            dataset = _batches_in_stream_order(dataset, parse, batch_size, drop_remainder,
-                                               None if is_training else trim_keys,
-                                               sequences_per_example)
+        dataset = batching.batches(dataset, parse, params["batch_size"])
         if map_batch is not None:
             dataset = _mapped_batches(dataset, map_batch, input_context)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     input_fn.input_files, input_fn.flag = list(input_files), flag
     return input_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class _Batching:
+    """How `record_input_fn` batches the records of a pipeline (its arguments of these names;
+    `drop_remainder` resolved)."""
+
+    is_training: bool
+    drop_remainder: bool
+    shuffle: bool
+    trim_keys: tuple | list | None
+    bucket_boundaries: tuple | None
+    sequences_per_example: int
+
+    def batches(self, dataset, parse, batch_size):
+        """The parsed batches of `dataset` (serialized records): feature dicts of
+        [batch_size, ...] tensors, [batch_size, length] for the cut `trim_keys`."""
+        if self.is_training and self.trim_keys and self.bucket_boundaries:
+            return bucketed_training_batches(dataset, parse, batch_size,
+                                             self.bucket_boundaries, self.trim_keys,
+                                             self.shuffle, self.sequences_per_example)
+        if (not self.is_training and not self.drop_remainder and self.trim_keys
+                and self.bucket_boundaries):
+            return length_ordered_batches(dataset, parse, batch_size, self.bucket_boundaries,
+                                          self.trim_keys, self.sequences_per_example)
+        # In stream order; training batches keep max_seq_length.
+        return _batches_in_stream_order(dataset, parse, batch_size, self.drop_remainder,
+                                        None if self.is_training else self.trim_keys,
+                                        self.sequences_per_example)
 
 
 def _record_parser(feature_spec):
