@@ -456,11 +456,7 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
     grads, tvars, scaling = _unscaled_gradients(loss, tvars, loss_scale, num_replicas,
                                                 keep_sparse)
     grads, window = _accumulation_window(grads, tvars, num_accumulation_steps, opt)
-    if num_replicas > 1:
-        # Every replica now holds the global mean gradient (see the module docstring).
-        grads = _sum_over_replicas(replica_context, grads)
-        opt._gradients_are_reduced = True
-    grads, gradient_norm = tf.clip_by_global_norm(grads, clip_norm)
+    grads, gradient_norm = _clipped_global_gradients(grads, clip_norm, replica_context, opt)
     if applies_every_run:
         # apply_gradients increments global_step.
         tf1.summary.scalar("global_gradient_norm", gradient_norm)
@@ -560,6 +556,20 @@ def _unscaled_gradients(loss, tvars, loss_scale, num_replicas, keep_sparse):
     if scale_value is not None:
         grads = [_map_values(grad, lambda values: values / scale_value) for grad in grads]
     return grads, tvars, scaling
+
+
+def _clipped_global_gradients(grads, clip_norm, replica_context, opt):
+    """`grads` summed over the replicas in sync, then clipped to the global norm `clip_norm`.
+
+    Returns:
+      (grads, gradient_norm): the clipped gradients and their global norm before clipping
+      (a scalar float32 tensor).
+    """
+    if replica_context and replica_context.num_replicas_in_sync > 1:
+        # Every replica now holds the global mean gradient (see the module docstring).
+        grads = _sum_over_replicas(replica_context, grads)
+        opt._gradients_are_reduced = True
+    return tf.clip_by_global_norm(grads, clip_norm)
 
 
 @dataclasses.dataclass(frozen=True)
