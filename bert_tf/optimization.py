@@ -419,9 +419,8 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
       clip_norm: the mean gradient (over the global batch and the window) is
         clipped to this global norm before the update.
       weight_decay_rate: decoupled weight decay; not for LayerNorm / bias.
-      beta_1: Adam first-moment decay.
-      beta_2: Adam second-moment decay.
-      epsilon: Adam denominator epsilon.
+      beta_1, beta_2, epsilon: Adam's first- and second-moment decays and its
+        denominator epsilon.
       loss_scale: None (no scaling); a number (static scale: the loss is
         multiplied by it and the gradients divided back); or "dynamic": start
         at 2**15, and on non-finite gradients skip the update (variables,
@@ -439,52 +438,116 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
       The train op. Summaries "learning_rate" and "global_gradient_norm" (the
       norm before clipping of the gradient being applied; with accumulation,
       of the last applied one) are added to the default summary collection.
-
-    With accumulation or dynamic scaling every run computes the optimizer
-    step and writes it only where it applies (no `tf.cond`, which cannot hold
-    a cross-replica merge); under a strategy every run also all-reduces.
     """
     del use_tpu  # CrossShardOptimizer is gone; a strategy's replica context does its job.
     _check_arguments(init_lr, num_train_steps, num_warmup_steps, optimizer,
                      num_accumulation_steps, loss_scale)
     num_accumulation_steps = int(num_accumulation_steps)
     global_step = tf1.train.get_or_create_global_step()
+    opt = _scheduled_optimizer(optimizer, init_lr, num_train_steps, num_warmup_steps,
+                               global_step, weight_decay_rate, beta_1, beta_2, epsilon)
+    tvars = _variables_to_train(tvars, trainable)
+    replica_context = tf.distribute.get_replica_context()
+    num_replicas = replica_context.num_replicas_in_sync if replica_context else 1
+    # The original path: every run applies its own gradient, no window and no overflow check.
+    applies_every_run = num_accumulation_steps == 1 and loss_scale != "dynamic"
+    # Only there, on one replica, does a lookup's gradient stay sparse up to the update:
+    # accumulation and the all-reduce want one dense tensor per variable.
+    keep_sparse = applies_every_run and num_replicas == 1 and not static_shapes
+    grads, tvars, scaling = _unscaled_gradients(loss, tvars, loss_scale, num_replicas,
+                                                keep_sparse)
+    grads, window = _accumulation_window(grads, tvars, num_accumulation_steps, opt)
+    grads, gradient_norm = _clipped_global_gradients(grads, clip_norm, replica_context, opt)
+    if applies_every_run:
+        # apply_gradients increments global_step.
+        tf1.summary.scalar("global_gradient_norm", gradient_norm)
+        return opt.apply_gradients(zip(grads, tvars, strict=True), global_step=global_step)
+    return _masked_train_op(opt, grads, tvars, gradient_norm, global_step, window, scaling)
+
+
+def _scheduled_optimizer(optimizer, init_lr, num_train_steps, num_warmup_steps, global_step,
+                         weight_decay_rate, beta_1, beta_2, epsilon):
+    """The "adamw" / "lamb" optimizer on `learning_rate_schedule`, whose rate it summarises
+    as "learning_rate"; LayerNorm and bias variables get no weight decay."""
     learning_rate = learning_rate_schedule(init_lr, num_train_steps, num_warmup_steps,
                                            global_step)
     tf1.summary.scalar("learning_rate", learning_rate)
-    opt = _OPTIMIZERS[optimizer](learning_rate=learning_rate,
-                                 weight_decay_rate=weight_decay_rate,
-                                 beta_1=beta_1,
-                                 beta_2=beta_2,
-                                 epsilon=epsilon,
-                                 exclude_from_weight_decay=list(EXCLUDE_FROM_WEIGHT_DECAY))
+    return _OPTIMIZERS[optimizer](learning_rate=learning_rate,
+                                  weight_decay_rate=weight_decay_rate,
+                                  beta_1=beta_1,
+                                  beta_2=beta_2,
+                                  epsilon=epsilon,
+                                  exclude_from_weight_decay=list(EXCLUDE_FROM_WEIGHT_DECAY))
 
+
+def _variables_to_train(tvars, trainable):
+    """`tvars` (default: every trainable variable) narrowed by `trainable`, if given."""
     if tvars is None:
         tvars = tf1.trainable_variables()
     if trainable is not None:
         tvars = trainable.select(tvars)
-    replica_context = tf.distribute.get_replica_context()
-    num_replicas = replica_context.num_replicas_in_sync if replica_context else 1
+    return tvars
 
-    loss = tf.cast(loss, tf.float32)
-    if num_replicas > 1:
-        loss = loss / float(num_replicas)
-    dynamic_scaling = loss_scale == "dynamic"
-    if dynamic_scaling:
+
+@dataclasses.dataclass(frozen=True)
+class _LossScaling:
+    """How one train op scales its loss.
+
+    Attributes:
+      value: scalar float32 tensor the loss is multiplied by and the gradients divided by;
+        None: no scaling.
+      scale: the dynamic scale's saved variable `loss_scale` (None unless dynamic).
+      good_steps: int64 variable, finite updates in a row since the dynamic scale last
+        changed (None unless dynamic).
+    """
+
+    value: object = None
+    scale: object = None
+    good_steps: object = None
+
+    @property
+    def dynamic(self):
+        """Whether the scale adapts (`loss_scale="dynamic"`)."""
+        return self.scale is not None
+
+
+def _loss_scaling(loss_scale):
+    """The `_LossScaling` of `create_optimizer`'s `loss_scale` (its variables made here)."""
+    if loss_scale == "dynamic":
         scale = _state_variable("loss_scale", INITIAL_DYNAMIC_LOSS_SCALE, tf.float32,
                                 local=False)
         good_steps = _state_variable("loss_scale_good_steps", 0, tf.int64, local=False)
-        scale_value = tf.convert_to_tensor(scale)
-    elif loss_scale is not None:
-        scale_value = tf.constant(float(loss_scale))
-    else:
-        scale_value = None
+        return _LossScaling(tf.convert_to_tensor(scale), scale, good_steps)
+    if loss_scale is not None:
+        return _LossScaling(tf.constant(float(loss_scale)))
+    return _LossScaling()
+
+
+def _unscaled_gradients(loss, tvars, loss_scale, num_replicas, keep_sparse):
+    """This replica's share of the gradient of `loss`, computed on the scaled loss and divided
+    back.
+
+    Args:
+      loss: scalar loss tensor, this replica's mean; divided by `num_replicas` here.
+      tvars: the variables to train.
+      loss_scale: as in `create_optimizer`.
+      num_replicas: replicas in sync (1 without a strategy).
+      keep_sparse: leave a lookup's gradient as IndexedSlices (rows deduplicated); else
+        every gradient is a dense tensor of its variable's shape.
+
+    Returns:
+      (grads, tvars, scaling): the gradients of the variables the loss depends on, those
+      variables (in `tvars`' order), and the `_LossScaling`.
+
+    Raises:
+      BertTfError: the loss depends on none of `tvars`.
+    """
+    loss = tf.cast(loss, tf.float32)
+    if num_replicas > 1:
+        loss = loss / float(num_replicas)
+    scaling = _loss_scaling(loss_scale)
+    scale_value = scaling.value
     grads = tf.gradients(loss if scale_value is None else loss * scale_value, tvars)
-    # The original path: every run applies its own gradient, no window and no overflow check.
-    applies_every_run = num_accumulation_steps == 1 and not dynamic_scaling
-    # Only there, on one replica, does a lookup's gradient stay sparse up to the update:
-    # accumulation and the all-reduce want one dense tensor per variable.
-    keep_sparse = applies_every_run and num_replicas == 1 and not static_shapes
     pairs = [(_deduplicated(grad) if keep_sparse else _dense(grad), var)
              for grad, var in zip(grads, tvars, strict=True) if grad is not None]
     if not pairs:
@@ -493,39 +556,96 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
     grads, tvars = [grad for grad, _ in pairs], [var for _, var in pairs]
     if scale_value is not None:
         grads = [_map_values(grad, lambda values: values / scale_value) for grad in grads]
+    return grads, tvars, scaling
 
-    if num_accumulation_steps > 1:
-        # Sums of this window's micro-batch gradients, one per variable (per replica).
-        sums = []
-        for grad, var in zip(grads, tvars, strict=True):
-            accumulator = tf1.get_variable(
-                opt._get_variable_name(var.name) + "/accum_grad", shape=var.shape,
-                dtype=grad.dtype, initializer=tf1.zeros_initializer(), trainable=False,
-                collections=[tf1.GraphKeys.LOCAL_VARIABLES],
-                synchronization=tf.VariableSynchronization.ON_READ,
-                aggregation=tf.VariableAggregation.SUM)
-            sums.append((accumulator, tf.convert_to_tensor(accumulator.assign_add(grad))))
-        # Micro-batches seen in the current window, 0 .. N-1 between runs.
-        micro_step = _state_variable("accum_micro_step", 0, tf.int64, local=True)
-        micro_steps_done = tf.convert_to_tensor(micro_step.assign_add(1))
-        end_of_window = micro_steps_done >= num_accumulation_steps
-        grads = [total / float(num_accumulation_steps) for _, total in sums]
-    else:
-        end_of_window = tf.constant(True)
 
-    if num_replicas > 1:
+def _clipped_global_gradients(grads, clip_norm, replica_context, opt):
+    """`grads` summed over the replicas in sync, then clipped to the global norm `clip_norm`.
+
+    Returns:
+      (grads, gradient_norm): the clipped gradients and their global norm before clipping
+      (a scalar float32 tensor).
+    """
+    if replica_context and replica_context.num_replicas_in_sync > 1:
         # Every replica now holds the global mean gradient (see the module docstring).
         grads = _sum_over_replicas(replica_context, grads)
         opt._gradients_are_reduced = True
-    grads, gradient_norm = tf.clip_by_global_norm(grads, clip_norm)
+    return tf.clip_by_global_norm(grads, clip_norm)
 
-    if applies_every_run:
-        # apply_gradients increments global_step.
-        tf1.summary.scalar("global_gradient_norm", gradient_norm)
-        return opt.apply_gradients(zip(grads, tvars, strict=True), global_step=global_step)
 
-    apply_now = end_of_window
-    if dynamic_scaling:
+@dataclasses.dataclass(frozen=True)
+class _Window:
+    """The accumulation window one run of the train op is in.
+
+    Attributes:
+      end: scalar bool tensor, whether this run completes a window (always true without
+        accumulation).
+      sums: (accumulator variable, its value after adding this micro-batch) per variable:
+        the window's sum of gradients, of the variable's shape (empty without accumulation).
+      micro_step: int64 variable, micro-batches seen in the window, 0 .. N-1 between runs
+        (None without accumulation).
+      micro_steps_done: scalar int64 tensor, `micro_step` counting this run.
+    """
+
+    end: object
+    sums: tuple = ()
+    micro_step: object = None
+    micro_steps_done: object = None
+
+    @property
+    def accumulates(self):
+        """Whether runs accumulate gradients (`num_accumulation_steps` > 1)."""
+        return self.micro_step is not None
+
+
+def _accumulation_window(grads, tvars, num_accumulation_steps, opt):
+    """Adds this micro-batch's gradients to the window's sums (with N > 1 micro-batches).
+
+    Returns:
+      (grads, window): the window's mean gradients so far (sums / N; `grads` unchanged
+      without accumulation) and the `_Window`.
+    """
+    if num_accumulation_steps == 1:
+        return grads, _Window(end=tf.constant(True))
+    # Sums of this window's micro-batch gradients, one per variable (per replica).
+    sums = []
+    for grad, var in zip(grads, tvars, strict=True):
+        accumulator = tf1.get_variable(
+            opt._get_variable_name(var.name) + "/accum_grad", shape=var.shape,
+            dtype=grad.dtype, initializer=tf1.zeros_initializer(), trainable=False,
+            collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+            synchronization=tf.VariableSynchronization.ON_READ,
+            aggregation=tf.VariableAggregation.SUM)
+        sums.append((accumulator, tf.convert_to_tensor(accumulator.assign_add(grad))))
+    micro_step = _state_variable("accum_micro_step", 0, tf.int64, local=True)
+    micro_steps_done = tf.convert_to_tensor(micro_step.assign_add(1))
+    end_of_window = micro_steps_done >= num_accumulation_steps
+    grads = [total / float(num_accumulation_steps) for _, total in sums]
+    return grads, _Window(end_of_window, tuple(sums), micro_step, micro_steps_done)
+
+
+def _masked_train_op(opt, grads, tvars, gradient_norm, global_step, window, scaling):
+    """The train op of runs that do not all apply: it writes the update only at the end of a
+    window and (dynamic scaling) where the gradients are finite.
+
+    Every run computes the optimizer step and writes it only where it applies (no `tf.cond`,
+    which cannot hold a cross-replica merge); under a strategy every run also all-reduces.
+    After the update the op counts `global_step` up, empties a finished window and moves the
+    dynamic loss scale.
+
+    Args:
+      opt: the `_DecoupledDecayOptimizer`.
+      grads, tvars: the clipped gradients and their variables.
+      gradient_norm: scalar float32 tensor, the global norm of `grads` before clipping.
+      global_step: the global step variable (counts applied updates).
+      window: the `_Window` of this run.
+      scaling: the `_LossScaling`.
+
+    Returns:
+      The train op (a group named "train_op").
+    """
+    apply_now = window.end
+    if scaling.dynamic:
         # A non-finite gradient anywhere makes the global norm non-finite.
         finite = tf.math.is_finite(gradient_norm)
         apply_now = tf.logical_and(apply_now, finite)
@@ -540,16 +660,23 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=F
     with tf.control_dependencies([update_op]):
         after_update.append(global_step.assign_add(tf.cast(apply_now, global_step.dtype),
                                                    read_value=False))
-        if num_accumulation_steps > 1:
-            for accumulator, total in sums:
-                after_update.append(accumulator.assign(
-                    tf.where(end_of_window, tf.zeros_like(total), total), read_value=False))
-            after_update.append(micro_step.assign(
-                tf.where(end_of_window, tf.zeros_like(micro_steps_done), micro_steps_done),
-                read_value=False))
-        if dynamic_scaling:
-            after_update.extend(_update_dynamic_scale(scale, good_steps, end_of_window, finite))
+        if window.accumulates:
+            after_update.extend(_reset_finished_window(window))
+        if scaling.dynamic:
+            after_update.extend(_update_dynamic_scale(scaling.scale, scaling.good_steps,
+                                                      window.end, finite))
     return tf.group(update_op, *after_update, name="train_op")
+
+
+def _reset_finished_window(window):
+    """Ops that zero the sums and the micro-step count at the end of a window."""
+    resets = [accumulator.assign(tf.where(window.end, tf.zeros_like(total), total),
+                                 read_value=False)
+              for accumulator, total in window.sums]
+    resets.append(window.micro_step.assign(
+        tf.where(window.end, tf.zeros_like(window.micro_steps_done), window.micro_steps_done),
+        read_value=False))
+    return resets
 
 
 def _update_dynamic_scale(scale, good_steps, end_of_window, finite):

@@ -2,6 +2,8 @@
 batching, and batches cut to their length bucket or their longest example.
 """
 
+import dataclasses
+
 import tensorflow as tf
 from absl import logging
 
@@ -197,14 +199,8 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
     pipelines (workers) each read their own files or records (`record_dataset`).
     Evaluation / prediction read each record once, in order (with `bucket_boundaries`: in
     order of length within windows, `length_ordered_batches`). Int64 features arrive as int32.
-
-    Length-bucketed training (`bucket_boundaries`): each pipeline reads
-    `BUCKET_WINDOW_BATCHES` batches of records at a time (after the shuffle), orders them by
-    length bucket (`sequence_lengths`; shuffled order within a bucket) into batches, shuffles
-    those batches (with `shuffle`) and cuts each to its bucket (`trim_to_bucket`). Every
-    record of the stream is trained on once per pass, as without buckets, in batches of the
-    same size; only which records share a batch changes. The model_fns' losses ignore
-    padding, so a batch's loss is the same at either length.
+    Length-bucketed training (`bucket_boundaries`) draws each batch from one length bucket
+    (`bucketed_training_batches`).
 
     Args:
       input_files: list of TFRecord files.
@@ -235,59 +231,125 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
       The input_fn; its `input_files` and `flag` attributes let the Estimator name a corrupt
       file (`bert_tf.training.faults`).
     """
-    drop_remainder = is_training if drop_remainder is None else drop_remainder
-    bucketed = bool(is_training and trim_keys and bucket_boundaries)
-    length_ordered = bool(not is_training and not drop_remainder and trim_keys and
-                          bucket_boundaries)
+    batching = _Batching(is_training,
+                         is_training if drop_remainder is None else drop_remainder,
+                         shuffle, trim_keys, bucket_boundaries, sequences_per_example)
+    parse = _record_parser(feature_spec)
 
+    def input_fn(params, input_context=None):
+        dataset = record_dataset(input_files, is_training, input_context,
+                                 shuffle=shuffle, shuffle_buffer=shuffle_buffer,
+                                 num_cpu_threads=num_cpu_threads,
+                                 record_limits=record_limits,
+                                 skip_corrupt_records=skip_corrupt_records)
+        dataset = batching.batches(dataset, parse, params["batch_size"])
+        if map_batch is not None:
+            dataset = _mapped_batches(dataset, map_batch, input_context)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    input_fn.input_files, input_fn.flag = list(input_files), flag
+    return input_fn
+
+
+@dataclasses.dataclass(frozen=True)
+class _Batching:
+    """How `record_input_fn` batches the records of a pipeline (its arguments of these names;
+    `drop_remainder` resolved)."""
+
+    is_training: bool
+    drop_remainder: bool
+    shuffle: bool
+    trim_keys: tuple | list | None
+    bucket_boundaries: tuple | None
+    sequences_per_example: int
+
+    def batches(self, dataset, parse, batch_size):
+        """The parsed batches of `dataset` (serialized records): feature dicts of
+        [batch_size, ...] tensors, [batch_size, length] for the cut `trim_keys`."""
+        if self.is_training and self.trim_keys and self.bucket_boundaries:
+            return bucketed_training_batches(dataset, parse, batch_size,
+                                             self.bucket_boundaries, self.trim_keys,
+                                             self.shuffle, self.sequences_per_example)
+        if (not self.is_training and not self.drop_remainder and self.trim_keys
+                and self.bucket_boundaries):
+            return length_ordered_batches(dataset, parse, batch_size, self.bucket_boundaries,
+                                          self.trim_keys, self.sequences_per_example)
+        # In stream order; training batches keep max_seq_length.
+        return _batches_in_stream_order(dataset, parse, batch_size, self.drop_remainder,
+                                        None if self.is_training else self.trim_keys,
+                                        self.sequences_per_example)
+
+
+def _record_parser(feature_spec):
+    """fn([N] serialized `tf.train.Example`s) -> dict of [N, ...] features of `feature_spec`,
+    int64 features cast to int32."""
     def parse(serialized):
         features = tf.io.parse_example(serialized, feature_spec)
         return {key: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
                 for key, value in features.items()}
 
+    return parse
+
+
+def bucketed_training_batches(dataset, parse, batch_size, boundaries, sequence_keys,
+                              shuffle=True, sequences_per_example=1):
+    """Training batches drawn from length buckets, each cut to its bucket.
+
+    Reads `BUCKET_WINDOW_BATCHES` batches of records at a time (after the shuffle), orders
+    them by length bucket (`sequence_lengths`; shuffled order within a bucket) into batches,
+    shuffles those batches (with `shuffle`) and cuts each to its bucket (`trim_to_bucket`).
+    Every record of the stream is trained on once per pass, as without buckets, in batches of
+    the same size; only which records share a batch changes. The model_fns' losses ignore
+    padding, so a batch's loss is the same at either length.
+
+    Args:
+      dataset: serialized records, a stream that repeats forever.
+      parse: fn([N] serialized) -> dict of [N, ...] features (not cut).
+      batch_size: records per batch.
+      boundaries: ascending lengths, the last max_seq_length (`length_bucket_boundaries`).
+      sequence_keys: the [B, S] features cut to the bucket.
+      shuffle: shuffle the batches of a window (else they come shortest first).
+      sequences_per_example: as in `cut_sequences`.
+
+    Returns:
+      A dataset of feature dicts, [batch_size, ...] each.
+    """
+    # A window of whole batches (the stream repeats forever, so none is short).
+    dataset = dataset.batch(batch_size * BUCKET_WINDOW_BATCHES, drop_remainder=True)
+    dataset = dataset.map(
+        _plain(lambda serialized: _group_into_batches(
+            parse(serialized), boundaries, batch_size, sequences_per_example)),
+        num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    if shuffle:
+        # Else the batches of a window would come shortest first.
+        dataset = dataset.shuffle(BUCKET_WINDOW_BATCHES)
+    return dataset.map(
+        _plain(lambda features: trim_to_bucket(features, boundaries, sequence_keys,
+                                               sequences_per_example)),
+        num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _batches_in_stream_order(dataset, parse, batch_size, drop_remainder, trim_keys,
+                             sequences_per_example):
+    """Batches of the records in the order they come, parsed; with `trim_keys` each cut to
+    its longest example (`trim_to_longest`)."""
     def parse_and_trim(serialized):
         features = parse(serialized)
-        if trim_keys and not is_training:
+        if trim_keys:
             features = trim_to_longest(features, trim_keys, sequences_per_example)
         return features
 
-    def input_fn(params, input_context=None):
-        dataset = record_dataset(input_files, is_training, input_context,
-                                            shuffle=shuffle, shuffle_buffer=shuffle_buffer,
-                                            num_cpu_threads=num_cpu_threads,
-                                            record_limits=record_limits,
-                                            skip_corrupt_records=skip_corrupt_records)
-        batch_size = params["batch_size"]
-        if bucketed:
-            # A window of whole batches (the stream repeats forever, so none is short).
-            dataset = dataset.batch(batch_size * BUCKET_WINDOW_BATCHES, drop_remainder=True)
-            dataset = dataset.map(
-                _plain(lambda serialized: _group_into_batches(
-                    parse(serialized), bucket_boundaries, batch_size, sequences_per_example)),
-                num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-            if shuffle:
-                # Else the batches of a window would come shortest first.
-                dataset = dataset.shuffle(BUCKET_WINDOW_BATCHES)
-            dataset = dataset.map(
-                _plain(lambda features: trim_to_bucket(features, bucket_boundaries, trim_keys,
-                                                       sequences_per_example)),
-                num_parallel_calls=tf.data.AUTOTUNE)
-        elif length_ordered:
-            dataset = length_ordered_batches(dataset, parse, batch_size, bucket_boundaries,
-                                             trim_keys, sequences_per_example)
-        else:
-            # Batch first so one vectorised parse handles the whole batch.
-            dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-            dataset = dataset.map(_plain(parse_and_trim), num_parallel_calls=tf.data.AUTOTUNE)
-        if map_batch is not None:
-            pipeline_id = input_context.input_pipeline_id if input_context else 0
-            dataset = dataset.enumerate().map(
-                _plain(lambda index, batch: map_batch(batch, index, pipeline_id)),
-                num_parallel_calls=tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+    # Batch first so one vectorised parse handles the whole batch.
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.map(_plain(parse_and_trim), num_parallel_calls=tf.data.AUTOTUNE)
 
-    input_fn.input_files, input_fn.flag = list(input_files), flag
-    return input_fn
+
+def _mapped_batches(dataset, map_batch, input_context):
+    """`map_batch(features, batch_index, pipeline_id)` applied to each batch of `dataset`."""
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    return dataset.enumerate().map(
+        _plain(lambda index, batch: map_batch(batch, index, pipeline_id)),
+        num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def shard_input_files(input_files, input_context=None):

@@ -16,6 +16,7 @@ Mapping predicted spans back to the original text is in `bert_tf.tasks.squad_pos
 """
 
 import collections
+import dataclasses
 import json
 
 from absl import logging
@@ -204,64 +205,77 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False, 
     examples = []
     for entry in input_data:
         for paragraph in entry["paragraphs"]:
-            paragraph_text = paragraph["context"]
-            doc_tokens, char_to_word_offset = split_context(paragraph_text)
-
+            doc_tokens, char_to_word_offset = split_context(paragraph["context"])
             for qa in paragraph["qas"]:
-                qas_id = qa["id"]
-                question_text = qa["question"]
-                start_position = None
-                end_position = None
-                orig_answer_text = None
-                is_impossible = False
+                answer = (None, None, None, False)  # Only training reads the answers.
                 if is_training:
-                    if version_2_with_negative:
-                        is_impossible = bool(qa.get("is_impossible", False))
-                    answers = qa.get("answers", [])
-                    if len(answers) != 1 and not is_impossible:
-                        raise errors.BertTfError(
-                            f"{source}: question {qas_id!r} has {len(answers)} answers; for "
-                            "training each question needs exactly 1 answer"
-                            + (" or \"is_impossible\": true." if version_2_with_negative else
-                               " (pass --version_2_with_negative for SQuAD v2.0 data)."))
-                    if not is_impossible:
-                        answer = answers[0] if isinstance(answers[0], dict) else {}
-                        orig_answer_text = answer.get("text")
-                        answer_offset = answer.get("answer_start")
-                        if (not isinstance(orig_answer_text, str) or not orig_answer_text
-                                or not isinstance(answer_offset, int) or answer_offset < 0
-                                or answer_offset + len(orig_answer_text)
-                                > len(char_to_word_offset)):
-                            raise errors.BertTfError(
-                                f"{source}: question {qas_id!r} needs an answer with a "
-                                "non-empty \"text\" and an \"answer_start\" character offset "
-                                "inside its context.")
-                        answer_length = len(orig_answer_text)
-                        start_position = char_to_word_offset[answer_offset]
-                        end_position = char_to_word_offset[answer_offset + answer_length - 1]
-                        # Only keep answers whose text can be recovered from the document; a
-                        # mismatch is usually odd Unicode, and the example is skipped.
-                        actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
-                        cleaned_answer_text = " ".join(
-                            tokenization.whitespace_tokenize(orig_answer_text))
-                        if actual_text.find(cleaned_answer_text) == -1:
-                            logging.warning("Could not find answer: '%s' vs. '%s'",
-                                            actual_text, cleaned_answer_text)
-                            continue
-                    else:
-                        start_position = -1
-                        end_position = -1
-                        orig_answer_text = ""
-
+                    answer = _training_answer(qa, doc_tokens, char_to_word_offset,
+                                              version_2_with_negative, source)
+                    if answer is None:
+                        continue
+                orig_answer_text, start_position, end_position, is_impossible = answer
                 examples.append(SquadExample(
-                    qas_id=qas_id,
-                    question_text=question_text,
+                    qas_id=qa["id"],
+                    question_text=qa["question"],
                     doc_tokens=doc_tokens,
                     orig_answer_text=orig_answer_text,
                     start_position=start_position,
                     end_position=end_position,
                     is_impossible=is_impossible))
     return examples
+
+
+def _training_answer(qa, doc_tokens, char_to_word_offset, version_2_with_negative, source):
+    """The answer of one training question, located in its context's doc tokens.
+
+    Args:
+      qa: the question's JSON object (`{"id": ..., "question": ..., "answers": [...]}`).
+      doc_tokens, char_to_word_offset: its context split by `split_context`.
+      version_2_with_negative: whether the question may be impossible (SQuAD v2.0).
+      source: the file as error messages name it.
+
+    Returns:
+      (orig_answer_text, start_position, end_position, is_impossible), the positions being
+      the answer's first and last doc-token index, inclusive (("", -1, -1, True) for an
+      impossible question); None when the answer text is not found there (logged as a
+      warning: the question is skipped).
+
+    Raises:
+      errors.BertTfError: the question does not have exactly one well-formed answer.
+    """
+    qas_id = qa["id"]
+    is_impossible = bool(qa.get("is_impossible", False)) if version_2_with_negative else False
+    answers = qa.get("answers", [])
+    if len(answers) != 1 and not is_impossible:
+        raise errors.BertTfError(
+            f"{source}: question {qas_id!r} has {len(answers)} answers; for "
+            "training each question needs exactly 1 answer"
+            + (" or \"is_impossible\": true." if version_2_with_negative else
+               " (pass --version_2_with_negative for SQuAD v2.0 data)."))
+    if is_impossible:
+        return "", -1, -1, True
+    answer = answers[0] if isinstance(answers[0], dict) else {}
+    orig_answer_text = answer.get("text")
+    answer_offset = answer.get("answer_start")
+    if (not isinstance(orig_answer_text, str) or not orig_answer_text
+            or not isinstance(answer_offset, int) or answer_offset < 0
+            or answer_offset + len(orig_answer_text) > len(char_to_word_offset)):
+        raise errors.BertTfError(
+            f"{source}: question {qas_id!r} needs an answer with a "
+            "non-empty \"text\" and an \"answer_start\" character offset "
+            "inside its context.")
+    answer_length = len(orig_answer_text)
+    start_position = char_to_word_offset[answer_offset]
+    end_position = char_to_word_offset[answer_offset + answer_length - 1]
+    # Only keep answers whose text can be recovered from the document; a mismatch is usually
+    # odd Unicode, and the example is skipped.
+    actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
+    cleaned_answer_text = " ".join(tokenization.whitespace_tokenize(orig_answer_text))
+    if actual_text.find(cleaned_answer_text) == -1:
+        logging.warning("Could not find answer: '%s' vs. '%s'",
+                        actual_text, cleaned_answer_text)
+        return None
+    return orig_answer_text, start_position, end_position, False
 
 
 def improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
@@ -319,93 +333,143 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
     unique_id = FIRST_UNIQUE_ID
 
     for example_index, example in enumerate(examples):
-        query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
-
-        tok_to_orig_index = []
-        orig_to_tok_index = []
-        all_doc_tokens = []
-        for i, token in enumerate(example.doc_tokens):
-            orig_to_tok_index.append(len(all_doc_tokens))
-            for sub_token in tokenizer.tokenize(token):
-                tok_to_orig_index.append(i)
-                all_doc_tokens.append(sub_token)
-
-        tok_start_position = None
-        tok_end_position = None
-        if is_training and example.is_impossible:
-            tok_start_position = -1
-            tok_end_position = -1
-        if is_training and not example.is_impossible:
-            tok_start_position = orig_to_tok_index[example.start_position]
-            if example.end_position < len(example.doc_tokens) - 1:
-                tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
-            else:
-                tok_end_position = len(all_doc_tokens) - 1
-            tok_start_position, tok_end_position = improve_answer_span(
-                all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
-                example.orig_answer_text)
-
+        pieces = _tokenize_example(example, tokenizer, max_query_length, is_training)
         # The -3 accounts for [CLS], [SEP] and [SEP].
-        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-        doc_spans = compute_doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
-
-        for doc_span_index, doc_span in enumerate(doc_spans):
-            doc_start = doc_span.start
-            doc_end = doc_span.start + doc_span.length - 1
-            tokens, segment_ids = packing.pack_tokens(
-                query_tokens, all_doc_tokens[doc_start:doc_end + 1])
-            input_ids, input_mask, segment_ids = packing.encode_and_pad(
-                tokens, segment_ids, tokenizer, max_seq_length)
-            # The window's tokens follow [CLS] query [SEP].
-            doc_offset = len(query_tokens) + 2
-            token_to_orig_map = {}
-            token_is_max_context = {}
-            for i in range(doc_span.length):
-                token_to_orig_map[doc_offset + i] = tok_to_orig_index[doc_start + i]
-                token_is_max_context[doc_offset + i] = check_is_max_context(
-                    doc_spans, doc_span_index, doc_start + i)
-
-            start_position = None
-            end_position = None
-            if is_training and not example.is_impossible:
-                # A window without the whole answer is trained to point at [CLS].
-                if tok_start_position >= doc_start and tok_end_position <= doc_end:
-                    start_position = tok_start_position - doc_start + doc_offset
-                    end_position = tok_end_position - doc_start + doc_offset
-                else:
-                    start_position = 0
-                    end_position = 0
-            if is_training and example.is_impossible:
-                start_position = 0
-                end_position = 0
-
-            if example_index < 20:
-                logging.log_first_n(
-                    logging.DEBUG, "*** Example *** unique_id: %s example_index: %s "
-                    "doc_span_index: %s tokens: %s start_position: %s end_position: %s", 20,
-                    unique_id, example_index, doc_span_index,
-                    " ".join(tokenization.printable_text(x) for x in tokens),
-                    start_position, end_position)
-
-            feature = InputFeatures(
-                unique_id=unique_id,
-                example_index=example_index,
-                doc_span_index=doc_span_index,
-                tokens=tokens,
-                token_to_orig_map=token_to_orig_map,
-                token_is_max_context=token_is_max_context,
-                input_ids=input_ids,
-                input_mask=input_mask,
-                segment_ids=segment_ids,
-                start_position=start_position,
-                end_position=end_position,
-                is_impossible=example.is_impossible)
+        max_tokens_for_doc = max_seq_length - len(pieces.query_tokens) - 3
+        doc_spans = compute_doc_spans(len(pieces.doc_tokens), max_tokens_for_doc, doc_stride)
+        for doc_span_index in range(len(doc_spans)):
+            feature = _window_feature(example, pieces, doc_spans, doc_span_index, tokenizer,
+                                      max_seq_length, is_training, unique_id, example_index)
             if output_fn is None:
                 collected.append(feature)
             else:
                 output_fn(feature)
             unique_id += 1
     return collected
+
+
+@dataclasses.dataclass(frozen=True)
+class _ExamplePieces:
+    """One `SquadExample` in word pieces.
+
+    Attributes:
+      query_tokens: the question's word pieces, at most max_query_length.
+      doc_tokens: the context's word pieces.
+      tok_to_orig_index: for each of `doc_tokens`, the index of the doc token it comes from.
+      start_position, end_position: for training, the answer's first and last index in
+        `doc_tokens`, inclusive (-1 for an impossible question); None otherwise.
+    """
+
+    query_tokens: list
+    doc_tokens: list
+    tok_to_orig_index: list
+    start_position: int | None
+    end_position: int | None
+
+
+def _tokenize_example(example, tokenizer, max_query_length, is_training):
+    """WordPiece-tokenizes `example`'s question and doc tokens: an `_ExamplePieces`."""
+    query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
+
+    tok_to_orig_index = []
+    orig_to_tok_index = []
+    all_doc_tokens = []
+    for i, token in enumerate(example.doc_tokens):
+        orig_to_tok_index.append(len(all_doc_tokens))
+        for sub_token in tokenizer.tokenize(token):
+            tok_to_orig_index.append(i)
+            all_doc_tokens.append(sub_token)
+
+    tok_start_position = None
+    tok_end_position = None
+    if is_training and example.is_impossible:
+        tok_start_position = -1
+        tok_end_position = -1
+    if is_training and not example.is_impossible:
+        tok_start_position = orig_to_tok_index[example.start_position]
+        if example.end_position < len(example.doc_tokens) - 1:
+            tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+        else:
+            tok_end_position = len(all_doc_tokens) - 1
+        tok_start_position, tok_end_position = improve_answer_span(
+            all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
+            example.orig_answer_text)
+    return _ExamplePieces(query_tokens, all_doc_tokens, tok_to_orig_index, tok_start_position,
+                          tok_end_position)
+
+
+def _window_feature(example, pieces, doc_spans, doc_span_index, tokenizer, max_seq_length,
+                    is_training, unique_id, example_index):
+    """The `InputFeatures` of window `doc_spans[doc_span_index]` of `example`.
+
+    Args:
+      example: the `SquadExample`.
+      pieces: its `_ExamplePieces`.
+      doc_spans: its windows (`DocSpan`s over `pieces.doc_tokens`).
+      doc_span_index: which window.
+      tokenizer: a `tokenization.FullTokenizer`.
+      max_seq_length: tokens per window, specials included.
+      is_training: whether to compute start/end positions.
+      unique_id, example_index: the feature's `unique_id` and `example_index`.
+
+    Returns:
+      The `InputFeatures` (input_ids, input_mask, segment_ids: max_seq_length ints each).
+    """
+    doc_span = doc_spans[doc_span_index]
+    doc_start = doc_span.start
+    doc_end = doc_span.start + doc_span.length - 1
+    tokens, segment_ids = packing.pack_tokens(
+        pieces.query_tokens, pieces.doc_tokens[doc_start:doc_end + 1])
+    input_ids, input_mask, segment_ids = packing.encode_and_pad(
+        tokens, segment_ids, tokenizer, max_seq_length)
+    # The window's tokens follow [CLS] query [SEP].
+    doc_offset = len(pieces.query_tokens) + 2
+    token_to_orig_map = {}
+    token_is_max_context = {}
+    for i in range(doc_span.length):
+        token_to_orig_map[doc_offset + i] = pieces.tok_to_orig_index[doc_start + i]
+        token_is_max_context[doc_offset + i] = check_is_max_context(
+            doc_spans, doc_span_index, doc_start + i)
+    start_position, end_position = _window_answer(example, pieces, doc_start, doc_end,
+                                                  doc_offset, is_training)
+
+    if example_index < 20:
+        logging.log_first_n(
+            logging.DEBUG, "*** Example *** unique_id: %s example_index: %s "
+            "doc_span_index: %s tokens: %s start_position: %s end_position: %s", 20,
+            unique_id, example_index, doc_span_index,
+            " ".join(tokenization.printable_text(x) for x in tokens),
+            start_position, end_position)
+
+    return InputFeatures(
+        unique_id=unique_id,
+        example_index=example_index,
+        doc_span_index=doc_span_index,
+        tokens=tokens,
+        token_to_orig_map=token_to_orig_map,
+        token_is_max_context=token_is_max_context,
+        input_ids=input_ids,
+        input_mask=input_mask,
+        segment_ids=segment_ids,
+        start_position=start_position,
+        end_position=end_position,
+        is_impossible=example.is_impossible)
+
+
+def _window_answer(example, pieces, doc_start, doc_end, doc_offset, is_training):
+    """The answer's (start, end) index in the window's tokens for training: (0, 0), i.e.
+    [CLS], for an impossible question or an answer not wholly inside the window; (None, None)
+    when not training. The window holds doc word pieces `doc_start` .. `doc_end` from token
+    `doc_offset` on."""
+    if not is_training:
+        return None, None
+    if example.is_impossible:
+        return 0, 0
+    # A window without the whole answer is trained to point at [CLS].
+    if pieces.start_position >= doc_start and pieces.end_position <= doc_end:
+        return (pieces.start_position - doc_start + doc_offset,
+                pieces.end_position - doc_start + doc_offset)
+    return 0, 0
 
 
 class FeatureWriter(tfrecords.AtomicRecordWriter):

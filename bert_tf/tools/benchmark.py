@@ -74,6 +74,48 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
     if session_config is None:
         session_config = session_lib.session_config(use_xla=spec.use_xla)
     compute_dtype = precision.compute_dtype_from_name(spec.precision)
+    timing = _time_step(spec, session_config, log, strategy, step_timeout_secs,
+                        startup_timeout_secs)
+    peak = machine.measure_peak_matmul_tflops(compute_dtype, session_config, spec.peak_matmul_size)
+    flops = timing.runs_per_step * count_flops(
+        spec.bert_config, spec.task, spec.mode, spec.batch_size, spec.max_seq_length,
+        spec.max_predictions_per_seq, spec.num_labels)
+    return _result(spec, timing, flops, peak, distribute.num_replicas(strategy))
+
+
+@dataclasses.dataclass(frozen=True)
+class _StepTiming:
+    """What one benchmark session measured.
+
+    Attributes:
+      times: seconds of each timed step (list of `num_steps` floats).
+      build_seconds: seconds from building the graph to the end of its initialization.
+      runs_per_step: session runs per step (`num_accumulation_steps` in train mode, else 1).
+      peak_mb, peak_source: peak memory of the timed steps in MB, and where it comes from.
+      rss_mb, rss_source: the process's resident peak in MB, and where it comes from.
+      load_before, load_after: `os.getloadavg()` around the timed steps.
+      last_loss: the loss of one more (untimed) run (None where the step has no loss).
+    """
+
+    times: list
+    build_seconds: float
+    runs_per_step: int
+    peak_mb: float
+    peak_source: str
+    rss_mb: float
+    rss_source: str
+    load_before: tuple
+    load_after: tuple
+    last_loss: float | None
+
+
+def _time_step(spec, session_config, log, strategy, step_timeout_secs, startup_timeout_secs):
+    """Builds the step, starts its session, warms it up and times it (`run_benchmark`'s
+    arguments): a `_StepTiming`.
+
+    Raises:
+      BertTfError: when another worker died or hangs (multi-worker only).
+    """
     replicas = distribute.num_replicas(strategy)
     several_workers = distribute.is_multi_worker(strategy)
     if startup_timeout_secs is None:
@@ -109,22 +151,10 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
                     f"{spec.num_steps}")
                 runs_per_step = spec.num_accumulation_steps if spec.mode == "train" else 1
                 machine.time_steps(session, fetch, spec.num_warmup_steps, 0, runs_per_step,
-                           options=startup_options)
+                                   options=startup_options)
             started = True
-            load_before = os.getloadavg()
-            peak_reset = machine.reset_peak_memory()
-            times = machine.time_steps(session, fetch, 0, spec.num_steps, runs_per_step,
-                               options=options)
-            peak_mb, peak_source = machine.peak_memory_mb(peak_reset)
-            rss_mb, rss_source = machine.peak_rss_mb(peak_reset)
-            # Other processes on the cores slow every step: keep the load next to the numbers.
-            load_after = os.getloadavg()
-            last_loss = None
-            if loss is not None and spec.mode == "infer":
-                last_loss = float(session.run(loss, options=options))
-            if spec.mode == "train":
-                # One more (untimed) update that also reads the loss, to show it is finite.
-                last_loss = float(session.run(last_fetch, options=options)[1])
+            return _timed_steps(session, spec, (fetch, last_fetch, loss), options,
+                                build_seconds, runs_per_step)
     except multi_worker.WORKER_FAILURE_ERRORS as e:
         if not several_workers:
             raise
@@ -132,29 +162,62 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
             message = multi_worker.worker_failure_message(step_timeout_secs, e, what="benchmark")
         else:
             message = multi_worker.startup_failure_message(startup_timeout_secs, e,
-                                                         what="benchmark")
+                                                           what="benchmark")
         raise BertTfError(message) from None
 
-    peak = machine.measure_peak_matmul_tflops(compute_dtype, session_config, spec.peak_matmul_size)
-    flops = runs_per_step * count_flops(
-        spec.bert_config, spec.task, spec.mode, spec.batch_size, spec.max_seq_length,
-        spec.max_predictions_per_seq, spec.num_labels)
-    median = float(np.median(times))
+
+def _timed_steps(session, spec, fetches, options, build_seconds, runs_per_step):
+    """Times `spec.num_steps` steps in a warm session, then reads the loss once.
+
+    Args:
+      session: the session, initialized and warmed up.
+      spec: the `BenchmarkSpec`.
+      fetches: (fetch, last_fetch, loss): what a timed step runs, what the last train update
+        runs ([its fetch, the loss]), and the scalar loss tensor (or None).
+      options: `RunOptions` of every run (None: no deadline).
+      build_seconds, runs_per_step: as in `_StepTiming`.
+
+    Returns:
+      A `_StepTiming`.
+    """
+    fetch, last_fetch, loss = fetches
+    load_before = os.getloadavg()
+    peak_reset = machine.reset_peak_memory()
+    times = machine.time_steps(session, fetch, 0, spec.num_steps, runs_per_step,
+                               options=options)
+    peak_mb, peak_source = machine.peak_memory_mb(peak_reset)
+    rss_mb, rss_source = machine.peak_rss_mb(peak_reset)
+    # Other processes on the cores slow every step: keep the load next to the numbers.
+    load_after = os.getloadavg()
+    last_loss = None
+    if loss is not None and spec.mode == "infer":
+        last_loss = float(session.run(loss, options=options))
+    if spec.mode == "train":
+        # One more (untimed) update that also reads the loss, to show it is finite.
+        last_loss = float(session.run(last_fetch, options=options)[1])
+    return _StepTiming(times, build_seconds, runs_per_step, peak_mb, peak_source, rss_mb,
+                       rss_source, load_before, load_after, last_loss)
+
+
+def _result(spec, timing, flops, peak, replicas):
+    """`run_benchmark`'s result dict from the `_StepTiming`, the FLOPs of a step, one
+    device's matmul peak in TFLOP/s and the number of replicas."""
+    median = float(np.median(timing.times))
     achieved = flops / median / 1e12
     config = spec.bert_config
-    result = {
+    return {
         "sequences_per_second": spec.sequences_per_step / median,
         "step_time_median_s": median,
-        "step_time_p90_s": float(np.percentile(times, 90)),
-        "step_time_mean_s": float(np.mean(times)),
+        "step_time_p90_s": float(np.percentile(timing.times, 90)),
+        "step_time_mean_s": float(np.mean(timing.times)),
         "flops_per_step": int(flops),
         "achieved_tflops": achieved,
         "peak_matmul_tflops": peak,  # One device's.
         "mfu": achieved / (peak * replicas),
-        "peak_memory_mb": peak_mb,
-        "peak_memory_source": peak_source,
-        "peak_rss_mb": rss_mb,  # The whole process's resident peak (libraries, oneDNN).
-        "peak_rss_source": rss_source,
+        "peak_memory_mb": timing.peak_mb,
+        "peak_memory_source": timing.peak_source,
+        "peak_rss_mb": timing.rss_mb,  # The whole process's resident peak (libraries, oneDNN).
+        "peak_rss_source": timing.rss_source,
         "recompute_grad": spec.recompute_grad,
         "num_replicas": replicas,
         "task": spec.task,
@@ -172,14 +235,13 @@ def run_benchmark(spec, session_config=None, log=print, strategy=None, step_time
                   "num_attention_heads": config.num_attention_heads,
                   "intermediate_size": config.intermediate_size,
                   "vocab_size": config.vocab_size},
-        "step_times_s": times,
-        "graph_build_s": build_seconds,
-        "load_average_before": list(load_before),
-        "load_average_after": list(load_after),
-        "loss": last_loss,
+        "step_times_s": timing.times,
+        "graph_build_s": timing.build_seconds,
+        "load_average_before": list(timing.load_before),
+        "load_average_after": list(timing.load_after),
+        "loss": timing.last_loss,
         "machine": machine.machine_info(),
     }
-    return result
 
 
 TABLE_COLUMNS = (
@@ -279,34 +341,13 @@ def run(options, log=print):
         config.max_position_embeddings = options.max_position_embeddings
     if options.api == "tf2":
         return _run_tf2(options, config, log)
-    spec = BenchmarkSpec(
-        bert_config=config, task=options.task, mode=options.mode,
-        batch_size=options.batch_size, max_seq_length=options.max_seq_length,
-        precision=options.precision, use_xla=options.use_xla,
-        num_warmup_steps=options.num_warmup_steps, num_steps=options.num_steps,
-        num_accumulation_steps=options.num_accumulation_steps,
-        max_predictions_per_seq=options.max_predictions_per_seq,
-        num_labels=options.num_labels, peak_matmul_size=options.peak_matmul_size,
-        recompute_grad=options.recompute_grad)
+    spec = _spec_from_options(options, config)
     spec.validate()
     if options.find_max_batch and options.find_max_seq_length:
         raise BertTfError("--find_max_batch and --find_max_seq_length: pass one of them (the "
                           "other stays at --batch_size or --max_seq_length).")
     if options.find_max_batch or options.find_max_seq_length:
-        from bert_tf.tools import batch_search  # It imports this module.
-
-        if options.find_max_batch:
-            found = batch_search.find_max_batch(spec, options.memory_limit_mb, log=log)
-            log(f"largest batch at seq {spec.max_seq_length} within "
-                f"{options.memory_limit_mb} MB: {found['max_batch_size']}")
-        else:
-            found = batch_search.find_max_seq_length(spec, options.memory_limit_mb, log=log)
-            log(f"longest sequence at batch {spec.batch_size} within "
-                f"{options.memory_limit_mb} MB: {found['max_seq_length']}")
-        if options.output_json:
-            write_json(found, options.output_json)
-            log(f"wrote {options.output_json}")
-        return found
+        return _run_search(options, spec, log)
     sweep_sizes = []
     if options.output_plot:
         check_plotting_available()
@@ -316,37 +357,93 @@ def run(options, log=print):
     distributed = dict(strategy=strategy,
                        step_timeout_secs=options.distribution.step_timeout_secs,
                        startup_timeout_secs=options.distribution.startup_timeout_secs)
-    writes_files = distribute.is_chief(strategy)
 
+    profile = None
     if options.trace_file:
-        from bert_tf.tools import step_profile  # It imports this module.
-
-        rows = step_profile.profile_step(spec, session_config, trace_file=options.trace_file)
-        log(step_profile.format_profile(rows))
-        log(f"wrote the Chrome trace of one step to {options.trace_file}")
-
+        profile = _profile_step(spec, session_config, options.trace_file, log)
     result = run_benchmark(spec, session_config, log=log, **distributed)
-    if options.trace_file:
-        result["step_profile"] = step_profile.profile_summary(rows)
+    if profile is not None:
+        result["step_profile"] = profile
     results = [result]
     if sweep_sizes:
-        sweep = []
-        for batch_size in sweep_sizes:
-            if batch_size == spec.batch_size:
-                sweep.append(result)
-                continue
-            sweep.append(run_benchmark(dataclasses.replace(spec, batch_size=batch_size),
-                                       session_config, log=log, **distributed))
+        results = _batch_size_sweep(spec, result, sweep_sizes, session_config, log, distributed)
         result = dict(result, batch_size_sweep=[
-            {key: r[key] for key in RESULT_KEYS + ("batch_size",)} for r in sweep])
-        results = sweep
+            {key: r[key] for key in RESULT_KEYS + ("batch_size",)} for r in results])
     log(format_table(results))
     if options.check_onednn and not result["machine"]["gpus"]:
-        report = machine.onednn_matmul_report(spec.precision)
-        result["machine"]["onednn"] = report
-        log(f"oneDNN ISA: {report.get('isa')}; a {spec.precision} matmul ran "
-            f"{', '.join(report.get('kernels', [])) or 'no oneDNN primitive'} "
-            f"(reduced precision on oneDNN: {report.get('low_precision_on_onednn')})")
+        _add_onednn_report(result, spec.precision, log)
+    _write_outputs(options, result, results, sweep_sizes, distribute.is_chief(strategy), log)
+    return result
+
+
+def _spec_from_options(options, config):
+    """The `BenchmarkSpec` of `BenchmarkOptions` `options` for the model `config`."""
+    return BenchmarkSpec(
+        bert_config=config, task=options.task, mode=options.mode,
+        batch_size=options.batch_size, max_seq_length=options.max_seq_length,
+        precision=options.precision, use_xla=options.use_xla,
+        num_warmup_steps=options.num_warmup_steps, num_steps=options.num_steps,
+        num_accumulation_steps=options.num_accumulation_steps,
+        max_predictions_per_seq=options.max_predictions_per_seq,
+        num_labels=options.num_labels, peak_matmul_size=options.peak_matmul_size,
+        recompute_grad=options.recompute_grad)
+
+
+def _run_search(options, spec, log):
+    """--find_max_batch / --find_max_seq_length: the search's dict, logged and written to
+    --output_json."""
+    from bert_tf.tools import batch_search  # It imports this module.
+
+    if options.find_max_batch:
+        found = batch_search.find_max_batch(spec, options.memory_limit_mb, log=log)
+        log(f"largest batch at seq {spec.max_seq_length} within "
+            f"{options.memory_limit_mb} MB: {found['max_batch_size']}")
+    else:
+        found = batch_search.find_max_seq_length(spec, options.memory_limit_mb, log=log)
+        log(f"longest sequence at batch {spec.batch_size} within "
+            f"{options.memory_limit_mb} MB: {found['max_seq_length']}")
+    if options.output_json:
+        write_json(found, options.output_json)
+        log(f"wrote {options.output_json}")
+    return found
+
+
+def _profile_step(spec, session_config, trace_file, log):
+    """--trace_file: profiles one step, logs its table, writes its Chrome trace; returns the
+    profile as JSON-ready data (`step_profile.profile_summary`)."""
+    from bert_tf.tools import step_profile  # It imports this module.
+
+    rows = step_profile.profile_step(spec, session_config, trace_file=trace_file)
+    log(step_profile.format_profile(rows))
+    log(f"wrote the Chrome trace of one step to {trace_file}")
+    return step_profile.profile_summary(rows)
+
+
+def _batch_size_sweep(spec, result, sweep_sizes, session_config, log, distributed):
+    """The results at each of `sweep_sizes`, in that order; `result` (the run at
+    `spec.batch_size`) stands for its own size."""
+    sweep = []
+    for batch_size in sweep_sizes:
+        if batch_size == spec.batch_size:
+            sweep.append(result)
+            continue
+        sweep.append(run_benchmark(dataclasses.replace(spec, batch_size=batch_size),
+                                   session_config, log=log, **distributed))
+    return sweep
+
+
+def _add_onednn_report(result, precision_name, log):
+    """--check_onednn: which oneDNN kernels a matmul of this precision runs, into
+    result["machine"]["onednn"], and logged."""
+    report = machine.onednn_matmul_report(precision_name)
+    result["machine"]["onednn"] = report
+    log(f"oneDNN ISA: {report.get('isa')}; a {precision_name} matmul ran "
+        f"{', '.join(report.get('kernels', [])) or 'no oneDNN primitive'} "
+        f"(reduced precision on oneDNN: {report.get('low_precision_on_onednn')})")
+
+
+def _write_outputs(options, result, results, sweep_sizes, writes_files, log):
+    """--output_json and --output_plot, written by the chief (`writes_files`) only."""
     if not writes_files and (options.output_json or sweep_sizes):
         log("Not the chief: the chief writes --output_json and --output_plot.")
     elif options.output_json:
@@ -355,7 +452,6 @@ def run(options, log=print):
     if sweep_sizes and writes_files:
         plot_batch_sweep(results, options.output_plot)
         log(f"wrote {options.output_plot}")
-    return result
 
 
 def _run_tf2(options, config, log):
