@@ -4,6 +4,8 @@
 the original BERT release ports with a changed import:
 
     model_fn(features, labels, mode, params) -> EstimatorSpec
+        A model_fn that also takes `purpose` gets a `Purpose`: why this graph is built (train,
+        evaluate, predict here, export) and whether a checkpoint of the run is restored over it.
     input_fn(params) -> tf.data.Dataset of (features, labels) or features; params["batch_size"]
         is set from the Estimator's train/eval/predict_batch_size (the TPUEstimator convention).
         `input_fn()` with no arguments works too.
@@ -38,7 +40,6 @@ join the first step, then at most `step_timeout_secs` per step; each ends in a `
 
 import collections
 import contextlib
-import contextvars
 import dataclasses
 import inspect
 import os
@@ -57,34 +58,8 @@ from bert_tf.training.faults import translate_faults
 # The serving contract of `export_saved_model`, where tf.estimator users find it.
 from bert_tf.training.serving_input import ServingInputReceiver, build_raw_serving_input_receiver_fn  # noqa: F401
 
-# True while a model_fn builds a graph whose variables are all restored from a checkpoint of
-# the run (evaluate, predict with a checkpoint, export); see `restores_checkpoint`.
-_RESTORES_CHECKPOINT = contextvars.ContextVar("restores_checkpoint", default=False)
-
-# True while Estimator.predict's model_fn builds its graph (run here, never exported); see
-# `predicts_in_process`.
-_PREDICTS_IN_PROCESS = contextvars.ContextVar("predicts_in_process", default=False)
-
 # How long a closing training session waits for its input threads (MonitoredTrainingSession's).
 _STOP_GRACE_PERIOD_SECS = 120
-
-
-def restores_checkpoint():
-    """Whether the model_fn being called builds a graph whose variables will all be restored
-    from a checkpoint (evaluate, export, and predict when model_dir has one).
-
-    A model_fn can then skip initializing variables from a pre-trained checkpoint
-    (`--init_checkpoint`): those initial values would be overwritten by the restore.
-    """
-    return _RESTORES_CHECKPOINT.get()
-
-
-def predicts_in_process():
-    """Whether the model_fn being called builds `Estimator.predict`'s PREDICT graph, which runs
-    in this process and returns its predictions only, rather than an export's, which serving
-    runtimes load (and fuse) as they find it.
-    """
-    return _PREDICTS_IN_PROCESS.get()
 
 
 class ModeKeys:
@@ -93,6 +68,38 @@ class ModeKeys:
     TRAIN = "train"
     EVAL = "eval"
     PREDICT = "infer"
+
+
+@dataclasses.dataclass(frozen=True)
+class Purpose:
+    """Why the Estimator builds this graph, for a model_fn that takes a `purpose` argument.
+
+    A model_fn can skip what the purpose makes useless: initializing variables from a
+    pre-trained checkpoint when the run's own checkpoint is restored over them, or the last
+    layer's rows no output reads in a graph that runs here (`Estimator.predict`) rather than in
+    a serving runtime (an export).
+    """
+
+    name: str  # "train", "evaluate", "predict" (Estimator.predict, in this process), "export".
+    mode: str  # The `ModeKeys` value the model_fn also gets.
+    # Every variable will be restored from a checkpoint of the run (evaluation, export, and
+    # prediction when model_dir has one).
+    restores_checkpoint: bool
+
+    @property
+    def is_training(self):
+        return self.mode == ModeKeys.TRAIN
+
+    @property
+    def is_export(self):
+        return self.name == "export"
+
+    @classmethod
+    def of(cls, mode, restores_checkpoint=False, export=False):
+        """The purpose of a graph built for `mode`."""
+        name = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "evaluate",
+                ModeKeys.PREDICT: "export" if export else "predict"}[mode]
+        return cls(name, mode, restores_checkpoint)
 
 
 _SPEC_FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
@@ -266,7 +273,7 @@ class Estimator:
             input_hooks, saving_listeners = resume.resumable_input(
                 input_hooks, saving_listeners, self.model_dir, is_chief,
                 self.config.save_checkpoints_steps or max_steps, wait_secs)
-        spec = self._call_model_fn(features, labels, ModeKeys.TRAIN, strategy)
+        spec = self._call_model_fn(features, labels, Purpose.of(ModeKeys.TRAIN), strategy)
         if spec.loss is None or spec.train_op is None:
             raise ValueError("model_fn must return an EstimatorSpec with loss and train_op "
                              "in TRAIN mode.")
@@ -392,7 +399,7 @@ class Estimator:
             self._set_seed()
             global_step = tf.compat.v1.train.get_or_create_global_step()
             features, labels, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.EVAL)
-            spec = self._call_model_fn(features, labels, ModeKeys.EVAL, restores=True)
+            spec = self._call_model_fn(features, labels, Purpose.of(ModeKeys.EVAL, True))
             metric_ops = dict(spec.eval_metric_ops or {})
             if spec.loss is not None and "loss" not in metric_ops:
                 metric_ops["loss"] = tf.compat.v1.metrics.mean(spec.loss)
@@ -435,9 +442,8 @@ class Estimator:
             self._set_seed()
             tf.compat.v1.train.get_or_create_global_step()
             features, _, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.PREDICT)
-            spec = self._call_model_fn(features, None, ModeKeys.PREDICT,
-                                       restores=checkpoint_path is not None,
-                                       predicts_in_process=True)
+            spec = self._call_model_fn(features, None, Purpose.of(
+                ModeKeys.PREDICT, restores_checkpoint=checkpoint_path is not None))
             predictions = spec.predictions
             if isinstance(predictions, dict) and predict_keys is not None:
                 predictions = {key: predictions[key] for key in predict_keys}
@@ -492,8 +498,8 @@ class Estimator:
             receiver_tensors = receiver.receiver_tensors
             if not isinstance(receiver_tensors, dict):
                 receiver_tensors = {"input": receiver_tensors}
-            spec = self._call_model_fn(receiver.features, None, ModeKeys.PREDICT,
-                                       restores=True)
+            spec = self._call_model_fn(receiver.features, None,
+                                       Purpose.of(ModeKeys.PREDICT, True, export=True))
             outputs_by_name = dict(spec.export_outputs or {})
             outputs_by_name.setdefault("serving_default", spec.predictions)
             outputs_by_name = {name: outputs if isinstance(outputs, dict) else {"output": outputs}
@@ -527,13 +533,8 @@ class Estimator:
 
     # --------------------------------------------------------------------------------- helpers
 
-    def _call_model_fn(self, features, labels, mode, strategy=None, restores=False,
-                       predicts_in_process=False):
-        """Builds the model for `mode`, once per replica under `strategy`.
-
-        `restores`: the graph's variables will all be restored from a checkpoint
-        (`restores_checkpoint` says so to the model_fn). `predicts_in_process`: the graph is
-        `predict`'s (`predicts_in_process` says so to the model_fn).
+    def _call_model_fn(self, features, labels, purpose, strategy=None):
+        """Builds the model for `purpose` (a `Purpose`), once per replica under `strategy`.
 
         Under a strategy (TRAIN only) it returns the spec of the first replica with `loss`
         replaced by the mean of the replicas' losses (the same on every worker: an all-reduce),
@@ -541,17 +542,11 @@ class Estimator:
         by the number of replicas.
         """
         if strategy is None:
-            restores_token = _RESTORES_CHECKPOINT.set(restores)
-            predicts_token = _PREDICTS_IN_PROCESS.set(predicts_in_process)
-            try:
-                return self._call_model_fn_once(features, labels, mode)
-            finally:
-                _PREDICTS_IN_PROCESS.reset(predicts_token)
-                _RESTORES_CHECKPOINT.reset(restores_token)
+            return self._call_model_fn_once(features, labels, purpose)
         specs = {}
 
         def replica_fn(replica_features, replica_labels):
-            spec = self._call_model_fn_once(replica_features, replica_labels, mode)
+            spec = self._call_model_fn_once(replica_features, replica_labels, purpose)
             replica_id = tf.get_static_value(
                 tf.distribute.get_replica_context().replica_id_in_sync_group)
             specs[len(specs) if replica_id is None else int(replica_id)] = spec
@@ -575,12 +570,14 @@ class Estimator:
             examples_per_step=None if examples is None else
             examples * strategy.num_replicas_in_sync)
 
-    def _call_model_fn_once(self, features, labels, mode):
+    def _call_model_fn_once(self, features, labels, purpose):
         """Calls the model_fn with the arguments it takes; checks that it returns a spec."""
         names = inspect.signature(self.model_fn).parameters
-        kwargs = {"mode": mode}
+        kwargs = {"mode": purpose.mode}
         if "params" in names:
-            kwargs["params"] = self._params_for(mode)
+            kwargs["params"] = self._params_for(purpose.mode)
+        if "purpose" in names:
+            kwargs["purpose"] = purpose
         if "config" in names:
             kwargs["config"] = self.config
         spec = self.model_fn(features, labels, **kwargs)
