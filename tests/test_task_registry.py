@@ -69,12 +69,13 @@ def test_the_check_finds_each_kind_of_name_switch():
 
 
 def test_every_built_in_task_is_found_by_the_name_its_exports_record():
-    assert registry.names() == ("classifier", "squad", "ner", "multiple_choice", "pretraining",
-                                "fill_mask", "embed")
-    for name in registry.names():
+    # Built in: an export need not record the task's module (another test adds a toy task).
+    built_in = registry.names(where=lambda task: registry.module_of(task) is None)
+    assert built_in == ("classifier", "squad", "ner", "multiple_choice", "pretraining",
+                        "fill_mask", "embed")
+    for name in built_in:
         task = registry.get(name)
         assert issubclass(task, base.Task) and task.name == name
-        assert registry.module_of(task) is None  # Built in: exports need not record it.
 
 
 def test_an_unknown_task_is_one_error_naming_the_known_tasks():
