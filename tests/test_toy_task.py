@@ -97,6 +97,13 @@ def test_a_toy_task_trains_exports_and_answers(toy_run, vocab_file, monkeypatch,
     answers = predictor.answer_records(records, options=None)
     assert [answer["similarity"] for answer in answers] == pytest.approx(predicted, abs=1e-5)
 
+    # A checkpoint answers alike, given the task's own settings.
+    from_checkpoint = Predictor.from_checkpoint(
+        str(out), str(root / "bert_config.json"), vocab_file, "cosine_regression",
+        max_seq_length=24, score_scale=1.0)
+    assert [answer["similarity"] for answer in from_checkpoint.answer_records(records, None)] \
+        == pytest.approx(predicted, abs=1e-5)
+
     # scripts/predict.py, in a process that imports the task's module from the export's record.
     lines = tmp_path / "pairs.txt"
     lines.write_text("".join(f"{a} ||| {b}\n" for a, b, _ in _PAIRS[:4]))

@@ -18,6 +18,7 @@ Pre- and post-processing are the library's own, so the answers are those of
 each batch padded to its longest), and results come back in input order.
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -175,7 +176,8 @@ class Predictor:
           batch_size: examples (SQuAD: windows) per model call.
           precision_name: "fp32", "bf16" or "fp16" compute.
           **settings: SQuAD's doc_stride, max_query_length, n_best_size, max_answer_length,
-            version_2_with_negative, null_score_diff_threshold.
+            version_2_with_negative, null_score_diff_threshold; other names go to the
+            config's `settings` (a task's own `predict_settings`).
         """
         checkpoint = checkpoints.resolve_checkpoint(output_dir_or_prefix)
         fileio.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
@@ -183,10 +185,12 @@ class Predictor:
         task_class = export.predicting_task(task)
         if label_list is None and task_class.needs_labels:
             label_list = base.labels_next_to(checkpoint)
-        config = export.PredictConfig(task=task, do_lower_case=do_lower_case,
-                               max_seq_length=max_seq_length,
-                               label_list=tuple(label_list) if label_list else None,
-                               **settings)
+        fields = {field.name for field in dataclasses.fields(export.PredictConfig)}
+        config = export.PredictConfig(
+            task=task, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+            label_list=tuple(label_list) if label_list else None,
+            **{name: value for name, value in settings.items() if name in fields},
+            settings={name: value for name, value in settings.items() if name not in fields})
         config.check()
         bert_config = modeling.BertConfig.from_json_file(bert_config_file)
         if max_seq_length > bert_config.max_position_embeddings:
