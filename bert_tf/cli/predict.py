@@ -15,7 +15,6 @@ from bert_tf.errors import BertTfError
 from bert_tf.serving import export
 from bert_tf.serving.export import TASKS, PredictConfig, newest_export
 from bert_tf.serving.predictor import Predictor
-from bert_tf.tasks import squad
 
 INPUT_FORMATS = ("text", "jsonl")
 
@@ -131,7 +130,8 @@ def make_predictor(options):
         return Predictor.from_onnx(options.onnx_file, options.batch_size)
     if options.tflite_file:
         return Predictor.from_tflite(options.tflite_file, options.batch_size)
-    settings = {name: getattr(options, name) for name in squad.SquadTask.predict_flags}
+    task = export.predicting_task(options.task)
+    settings = {name: getattr(options, name) for name in task.predict_flags}
     return Predictor.from_checkpoint(
         options.model.init_checkpoint, options.model.bert_config_file,
         options.tokenizer.vocab_file, options.task,

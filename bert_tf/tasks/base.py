@@ -37,6 +37,7 @@ class Task:
       text_inputs: the string inputs of the export's `serving_text` signature.
       text_pairs: whether its `serving_text` signature packs a second text (text_b).
       predict_fields: (required, optional) fields of a scripts/predict.py input line.
+      predict_flags: the scripts/predict.py flags a checkpoint's Predictor takes as settings.
       one_label_regresses: a head with one label is a regression (is_regression unset).
       extra_inputs: int32 inputs a checkpoint's PREDICT graph takes beside the [B, S]
         sequence features (e.g. fill_mask's masked_lm_positions [B, P]).
@@ -51,6 +52,7 @@ class Task:
     text_inputs = ("text",)
     text_pairs = False
     predict_fields = (("text",), ())
+    predict_flags = ()
     one_label_regresses = False
     extra_inputs = ()
     hf_heads = {}
