@@ -33,7 +33,7 @@ class BenchmarkSpec:
 
     Attributes:
       bert_config: `modeling.BertConfig`.
-      task: "squad", "classifier" or "pretraining".
+      task: a task with a benchmark step (`TASKS`: "squad", "classifier", "pretraining").
       mode: "train" (forward + backward + optimizer update) or "infer" (forward).
       batch_size: sequences per micro-batch.
       max_seq_length: S.
@@ -122,16 +122,16 @@ def count_flops(bert_config, task, mode, batch_size, seq_length, max_predictions
     element-wise ops are not counted. Training counts 3x the forward: the backward
     pass needs two matmuls (input and weight gradients) for each forward one.
 
-    Heads: squad 2*S*H*2 (start/end logits); classifier the pooler 2*H*H plus
-    2*H*num_labels; pretraining the pooler and next-sentence head 2*H*H + 2*H*2,
-    and at the P = max_predictions_per_seq gathered positions the MLM transform
-    2*P*H*H and the tied decoder 2*P*H*V. (SQuAD does not use the pooler, so
+    Heads (each task's `head_flops`): squad 2*S*H*2 (start/end logits); classifier the
+    pooler 2*H*H plus 2*H*num_labels; pretraining the pooler and next-sentence head
+    2*H*H + 2*H*2, and at the P = max_predictions_per_seq gathered positions the MLM
+    transform 2*P*H*H and the tied decoder 2*P*H*V. (SQuAD does not use the pooler, so
     grappler prunes it.)
 
     Args:
       bert_config: `BertConfig` (hidden_size, intermediate_size, num_hidden_layers,
         vocab_size are used).
-      task: "squad", "classifier" or "pretraining".
+      task: a task with a benchmark step (`TASKS`: "squad", "classifier", "pretraining").
       mode: "train" or "infer".
       batch_size: B.
       seq_length: S.
