@@ -15,22 +15,17 @@ from bert_tf.errors import BertTfError
 from bert_tf.serving import export
 from bert_tf.serving.export import TASKS, PredictConfig, newest_export
 from bert_tf.serving.predictor import Predictor
-from bert_tf.tasks import squad
 
 INPUT_FORMATS = ("text", "jsonl")
-
-
-# Per task: the fields an input line must have, and the optional ones.
-_INPUT_FIELDS = {"classifier": (("text",), ("text_b",)), "squad": (("question", "context"), ()),
-                 "ner": (("text",), ()), "fill_mask": (("text",), ()), "embed": (("text",), ())}
 
 
 _PAIR_SEPARATOR = " ||| "
 
 
 def _parse_line(line, input_format, task):
-    """One input line as {field: str} (plus "id" from JSON); raises ValueError saying why."""
-    required, optional = _INPUT_FIELDS[task]
+    """One input line as {field: str} (plus "id" from JSON) for `task` (its class, whose
+    `predict_fields` name the fields); raises ValueError saying why."""
+    required, optional = task.predict_fields
     if input_format == "jsonl":
         try:
             record = json.loads(line)
@@ -43,7 +38,7 @@ def _parse_line(line, input_format, task):
                 raise ValueError(f"\"{key}\" must be a string")
         missing = [key for key in required if not record.get(key)]
         if missing:
-            raise ValueError(f"no {' / '.join(missing)} (a {task} model reads "
+            raise ValueError(f"no {' / '.join(missing)} (a {task.name} model reads "
                              f"{', '.join(required + optional)})")
         return {key: record[key] for key in (*required, *optional, "id") if key in record}
     parts = line.split(_PAIR_SEPARATOR)
@@ -52,10 +47,16 @@ def _parse_line(line, input_format, task):
     if len(parts) == 2 and len(required) + len(optional) == 2:
         return dict(zip(required + optional, parts, strict=True))
     if len(parts) == 1 and len(required) == 1:
-        return {"text": line}
-    expected = ("'question ||| context'" if task == "squad" else
-                "'text' or 'text ||| text_b'" if task == "classifier" else "one text")
-    raise ValueError(f"expected {expected} for a {task} model")
+        return {required[0]: line}
+    raise ValueError(f"expected {_line_format(required, optional)} for a {task.name} model")
+
+
+def _line_format(required, optional):
+    """What a text line holds, e.g. 'question ||| context' or 'text' or 'text ||| text_b'."""
+    if len(required) == 1 and not optional:
+        return "one text"
+    formats = [required, required + optional] if optional else [required]
+    return " or ".join(f"'{_PAIR_SEPARATOR.join(fields)}'" for fields in formats)
 
 
 def read_records(path, input_format, task):
@@ -64,7 +65,7 @@ def read_records(path, input_format, task):
     Args:
       path: the input file, or None for stdin.
       input_format: "text" or "jsonl" (see `tool_flags.define_predict_flags`).
-      task: the model's task (which fields a line needs).
+      task: the model's task class (its `predict_fields`: which fields a line needs).
 
     Raises:
       BertTfError: naming the file and line of the first line that is not `input_format`.
@@ -89,26 +90,13 @@ def read_records(path, input_format, task):
 
 def _answer_records(predictor, records, options):
     """The model's answers (JSON-ready dicts) to a chunk of `read_records` records."""
-    task = predictor.config.task
-    texts = [record.get("text") for record in records]
-    if task == "classifier":
-        outputs = predictor.predict_pairs([(r["text"], r.get("text_b")) for r in records])
-    elif task == "squad":
-        outputs = predictor.answer([r["question"] for r in records],
-                                   [r["context"] for r in records])
-    elif task == "ner":
-        outputs = predictor.tag(texts)
-    elif task == "fill_mask":
-        outputs = [{"masks": masks} for masks in predictor.fill_mask(texts, options.top_k)]
-    else:
-        outputs = [{"embedding": [float(x) for x in vector]}
-                   for vector in predictor.embed(texts, options.pooling)]
+    outputs = predictor.answer_records(records, options)
     return [({"id": record["id"]} if "id" in record else {}) | output
             for record, output in zip(records, outputs, strict=True)]
 
 
 def _model_task(options):
-    """The task of the model `options` name (read without loading it), checking that
+    """The task class of the model `options` name (read without loading it), checking that
     exactly one of --export_dir / --onnx_file / --tflite_file / --init_checkpoint is given."""
     given = [flag for flag, value in (("export_dir", options.export_dir),
                                       ("onnx_file", options.onnx_file),
@@ -124,14 +112,14 @@ def _model_task(options):
                             export.PREDICT_CONFIG_FILE)
         if tf.io.gfile.exists(path):
             with tf.io.gfile.GFile(path) as f:
-                return PredictConfig.from_dict(json.loads(f.read()), path).task
+                return PredictConfig.from_dict(json.loads(f.read()), path).task_class
         return None  # from_saved_model names what is missing.
     if options.onnx_file or options.tflite_file:
         return None
     if not options.task:
         raise BertTfError("--task: required with --init_checkpoint; one of "
                           f"{', '.join(TASKS)}.")
-    return options.task
+    return export.predicting_task(options.task)
 
 
 def make_predictor(options):
@@ -142,7 +130,8 @@ def make_predictor(options):
         return Predictor.from_onnx(options.onnx_file, options.batch_size)
     if options.tflite_file:
         return Predictor.from_tflite(options.tflite_file, options.batch_size)
-    settings = {name: getattr(options, name) for name in squad.SquadTask.predict_flags}
+    task = export.predicting_task(options.task)
+    settings = {name: getattr(options, name) for name in task.predict_flags}
     return Predictor.from_checkpoint(
         options.model.init_checkpoint, options.model.bert_config_file,
         options.tokenizer.vocab_file, options.task,
@@ -165,8 +154,7 @@ def run_predict(options):
     records = read_records(options.input_file, options.input_format, task) if task else None
     predictor = make_predictor(options)
     if records is None:
-        records = read_records(options.input_file, options.input_format,
-                               predictor.config.task)
+        records = read_records(options.input_file, options.input_format, predictor.task)
     if not options.output_file:
         _write_answers(predictor, records, options, sys.stdout)
     else:

@@ -7,9 +7,8 @@ import tensorflow as tf
 
 from bert_tf import errors
 from bert_tf.errors import BertTfError
-from bert_tf.serving import encoder_export, export
-from bert_tf.tasks import classification, model_fn_parts, ner, pretraining, squad
-from bert_tf.training import estimator as estimator_lib
+from bert_tf.serving import export
+from bert_tf.tasks import model_fn_parts
 from bert_tf.training import session as session_lib
 
 tf1 = tf.compat.v1
@@ -166,37 +165,5 @@ def tflite_assets(model):
 
 def task_outputs(config, bert_config, compute_dtype):
     """build_fn for `GraphBackend`: the task's PREDICT-mode outputs over the features."""
-    predict_mode = estimator_lib.ModeKeys.PREDICT
     encoder = model_fn_parts.Encoder(bert_config, compute_dtype=compute_dtype)
-    if config.task in ("classifier", "squad", "ner"):
-        if config.task == "classifier":
-            model_fn = classification.model_fn_builder(
-                encoder, len(config.label_list), is_regression=config.regression,
-                multi_label=config.multi_label, windowed=config.windowed)
-        elif config.task == "squad":
-            model_fn = squad.model_fn_builder(encoder)
-        else:
-            model_fn = ner.model_fn_builder(encoder, len(config.label_list))
-        return lambda features: model_fn(features, None, predict_mode, {}).predictions
-
-    def fill_mask(features):
-        positions = features["masked_lm_positions"]
-        zeros = tf.zeros_like(positions)
-
-        def head(model, _):
-            return pretraining.masked_lm_output(
-                bert_config, model.get_sequence_output(), model.get_embedding_table(),
-                positions, zeros, tf.cast(zeros, tf.float32))[2]  # log_probs [B*P, V]
-
-        log_probs = encoder.build(features, predict_mode, head)
-        return {"log_probs": tf.reshape(log_probs, [tf.shape(positions)[0], -1,
-                                                    bert_config.vocab_size])}
-
-    def embed(features):
-        def head(model, _):
-            return encoder_export.sentence_embeddings(model.get_sequence_output(),
-                                                      features["input_mask"])
-
-        return encoder.build(features, predict_mode, head)
-
-    return fill_mask if config.task == "fill_mask" else embed
+    return config.task_class.predict_outputs(encoder, config, bert_config)

@@ -17,29 +17,13 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError
 from bert_tf.serving import export
+from bert_tf.tasks import encoder as encoder_tasks
 from bert_tf.tasks import model_fn_parts
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
 
-POOLINGS = ("cls", "mean")
-
-
-def sentence_embeddings(sequence_output, input_mask):
-    """Both poolings of the final layer.
-
-    Args:
-      sequence_output: float [B, S, H], the final encoder layer.
-      input_mask: int [B, S], 1 for real tokens.
-
-    Returns:
-      {"cls": float32 [B, H] the [CLS] vector, "mean": float32 [B, H] the mean over the real
-      tokens}.
-    """
-    sequence = tf.cast(sequence_output, tf.float32)
-    # expand_dims, not [:, :, None]: TFLite's built-in StridedSlice has no new axes.
-    mask = tf.expand_dims(tf.cast(input_mask, tf.float32), -1)  # [B, S, 1]
-    return {"cls": sequence[:, 0],
-            "mean": tf.reduce_sum(sequence * mask, 1) / tf.reduce_sum(mask, 1)}
+POOLINGS = encoder_tasks.POOLINGS
+sentence_embeddings = encoder_tasks.sentence_embeddings
 
 
 def encoder_model_fn(bert_config, pooling, compute_dtype=tf.float32):

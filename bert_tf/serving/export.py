@@ -21,10 +21,10 @@ from absl import logging
 
 from bert_tf import fileio, tokenization
 from bert_tf.data import input_pipeline
-from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.serving import text_signature as serving_text
 from bert_tf.serving import warmup
+from bert_tf.tasks import registry
 from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
@@ -50,8 +50,10 @@ BERT_CONFIG_FILE = "bert_config.json"
 def prediction_assets(task, options, bert_config):
     """{file name: text} that make an export self-contained for prediction: the vocab, the
     BERT config the run built (`bert_config`) and `predict_config.json` (task, casing,
-    max_seq_length, label list and the task's `predict_settings`)."""
-    return asset_files({"task": task.name,
+    max_seq_length, label list and the task's `predict_settings`; a task outside bert_tf
+    also its module, which the Predictor imports to find it)."""
+    module = registry.module_of(type(task))
+    return asset_files({"task": task.name, **({"task_module": module} if module else {}),
                         "label_list": list(task.label_list) if task.label_list else None,
                         **task.predict_settings(options)}, options, bert_config)
 
@@ -101,7 +103,7 @@ def text_signature(task, options):
     squad_settings = task.predict_settings(options)
     return make_text_signature(task.text_inputs, options,
                                max_query_length=squad_settings.get("max_query_length"),
-                               pairs=task.name == "classifier",
+                               pairs=task.text_pairs,
                                num_choices=getattr(task, "num_choices", None))
 
 
@@ -176,7 +178,8 @@ def _write_warmup_requests(export_path, extra_files, num_choices=None):
     tokenizer = tokenizer_from_text(extra_files[VOCAB_FILE], config["do_lower_case"])
     warmup.write_warmup_requests(
         export_path, tokenizer, config["max_seq_length"],
-        config.get("max_query_length") if config["task"] == "squad" else None, num_choices)
+        registry.get(config["task"], config.get("task_module")).warmup_query_length(config),
+        num_choices)
 
 
 def tokenizer_from_text(vocab_text, do_lower_case):
@@ -193,7 +196,7 @@ def tokenizer_from_text(vocab_text, do_lower_case):
 
 
 # What a Predictor answers: the fine-tuned tasks, and the encoder alone.
-TASKS = ("classifier", "squad", "ner", "fill_mask", "embed")
+TASKS = registry.names(where=lambda task: task.predicts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +204,8 @@ class PredictConfig:
     """What prediction needs besides the weights: an export's `predict_config.json`.
 
     Attributes:
-      task: one of TASKS.
+      task: the name of a registered task that `predicts` (TASKS: the built-in ones).
+      task_module: the module that registers a task outside bert_tf (None: built in).
       do_lower_case, max_seq_length: the tokenizer's casing and the packed length limit.
       label_list: classifier / NER labels in id order (a classifier with one: regression).
       is_regression: a regression classifier (None: iff it has one label).
@@ -212,9 +216,11 @@ class PredictConfig:
         classifier's windows), as the run_*.py flags of the same names.
       pooling: an embedding export's pooling of its `embedding` output ("cls" or "mean");
         None: the model pools both ways (`Predictor.from_checkpoint(task="embed")`).
+      settings: the config's other keys: the settings of a task's own `predict_settings`.
     """
 
     task: str
+    task_module: str | None = None
     do_lower_case: bool = True
     max_seq_length: int = 128
     label_list: tuple | None = None
@@ -229,40 +235,59 @@ class PredictConfig:
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
     pooling: str | None = None
+    settings: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def task_class(self):
+        """The registered class of `task` (`registry.get`)."""
+        return registry.get(self.task, self.task_module)
 
     @property
     def regression(self):
         if self.is_regression is not None:
             return self.is_regression
-        return self.task == "classifier" and len(self.label_list or ()) == 1
+        return self.task_class.one_label_regresses and len(self.label_list or ()) == 1
 
     @property
     def windowed(self):
-        return self.task == "classifier" and self.window_aggregation is not None
+        # Only a classifier trained with windows records an aggregation.
+        return self.window_aggregation is not None
 
     @classmethod
     def from_dict(cls, values, source):
-        """The config from a parsed `predict_config.json` (unknown keys are ignored)."""
-        if not isinstance(values, dict) or values.get("task") not in TASKS:
+        """The config from a parsed `predict_config.json` (keys that are not fields go to
+        `settings`)."""
+        task = values.get("task") if isinstance(values, dict) else None
+        if not isinstance(task, str) or (not registry.known(task)
+                                         and not values.get("task_module")):
             raise BertTfError(f"{source}: needs a \"task\", one of {', '.join(TASKS)}; "
                               "re-export the model with this version of bert_tf.")
+        try:
+            predicting_task(task, values.get("task_module"))
+        except BertTfError as e:
+            raise BertTfError(f"{source}: {e}") from None
         names = {field.name for field in dataclasses.fields(cls)}
+        settings = {key: value for key, value in values.items() if key not in names}
         values = {key: value for key, value in values.items() if key in names}
         if values.get("label_list") is not None:
             values["label_list"] = tuple(values["label_list"])
-        return cls(**values)
+        return cls(**values, settings=settings)
 
     def check(self):
         """Raises BertTfError unless the task has what it needs (labels, sizes)."""
-        if self.task not in TASKS:
-            raise BertTfError(f"--task={self.task!r}: use one of {', '.join(TASKS)}.")
-        if self.task in ("classifier", "ner") and not self.label_list:
-            raise BertTfError(f"task {self.task}: no label list; pass --labels (label_list=) "
-                              "in the order the model was trained with, or the output dir "
-                              "whose label_list.txt has them.")
-        if self.task == "squad":
-            squad_data.check_window_flags(self.max_seq_length, self.doc_stride,
-                                          self.max_query_length)
+        predicting_task(self.task, self.task_module).check_predict_config(self)
+
+
+def predicting_task(name, module=None):
+    """The registered task `name` if a Predictor answers it; else BertTfError in one line."""
+    try:
+        task = registry.get(name, module)
+    except BertTfError:
+        raise BertTfError(f"--task={name!r}: use one of {', '.join(TASKS)}.") from None
+    if not task.predicts:
+        raise BertTfError(f"task {name}: the Predictor does not answer it; it answers "
+                          f"{', '.join(TASKS)}.")
+    return task
 
 
 def newest_export(path):

@@ -18,6 +18,7 @@ Pre- and post-processing are the library's own, so the answers are those of
 each batch padded to its longest), and results come back in input order.
 """
 
+import dataclasses
 import json
 import os
 import re
@@ -34,12 +35,8 @@ from bert_tf.data import packing
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError, missing_extra
 from bert_tf.serving import backends, encoder_export, export
-from bert_tf.tasks import (
-    base,
-    classification,
-    ner,
-    squad_postprocess,
-)
+from bert_tf.tasks import base, classification, ner, squad, squad_postprocess
+from bert_tf.tasks import encoder as encoder_tasks
 from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
@@ -84,12 +81,15 @@ class Predictor:
 
     Attributes:
       config: the `export.PredictConfig`.
+      task: the task's registered class (`config.task_class`), which answers
+        scripts/predict.py's records (`answer_records`).
       batch_size: examples (SQuAD: windows) per model call.
     """
 
     def __init__(self, backend, config, tokenizer, batch_size=32):
         config.check()
         self.config = config
+        self.task = config.task_class
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self._backend = backend
@@ -169,23 +169,28 @@ class Predictor:
         Args:
           output_dir_or_prefix: a run's --output_dir (its latest checkpoint) or a prefix.
           bert_config_file, vocab_file, do_lower_case, max_seq_length: as the run's flags.
-          task: one of TASKS ("fill_mask" needs a pre-training checkpoint, "embed" any).
+          task: a registered task that predicts, e.g. one of TASKS ("fill_mask" needs a
+            pre-training checkpoint, "embed" any).
           label_list: classifier / NER labels in id order; default: the run directory's
             label_list.txt.
           batch_size: examples (SQuAD: windows) per model call.
           precision_name: "fp32", "bf16" or "fp16" compute.
           **settings: SQuAD's doc_stride, max_query_length, n_best_size, max_answer_length,
-            version_2_with_negative, null_score_diff_threshold.
+            version_2_with_negative, null_score_diff_threshold; other names go to the
+            config's `settings` (a task's own `predict_settings`).
         """
         checkpoint = checkpoints.resolve_checkpoint(output_dir_or_prefix)
         fileio.require_file(bert_config_file, flag="bert_config_file", what="BERT config file")
         fileio.require_file(vocab_file, flag="vocab_file", what="vocab file")
-        if label_list is None and task in ("classifier", "ner"):
+        task_class = export.predicting_task(task)
+        if label_list is None and task_class.needs_labels:
             label_list = base.labels_next_to(checkpoint)
-        config = export.PredictConfig(task=task, do_lower_case=do_lower_case,
-                               max_seq_length=max_seq_length,
-                               label_list=tuple(label_list) if label_list else None,
-                               **settings)
+        fields = {field.name for field in dataclasses.fields(export.PredictConfig)}
+        config = export.PredictConfig(
+            task=task, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+            label_list=tuple(label_list) if label_list else None,
+            **{name: value for name, value in settings.items() if name in fields},
+            settings={name: value for name, value in settings.items() if name not in fields})
         config.check()
         bert_config = modeling.BertConfig.from_json_file(bert_config_file)
         if max_seq_length > bert_config.max_position_embeddings:
@@ -195,11 +200,19 @@ class Predictor:
         backend = backends.GraphBackend(
             backends.task_outputs(config, bert_config, precision.compute_dtype_from_name(
                 precision_name)), checkpoint,
-            extra_inputs=("masked_lm_positions",) if task == "fill_mask" else ())
+            extra_inputs=task_class.extra_inputs)
         tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
         return cls(backend, config, tokenizer, batch_size)
 
     # --------------------------------------------------------------------------- batching
+
+    def answer_records(self, records, options):
+        """The task's JSON-ready answers to scripts/predict.py's records (`Task.answer`)."""
+        return self.task.answer(self, records, options)
+
+    def run_features(self, features, extra_inputs=None):
+        """The model's outputs per feature: see `_run` (for a task's own `answer`)."""
+        return self._run(features, extra_inputs)
 
     def _run(self, features, extra_inputs=None):
         """Runs the model over `features` (objects with input_ids, input_mask, segment_ids
@@ -229,10 +242,10 @@ class Predictor:
                              done / (last_log - start))
         return results
 
-    def _require(self, *tasks):
-        if self.config.task not in tasks:
+    def _require(self, task_class):
+        if not issubclass(self.task, task_class):
             raise BertTfError(f"this model is a {self.config.task} model; "
-                              f"{' / '.join(tasks)} models answer this call.")
+                              f"{task_class.name} models answer this call.")
 
     def _next_index(self):
         self._num_seen += 1
@@ -252,7 +265,7 @@ class Predictor:
           multi-label: {"labels": those above the threshold, "probabilities"}; regression:
           {"prediction": value}.
         """
-        self._require("classifier")
+        self._require(classification.ClassificationTask)
         rows = self._classifier_rows(pairs)
         c, labels = self.config, self.config.label_list
         if c.regression:
@@ -303,7 +316,7 @@ class Predictor:
           probability, "nbest": the n-best list of nbest_predictions.json} and for v2.0
           "null_odds" (null score minus best non-null score).
         """
-        self._require("squad")
+        self._require(squad.SquadTask)
         if len(questions) != len(contexts):
             raise BertTfError(f"{len(questions)} questions for {len(contexts)} contexts; "
                               "pass one context per question.")
@@ -337,7 +350,7 @@ class Predictor:
           Per text {"words": [...], "tags": [...], "spans": [[start, end], ...]}: character
           offsets of each word in the text; words past max_seq_length word pieces get "O".
         """
-        self._require("ner")
+        self._require(ner.NerTask)
         labels = self.config.label_list
         examples, spans = [], []
         for i, text in enumerate(texts):
@@ -365,7 +378,7 @@ class Predictor:
         Returns:
           Per text, per [MASK] that fits in max_seq_length: [{"token", "probability"}, ...].
         """
-        self._require("fill_mask")
+        self._require(encoder_tasks.FillMaskTask)
         packed, positions = [], []
         for text in texts:
             pieces = []
@@ -397,7 +410,7 @@ class Predictor:
         An embedding export (scripts/export_encoder.py) answers its own pooling (the
         default); a checkpoint either (default "cls").
         """
-        self._require("embed")
+        self._require(encoder_tasks.EmbedTask)
         exported = self.config.pooling
         pooling = pooling or exported or "cls"
         if pooling not in POOLINGS:

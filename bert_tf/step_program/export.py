@@ -79,14 +79,8 @@ def task_model_fn(options, bert_config, static_shapes=True):
                             num_warmup_steps=options.num_warmup_steps,
                             optimizer=options.optimizer, compute_dtype=compute_dtype,
                             static_shapes=static_shapes)
-    if options.task == "squad":
-        from bert_tf.tasks import squad
-        return squad.model_fn_builder(encoder, training)
-    if options.task == "pretraining":
-        from bert_tf.tasks import pretraining
-        return pretraining.model_fn_builder(encoder, training)
-    from bert_tf.tasks import classification
-    return classification.model_fn_builder(encoder, options.num_labels, training)
+    return benchmark_step.step_task(options.task).step_model_fn(encoder, training,
+                                                                options.num_labels)
 
 
 def dropout_key(seed, global_step):
@@ -273,9 +267,7 @@ def initial_state(built, init_checkpoint):
 
 def check_options(options, bert_config):
     """Raises BertTfError naming the first bad flag."""
-    if options.task not in TASKS:
-        raise BertTfError(f"--task: unknown task '{options.task}'; use one of "
-                          f"{', '.join(TASKS)}.")
+    benchmark_step.step_task(options.task)
     if options.precision not in PRECISIONS:
         raise BertTfError(f"--precision: '{options.precision}' cannot be exported; use one of "
                           f"{', '.join(PRECISIONS)} (fp16's dynamic loss scale skips steps "

@@ -10,6 +10,7 @@ from absl import logging
 from bert_tf import fileio
 from bert_tf.errors import BertTfError
 from bert_tf.step_program import tensor_files
+from bert_tf.tools import benchmark_step
 
 # Batches per safetensors shard (a BERT-large seq-384 batch of 32 is ~150 KB of ids).
 BATCHES_PER_SHARD = 256
@@ -22,15 +23,10 @@ def _names_and_widths(options):
     """[(name, width, dtype)]: width None for one value per example ([B]), else [B, width]."""
     seq = options.max_seq_length
     common = [(name, seq, tf.int32) for name in _SEQUENCE]
-    if options.task == "squad":
-        return common + [("start_positions", None, tf.int32), ("end_positions", None, tf.int32)]
-    if options.task == "classifier":
-        return common + [("label_ids", None, tf.int32), ("is_real_example", None, tf.int32)]
-    predictions = options.max_predictions_per_seq
-    return common + [("masked_lm_positions", predictions, tf.int32),
-                     ("masked_lm_ids", predictions, tf.int32),
-                     ("masked_lm_weights", predictions, tf.float32),
-                     ("next_sentence_labels", None, tf.int32)]
+    # The vocabulary bounds only random values, which `value_ranges` gives.
+    task = benchmark_step.step_task(options.task)
+    return common + [(name, width, dtype) for name, width, dtype, _ in task.step_features(
+        seq, options.max_predictions_per_seq, options.num_labels, vocab_size=None)]
 
 
 def feature_specs(options):

@@ -1,8 +1,12 @@
-"""What every fine-tuning task supplies, and what the tasks share.
+"""What every task supplies, and what the tasks share.
 
-A task (classification, NER, SQuAD, multiple choice) is a `FinetuningTask`: it supplies only
-what differs between tasks: its own checks, reading examples, the model_fn, writing features,
-the input_fn, computing metrics and writing predictions, and the files its export carries.
+A `Task` answers what serving, the Predictor, scripts/predict.py, the benchmarks and the
+checkpoint converter ask of it: its name (found in `registry`), its export's inputs and
+predict settings, its PREDICT outputs and answer records, its step's features and FLOPs, its
+head's Hugging Face layout. A fine-tuning task (classification, NER, SQuAD, multiple choice)
+is a `FinetuningTask`: it adds only what differs between tasks in training: its own checks,
+reading examples, the model_fn, writing features, the input_fn, computing metrics and
+writing predictions, and the files its export carries.
 `bert_tf.runs.finetuning.run_finetuning` runs any of them the same way. See
 docs/architecture.md.
 """
@@ -16,11 +20,129 @@ from bert_tf import fileio
 from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints
+from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
 
 
-class FinetuningTask:
+class Task:
+    """What a task answers outside training, asked of its class (a model loaded from an export
+    has no options to make a task with). Subclasses set the attributes and override the hooks
+    that apply to them; `registry.register` makes a subclass findable by its `name`.
+
+    Attributes:
+      name: the task's name in an export's `predict_config.json` and in the registry.
+      predicts: whether a `Predictor` answers the task's models (`answer`).
+      needs_labels: a Predictor of the task needs the label list.
+      text_inputs: the string inputs of the export's `serving_text` signature.
+      text_pairs: whether its `serving_text` signature packs a second text (text_b).
+      predict_fields: (required, optional) fields of a scripts/predict.py input line.
+      predict_flags: the scripts/predict.py flags a checkpoint's Predictor takes as settings.
+      one_label_regresses: a head with one label is a regression (is_regression unset).
+      extra_inputs: int32 inputs a checkpoint's PREDICT graph takes beside the [B, S]
+        sequence features (e.g. fill_mask's masked_lm_positions [B, P]).
+      hf_heads: {converter --task: `heads.HfHead`}: the head's layout in each Hugging Face
+        class it converts to ({}: no counterpart).
+      benchmarks: whether scripts/benchmark.py and export_step.py build its step.
+    """
+
+    name = None
+    predicts = False
+    needs_labels = False
+    text_inputs = ("text",)
+    text_pairs = False
+    predict_fields = (("text",), ())
+    predict_flags = ()
+    one_label_regresses = False
+    extra_inputs = ()
+    hf_heads = {}
+    benchmarks = False
+
+    # ------------------------------------------------------------------- prediction
+
+    @classmethod
+    def check_predict_config(cls, config):
+        """Raises BertTfError unless `config` (`export.PredictConfig`) has what the task's
+        prediction needs."""
+        if cls.needs_labels and not config.label_list:
+            raise BertTfError(f"task {cls.name}: no label list; pass --labels (label_list=) "
+                              "in the order the model was trained with, or the output dir "
+                              "whose label_list.txt has them.")
+
+    @classmethod
+    def predict_model_fn(cls, encoder, config):
+        """The model_fn whose PREDICT spec a checkpoint's Predictor runs (`config`: the
+        `export.PredictConfig`)."""
+        raise BertTfError(f"task {cls.name}: no model_fn to predict with from a checkpoint; "
+                          "export the model and load the export.")
+
+    @classmethod
+    def predict_outputs(cls, encoder, config, bert_config):
+        """build_fn(features) -> {name: tensor}: the PREDICT outputs a checkpoint's Predictor
+        runs over int32 features (by default `predict_model_fn`'s predictions)."""
+        del bert_config
+        model_fn = cls.predict_model_fn(encoder, config)
+        return lambda features: model_fn(features, None, estimator_lib.ModeKeys.PREDICT,
+                                         {}).predictions
+
+    @classmethod
+    def answer(cls, predictor, records, options):
+        """The JSON-ready answers of `predictor` (a `Predictor` of this task) to the
+        scripts/predict.py `records` (dicts of `predict_fields`); `options`:
+        `PredictOptions`."""
+        raise BertTfError(f"task {cls.name}: the Predictor does not answer this task.")
+
+    @classmethod
+    def warmup_query_length(cls, settings):
+        """The longest question of the export's TF Serving warm-up requests (None: the task
+        packs no question); `settings`: its predict_config.json."""
+        del settings
+        return None
+
+    # --------------------------------------------------------------------- benchmarks
+
+    @classmethod
+    def step_model_fn(cls, encoder, training, num_labels):
+        """The model_fn a benchmark or exported step trains (as the run_*.py scripts
+        build it)."""
+        raise BertTfError(f"--task={cls.name}: it has no benchmark step.")
+
+    @classmethod
+    def step_features(cls, seq_length, max_predictions_per_seq, num_labels, vocab_size):
+        """[(name, width, dtype, maxval)] of the step's features beyond the [B, S] sequences:
+        width None for [B], maxval the exclusive bound of random values (None: all ones)."""
+        raise BertTfError(f"--task={cls.name}: it has no benchmark step.")
+
+    @classmethod
+    def check_step_sizes(cls, seq_length, max_predictions_per_seq):
+        """Raises BertTfError naming the flag when the step's sizes do not fit together."""
+        del seq_length, max_predictions_per_seq
+
+    @classmethod
+    def forward_features(cls, batch_size):
+        """{name: tensor} a forward-only step adds to the random features (e.g. ids that
+        PREDICT returns)."""
+        del batch_size
+        return {}
+
+    @classmethod
+    def head_rows(cls, mode, seq_length, max_predictions_per_seq):
+        """Rows of the last layer the head reads (absolute positions; `mode` "train" or
+        "infer"); the encoder computes only those there."""
+        del mode, max_predictions_per_seq
+        return seq_length
+
+    @classmethod
+    def head_flops(cls, bert_config, seq_length, max_predictions_per_seq, num_labels):
+        """Model FLOPs of the head on one sequence (a multiply-add is 2 FLOPs)."""
+        raise BertTfError(f"--task={cls.name}: it has no benchmark step.")
+
+    # The Estimator mode of a benchmark's forward-only step: PREDICT ("infer"), or EVAL
+    # ("eval") for a task without a PREDICT head.
+    infer_mode = estimator_lib.ModeKeys.PREDICT
+
+
+class FinetuningTask(Task):
     """What a fine-tuning task supplies to `run_finetuning`. Subclasses override the hooks.
 
     Attributes:
@@ -37,9 +159,6 @@ class FinetuningTask:
       label_list: the task's labels, in id order (None: it has none).
       cached_features: `bert_tf.data.<task>.cached_file_based_convert_examples_to_features`
         for the default `write_features`.
-      name: the task's name in an export's `predict_config.json` ("classifier", "squad",
-        "ner"), which `bert_tf.serving.predictor.Predictor` reads.
-      text_inputs: the string inputs of the export's `serving_text` signature.
     """
 
     actions = ("do_train", "do_eval", "do_predict")
@@ -53,8 +172,6 @@ class FinetuningTask:
     length_buckets = True
     label_list = None
     cached_features = None
-    name = None
-    text_inputs = ("text",)
 
     def check(self, options):
         """Raises BertTfError for bad task flags; runs before any other work."""

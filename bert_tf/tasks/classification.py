@@ -23,7 +23,7 @@ from bert_tf.data import classification as classification_data
 from bert_tf.data import input_pipeline, processors, records, sequence_packing
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification as classification_metrics
-from bert_tf.tasks import base, heads
+from bert_tf.tasks import base, heads, registry
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
 from bert_tf.training.training_step import TrainingStep
@@ -302,6 +302,7 @@ def parse_class_weights(value, label_list, train_examples):
     return weights
 
 
+@registry.register
 class ClassificationTask(base.FinetuningTask):
     """GLUE, XNLI and csv/tsv sentence (pair) classification, multi-label and regression.
 
@@ -320,6 +321,51 @@ class ClassificationTask(base.FinetuningTask):
         classification_data.cached_file_based_convert_examples_to_features)
     name = "classifier"
     sequence_keys = input_pipeline.SEQUENCE_FEATURES + sequence_packing.SEQUENCE_FEATURES
+    needs_labels = True
+    text_pairs = True
+    one_label_regresses = True
+    predict_fields = (("text",), ("text_b",))
+    predicts = True
+    hf_heads = {
+        "classifier": heads.HfHead("BertForSequenceClassification", "", "classifier", True,
+                                   "single_label_classification"),
+        "multi_label": heads.HfHead("BertForSequenceClassification", "", "classifier", True,
+                                    "multi_label_classification"),
+        "regression": heads.HfHead("BertForSequenceClassification", "", "classifier", True,
+                                   "regression", has_labels=False),
+    }
+    benchmarks = 2
+
+    @classmethod
+    def predict_model_fn(cls, encoder, config):
+        return model_fn_builder(encoder, len(config.label_list),
+                                is_regression=config.regression,
+                                multi_label=config.multi_label, windowed=config.windowed)
+
+    @classmethod
+    def answer(cls, predictor, records, options):
+        del options
+        return predictor.predict_pairs([(r["text"], r.get("text_b")) for r in records])
+
+    @classmethod
+    def step_model_fn(cls, encoder, training, num_labels):
+        return model_fn_builder(encoder, num_labels, training)
+
+    @classmethod
+    def step_features(cls, seq_length, max_predictions_per_seq, num_labels, vocab_size):
+        del seq_length, max_predictions_per_seq, vocab_size
+        return [("label_ids", None, tf.int32, num_labels),
+                ("is_real_example", None, tf.int32, None)]
+
+    @classmethod
+    def head_rows(cls, mode, seq_length, max_predictions_per_seq):
+        # Training reads the [CLS] row only; prediction keeps every row (its outputs).
+        return 1 if mode == "train" else seq_length
+
+    @classmethod
+    def head_flops(cls, bert_config, seq_length, max_predictions_per_seq, num_labels):
+        hidden = bert_config.hidden_size
+        return 2 * hidden * hidden + 2 * hidden * num_labels  # The pooler and the classifier.
 
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.ClassifierOptions`."""

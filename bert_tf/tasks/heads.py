@@ -7,6 +7,8 @@ most are trained with a softmax cross-entropy. The variables keep the Google che
 scope (e.g. `cls/seq_relationship/`, `cls/squad/`, or top level for the classifier).
 """
 
+import dataclasses
+
 import tensorflow as tf
 
 from bert_tf import modeling
@@ -90,3 +92,30 @@ def sigmoid_cross_entropy(logits, multi_hot_labels):
         labels=tf.cast(multi_hot_labels, tf.float32), logits=logits)
     per_example_loss = tf.reduce_mean(per_label_loss, axis=-1)
     return tf.reduce_mean(per_example_loss), per_example_loss, tf.sigmoid(logits)
+
+
+@dataclasses.dataclass(frozen=True)
+class HfHead:
+    """How one fine-tuning head is stored in both layouts (`bert_tf.tools.conversion`).
+
+    Attributes:
+      architecture: the Hugging Face class.
+      google_scope: the head's variable scope ("" for the top-level classifier variables).
+      hf_name: its HF module ("classifier" or "qa_outputs").
+      has_pooler: whether the HF class has (and the head reads) the pooler.
+      problem_type: config.json's problem_type.
+      has_labels: whether label_list.txt names the outputs.
+    """
+
+    architecture: str
+    google_scope: str
+    hf_name: str
+    has_pooler: bool
+    problem_type: str | None = None
+    has_labels: bool = True
+
+    def names(self):
+        """[(google variable, HF key)] of the head's weights and bias."""
+        prefix = f"{self.google_scope}/" if self.google_scope else ""
+        return [(f"{prefix}output_weights", f"{self.hf_name}.weight"),
+                (f"{prefix}output_bias", f"{self.hf_name}.bias")]

@@ -21,7 +21,7 @@ from bert_tf import fileio
 from bert_tf.data import input_pipeline
 from bert_tf.data import multiple_choice as mc_data
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import base, classification, heads
+from bert_tf.tasks import base, classification, heads, registry
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
 from bert_tf.training.training_step import TrainingStep
@@ -85,6 +85,7 @@ def model_fn_builder(encoder, num_choices, training=None):
     return model_fn
 
 
+@registry.register
 class MultipleChoiceTask(base.FinetuningTask):
     """SWAG-style multiple choice.
 
@@ -93,8 +94,11 @@ class MultipleChoiceTask(base.FinetuningTask):
     choice a line); with --export_dir a SavedModel (see the module docstring).
     """
 
+    name = "multiple_choice"
     # serving_text: a context [B] and its choices' endings [B, num_choices].
     text_inputs = ("context", "endings")
+    hf_heads = {"multiple_choice": heads.HfHead("BertForMultipleChoice", "cls/multiple_choice",
+                                                "classifier", True, has_labels=False)}
 
     # The [B, num_choices * S] features hold one sequence per choice, each cut alike.
     @property

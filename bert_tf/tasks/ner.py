@@ -21,7 +21,7 @@ from bert_tf.data import classification as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
-from bert_tf.tasks import base, heads
+from bert_tf.tasks import base, heads, registry
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
 from bert_tf.training.training_step import TrainingStep
@@ -146,6 +146,7 @@ def word_tags(outputs, examples, label_list, windowed=False):
         for output, example in zip(outputs, examples, strict=True)]
 
 
+@registry.register
 class NerTask(base.FinetuningTask):
     """CoNLL-style named-entity recognition.
 
@@ -162,6 +163,19 @@ class NerTask(base.FinetuningTask):
 
     sequence_keys = SEQUENCE_KEYS
     name = "ner"
+    needs_labels = True
+    predicts = True
+    hf_heads = {"ner": heads.HfHead("BertForTokenClassification", "cls/ner", "classifier",
+                                    False)}
+
+    @classmethod
+    def predict_model_fn(cls, encoder, config):
+        return model_fn_builder(encoder, len(config.label_list))
+
+    @classmethod
+    def answer(cls, predictor, records, options):
+        del options
+        return predictor.tag([record["text"] for record in records])
     cached_features = staticmethod(ner_data.cached_file_based_convert_examples_to_features)
 
     def __init__(self, task_options):

@@ -22,7 +22,7 @@ import tensorflow as tf
 from bert_tf import errors, modeling
 from bert_tf.data import dynamic_masking, input_pipeline, tfrecords
 from bert_tf.errors import BertTfError
-from bert_tf.tasks import heads
+from bert_tf.tasks import base, heads, registry
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training.training_step import TrainingStep
 
@@ -152,6 +152,49 @@ def model_fn_builder(encoder, training=None, next_sentence_objective="nsp"):
         raise BertTfError(f"pre-training supports train and eval, not mode '{mode}'.")
 
     return model_fn
+
+
+@registry.register
+class PretrainingTask(base.Task):
+    """Masked LM + next sentence pre-training, as the benchmarks and exported steps build it
+    (scripts/run_pretraining.py runs it through `bert_tf.runs.pretraining`)."""
+
+    name = "pretraining"
+    benchmarks = 3
+    infer_mode = estimator_lib.ModeKeys.EVAL  # Its forward with losses; no PREDICT head.
+
+    @classmethod
+    def step_model_fn(cls, encoder, training, num_labels):
+        del num_labels
+        return model_fn_builder(encoder, training)
+
+    @classmethod
+    def step_features(cls, seq_length, max_predictions_per_seq, num_labels, vocab_size):
+        del num_labels
+        return [("masked_lm_positions", max_predictions_per_seq, tf.int32, seq_length),
+                ("masked_lm_ids", max_predictions_per_seq, tf.int32, vocab_size),
+                ("masked_lm_weights", max_predictions_per_seq, tf.float32, None),
+                ("next_sentence_labels", None, tf.int32, 2)]
+
+    @classmethod
+    def check_step_sizes(cls, seq_length, max_predictions_per_seq):
+        if max_predictions_per_seq > seq_length:
+            raise BertTfError(f"--max_predictions_per_seq ({max_predictions_per_seq}) must "
+                              f"not exceed --max_seq_length ({seq_length}).")
+
+    @classmethod
+    def head_rows(cls, mode, seq_length, max_predictions_per_seq):
+        del mode, seq_length
+        return 1 + max_predictions_per_seq  # [CLS] and the masked positions.
+
+    @classmethod
+    def head_flops(cls, bert_config, seq_length, max_predictions_per_seq, num_labels):
+        del seq_length, num_labels
+        hidden, predictions = bert_config.hidden_size, max_predictions_per_seq
+        # The pooler and next-sentence head; the MLM transform and the tied decoder at the
+        # P gathered positions.
+        return (2 * hidden * hidden + 2 * hidden * 2 + 2 * predictions * hidden * hidden
+                + 2 * predictions * hidden * bert_config.vocab_size)
 
 
 # The eval result names of the sentence head: the original's for nsp, ALBERT's for sop.

@@ -17,7 +17,7 @@ from bert_tf.data import input_pipeline
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import squad as squad_metrics
-from bert_tf.tasks import base, heads, squad_postprocess
+from bert_tf.tasks import base, heads, registry, squad_postprocess
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner
 from bert_tf.training.training_step import TrainingStep
@@ -107,6 +107,7 @@ def predict_raw_results(estimator, input_fn, checkpoint_path=None):
             for prediction in estimator.predict(input_fn, checkpoint_path=checkpoint_path)]
 
 
+@registry.register
 class SquadTask(base.FinetuningTask):
     """SQuAD v1.1 / v2.0 span prediction.
 
@@ -125,6 +126,11 @@ class SquadTask(base.FinetuningTask):
     feature_files = {"train": "train.tf_record", "predict": "eval.tf_record"}
     name = "squad"
     text_inputs = ("question", "context")
+    predict_fields = (("question", "context"), ())
+    predicts = True
+    hf_heads = {"squad": heads.HfHead("BertForQuestionAnswering", "cls/squad", "qa_outputs",
+                                      False, has_labels=False)}
+    benchmarks = 1
     # The span softmax runs over all max_seq_length positions, padding included (as the
     # original), so a batch cut to a length bucket would train on another loss; and SQuAD's
     # doc_stride windows are mostly full length anyway.
@@ -132,6 +138,47 @@ class SquadTask(base.FinetuningTask):
     # The windowing and post-processing flags a Predictor of the export uses.
     predict_flags = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
                      "version_2_with_negative", "null_score_diff_threshold")
+
+    @classmethod
+    def check_predict_config(cls, config):
+        squad_data.check_window_flags(config.max_seq_length, config.doc_stride,
+                                      config.max_query_length)
+
+    @classmethod
+    def predict_model_fn(cls, encoder, config):
+        del config
+        return model_fn_builder(encoder)
+
+    @classmethod
+    def answer(cls, predictor, records, options):
+        del options
+        return predictor.answer([r["question"] for r in records],
+                                [r["context"] for r in records])
+
+    @classmethod
+    def warmup_query_length(cls, settings):
+        return settings.get("max_query_length")
+
+    @classmethod
+    def step_model_fn(cls, encoder, training, num_labels):
+        del num_labels
+        return model_fn_builder(encoder, training)
+
+    @classmethod
+    def step_features(cls, seq_length, max_predictions_per_seq, num_labels, vocab_size):
+        del max_predictions_per_seq, num_labels, vocab_size
+        return [("start_positions", None, tf.int32, seq_length),
+                ("end_positions", None, tf.int32, seq_length)]
+
+    @classmethod
+    def forward_features(cls, batch_size):
+        # PREDICT returns each window's unique id with its logits.
+        return {"unique_ids": tf.range(batch_size, dtype=tf.int32)}
+
+    @classmethod
+    def head_flops(cls, bert_config, seq_length, max_predictions_per_seq, num_labels):
+        del max_predictions_per_seq, num_labels
+        return 2 * seq_length * bert_config.hidden_size * 2  # Start and end logits.
 
     def __init__(self, task_options):
         """`task_options`: `bert_tf.options.SquadOptions`."""

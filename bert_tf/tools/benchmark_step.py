@@ -13,7 +13,7 @@ import tensorflow as tf
 from bert_tf import precision
 from bert_tf.errors import BertTfError
 from bert_tf.options import BenchmarkOptions
-from bert_tf.tasks import model_fn_parts
+from bert_tf.tasks import model_fn_parts, registry
 from bert_tf.training import distribute
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import session as session_lib
@@ -21,7 +21,9 @@ from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
 
-TASKS = ("squad", "classifier", "pretraining")
+# The tasks with a benchmark step, in the order their `benchmarks` rank them.
+TASKS = tuple(task.name for task in sorted(
+    (task for task in registry.classes() if task.benchmarks), key=lambda task: task.benchmarks))
 MODES = ("train", "infer")
 
 
@@ -31,7 +33,7 @@ class BenchmarkSpec:
 
     Attributes:
       bert_config: `modeling.BertConfig`.
-      task: "squad", "classifier" or "pretraining".
+      task: a task with a benchmark step (`TASKS`: "squad", "classifier", "pretraining").
       mode: "train" (forward + backward + optimizer update) or "infer" (forward).
       batch_size: sequences per micro-batch.
       max_seq_length: S.
@@ -64,10 +66,14 @@ class BenchmarkSpec:
     seed: int = 12345
     recompute_grad: bool = BenchmarkOptions.recompute_grad
 
+    @property
+    def task_class(self):
+        """The registered class of `task` (`step_task`)."""
+        return step_task(self.task)
+
     def validate(self):
         """Raises BertTfError naming the flag of the first bad field."""
-        if self.task not in TASKS:
-            raise BertTfError(f"--task: unknown task '{self.task}'; use one of {', '.join(TASKS)}.")
+        task = self.task_class
         if self.mode not in MODES:
             raise BertTfError(f"--mode: unknown mode '{self.mode}'; use one of {', '.join(MODES)}.")
         precision.compute_dtype_from_name(self.precision)
@@ -86,13 +92,19 @@ class BenchmarkSpec:
         if self.mode == "infer" and self.num_accumulation_steps != 1:
             raise BertTfError("--num_accumulation_steps applies to --mode=train only; "
                               "drop it for --mode=infer.")
-        if self.task == "pretraining" and self.max_predictions_per_seq > self.max_seq_length:
-            raise BertTfError(f"--max_predictions_per_seq ({self.max_predictions_per_seq}) must "
-                              f"not exceed --max_seq_length ({self.max_seq_length}).")
+        task.check_step_sizes(self.max_seq_length, self.max_predictions_per_seq)
 
     @property
     def sequences_per_step(self):
         return self.batch_size * (self.num_accumulation_steps if self.mode == "train" else 1)
+
+
+def step_task(name):
+    """The registered task class of `--task` if it has a benchmark step; else BertTfError in
+    one line naming those that do."""
+    if not registry.known(name) or not registry.get(name).benchmarks:
+        raise BertTfError(f"--task: unknown task '{name}'; use one of {', '.join(TASKS)}.")
+    return registry.get(name)
 
 
 def count_flops(bert_config, task, mode, batch_size, seq_length, max_predictions_per_seq=20,
@@ -110,16 +122,16 @@ def count_flops(bert_config, task, mode, batch_size, seq_length, max_predictions
     element-wise ops are not counted. Training counts 3x the forward: the backward
     pass needs two matmuls (input and weight gradients) for each forward one.
 
-    Heads: squad 2*S*H*2 (start/end logits); classifier the pooler 2*H*H plus
-    2*H*num_labels; pretraining the pooler and next-sentence head 2*H*H + 2*H*2,
-    and at the P = max_predictions_per_seq gathered positions the MLM transform
-    2*P*H*H and the tied decoder 2*P*H*V. (SQuAD does not use the pooler, so
+    Heads (each task's `head_flops`): squad 2*S*H*2 (start/end logits); classifier the
+    pooler 2*H*H plus 2*H*num_labels; pretraining the pooler and next-sentence head
+    2*H*H + 2*H*2, and at the P = max_predictions_per_seq gathered positions the MLM
+    transform 2*P*H*H and the tied decoder 2*P*H*V. (SQuAD does not use the pooler, so
     grappler prunes it.)
 
     Args:
       bert_config: `BertConfig` (hidden_size, intermediate_size, num_hidden_layers,
         vocab_size are used).
-      task: "squad", "classifier" or "pretraining".
+      task: a task with a benchmark step (`TASKS`: "squad", "classifier", "pretraining").
       mode: "train" or "infer".
       batch_size: B.
       seq_length: S.
@@ -138,24 +150,12 @@ def count_flops(bert_config, task, mode, batch_size, seq_length, max_predictions
         return (2 * 2 * seq * hidden * hidden + 2 * 2 * rows * hidden * hidden
                 + 2 * 2 * rows * hidden * intermediate + 2 * 2 * rows * seq * hidden)
 
+    task_class = step_task(task)
     last_layer_rows = seq
     if bert_config.position_embedding_type == "absolute":
-        if task == "classifier" and mode == "train":
-            last_layer_rows = 1
-        elif task == "pretraining":
-            last_layer_rows = 1 + max_predictions_per_seq
+        last_layer_rows = task_class.head_rows(mode, seq, max_predictions_per_seq)
     encoder = (bert_config.num_hidden_layers - 1) * layer(seq) + layer(last_layer_rows)
-    if task == "squad":
-        head = 2 * seq * hidden * 2
-    elif task == "classifier":
-        head = 2 * hidden * hidden + 2 * hidden * num_labels
-    elif task == "pretraining":
-        predictions = max_predictions_per_seq
-        head = (2 * hidden * hidden + 2 * hidden * 2
-                + 2 * predictions * hidden * hidden
-                + 2 * predictions * hidden * bert_config.vocab_size)
-    else:
-        raise BertTfError(f"--task: unknown task '{task}'; use one of {', '.join(TASKS)}.")
+    head = task_class.head_flops(bert_config, seq, max_predictions_per_seq, num_labels)
     forward = batch_size * (encoder + head)
     return forward * (3 if mode == "train" else 1)
 
@@ -181,19 +181,11 @@ def synthetic_features(spec):
         "input_mask": tf.random.uniform([batch, seq], 1, 2, dtype=tf.int32),  # All ones.
         "segment_ids": ints([batch, seq], min(2, config.type_vocab_size)),
     }
-    if spec.task == "squad":
-        features["start_positions"] = ints([batch], seq)
-        features["end_positions"] = ints([batch], seq)
-        features["unique_ids"] = tf.range(batch, dtype=tf.int32)
-    elif spec.task == "classifier":
-        features["label_ids"] = ints([batch], spec.num_labels)
-        features["is_real_example"] = tf.ones([batch], tf.int32)
-    else:
-        predictions = spec.max_predictions_per_seq
-        features["masked_lm_positions"] = ints([batch, predictions], seq)
-        features["masked_lm_ids"] = ints([batch, predictions], config.vocab_size)
-        features["masked_lm_weights"] = tf.ones([batch, predictions], tf.float32)
-        features["next_sentence_labels"] = ints([batch], 2)
+    for name, width, dtype, maxval in spec.task_class.step_features(
+            seq, spec.max_predictions_per_seq, spec.num_labels, config.vocab_size):
+        shape = [batch] if width is None else [batch, width]
+        features[name] = tf.ones(shape, dtype) if maxval is None else ints(shape, maxval)
+    features.update(spec.task_class.forward_features(batch))
     return features
 
 
@@ -205,29 +197,14 @@ def _task_model_fn(spec):
     training = TrainingStep(learning_rate=5e-5, num_train_steps=1000000, num_warmup_steps=100,
                             num_accumulation_steps=spec.num_accumulation_steps,
                             compute_dtype=compute_dtype)
-    if spec.task == "squad":
-        from bert_tf.tasks import squad
-        return squad.model_fn_builder(encoder, training)
-    if spec.task == "pretraining":
-        from bert_tf.tasks import pretraining
-        return pretraining.model_fn_builder(encoder, training)
-    try:
-        from bert_tf.tasks import classification
-    except ImportError:
-        raise BertTfError("--task=classifier: bert_tf.tasks.classification is not available in "
-                          "this build; use --task=squad or --task=pretraining.") from None
-    return classification.model_fn_builder(encoder, spec.num_labels, training)
+    return spec.task_class.step_model_fn(encoder, training, spec.num_labels)
 
 
 def _replica_step(spec, model_fn):
     """(fetch, loss) of the step on `spec.batch_size` sequences; see `build_step`."""
     features = synthetic_features(spec)
-    if spec.mode == "train":
-        mode = estimator_lib.ModeKeys.TRAIN
-    elif spec.task == "pretraining":
-        mode = estimator_lib.ModeKeys.EVAL  # Its forward with losses; no PREDICT head.
-    else:
-        mode = estimator_lib.ModeKeys.PREDICT
+    mode = (estimator_lib.ModeKeys.TRAIN if spec.mode == "train" else
+            spec.task_class.infer_mode)
     estimator_spec = model_fn(features, None, mode, {"batch_size": spec.batch_size})
     loss = estimator_spec.loss
     if spec.mode == "train":

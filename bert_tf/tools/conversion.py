@@ -52,7 +52,6 @@ file, and zeros for a pooler the HF class does not have (squad and ner heads do 
 Only numpy, safetensors' numpy API and TensorFlow are used (no PyTorch).
 """
 
-import dataclasses
 import json
 import os
 
@@ -62,7 +61,7 @@ from absl import logging
 
 from bert_tf import fileio, modeling
 from bert_tf.errors import BertTfError, missing_extra
-from bert_tf.tasks import base
+from bert_tf.tasks import base, heads, registry
 from bert_tf.training import checkpoints
 
 tf1 = tf.compat.v1
@@ -108,44 +107,33 @@ _HF_TIED_KEYS = {
 _HF_PREFIX = "bert."
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskHead:
-    """How one fine-tuning head is stored in both layouts."""
-
-    architecture: str  # The Hugging Face class.
-    google_scope: str  # "" for the top-level classifier variables.
-    hf_name: str  # "classifier" or "qa_outputs".
-    has_pooler: bool  # Whether the HF class has (and the head reads) the pooler.
-    problem_type: str | None = None  # config.json's problem_type.
-    has_labels: bool = True  # Whether label_list.txt names the outputs.
-
-    def names(self):
-        """[(google variable, HF key)] of the head's weights and bias."""
-        prefix = f"{self.google_scope}/" if self.google_scope else ""
-        return [(f"{prefix}output_weights", f"{self.hf_name}.weight"),
-                (f"{prefix}output_bias", f"{self.hf_name}.bias")]
+# How one fine-tuning head is stored in both layouts; each task declares its own (`hf_heads`).
+TaskHead = heads.HfHead
 
 
-TASK_HEADS = {
-    "classifier": TaskHead("BertForSequenceClassification", "", "classifier", True,
-                           "single_label_classification"),
-    "multi_label": TaskHead("BertForSequenceClassification", "", "classifier", True,
-                            "multi_label_classification"),
-    "regression": TaskHead("BertForSequenceClassification", "", "classifier", True,
-                           "regression", has_labels=False),
-    "squad": TaskHead("BertForQuestionAnswering", "cls/squad", "qa_outputs", False,
-                      has_labels=False),
-    "ner": TaskHead("BertForTokenClassification", "cls/ner", "classifier", False),
-    "multiple_choice": TaskHead("BertForMultipleChoice", "cls/multiple_choice", "classifier",
-                                True, has_labels=False),
-}
+def hf_heads():
+    """{--task: `TaskHead`} of every registered task, in registration order."""
+    return {name: head for task in registry.classes() for name, head in task.hf_heads.items()}
+
+
+# The heads of the built-in tasks.
+TASK_HEADS = hf_heads()
 
 
 def task_head(task):
-    """The `TaskHead` of `--task`."""
-    if task not in TASK_HEADS:
-        raise BertTfError(f"--task: unknown task '{task}'; use one of {', '.join(TASK_HEADS)}.")
-    return TASK_HEADS[task]
+    """The `TaskHead` of `--task` (a converter head name, e.g. "multi_label").
+
+    Raises:
+      BertTfError: in one line, for a task whose head has no Hugging Face counterpart, or
+        an unknown name.
+    """
+    head = hf_heads().get(task)
+    if head is not None:
+        return head
+    if registry.known(task):
+        raise BertTfError(f"--task={task}: the {task} head has no Hugging Face counterpart; "
+                          "convert the encoder alone (without --task).")
+    raise BertTfError(f"--task: unknown task '{task}'; use one of {', '.join(hf_heads())}.")
 
 
 class WeightName:
@@ -583,7 +571,7 @@ def _tf_task_to_hf(config, init_checkpoint, head, label_list_file):
 
 
 def _task_name(head):
-    return next(name for name, value in TASK_HEADS.items() if value is head)
+    return next(name for name, value in hf_heads().items() if value is head)
 
 
 def _read_label_list(path):

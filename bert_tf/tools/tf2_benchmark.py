@@ -125,7 +125,7 @@ def run_tf2_comparison(spec, log=print):
       mode's), the sizes, the machine's load before and after.
     """
     spec.validate()
-    if spec.task != "squad" or spec.mode != "train":
+    if spec.task_class is not squad.SquadTask or spec.mode != "train":
         raise BertTfError("--api=tf2 times the SQuAD training step: use --task=squad "
                                     "--mode=train.")
     cells = []
