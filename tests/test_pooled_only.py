@@ -238,8 +238,8 @@ def test_the_estimators_prediction_runs_the_last_layer_on_cls_only(tmp_path):
     encoder = model_fn_parts.Encoder(_config())
     model_fn = classification.model_fn_builder(encoder, num_labels=3)
 
-    def model_fn_with_rows(features, labels, mode, params):
-        spec = model_fn(features, labels, mode, params)
+    def model_fn_with_rows(features, labels, mode, params, purpose):
+        spec = model_fn(features, labels, mode, params, purpose)
         rows = tf.fill([tf.shape(features["input_ids"])[0]],
                        _last_feed_forward_rows(tf1.get_default_graph()))
         return spec._replace(predictions={**spec.predictions, "rows": rows})

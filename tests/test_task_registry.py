@@ -35,7 +35,15 @@ def name_switches(source, names):
     `x in ("classifier", "ner")`, and collections of two or more task names (lists that
     must grow with every task)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    # The field lists of generated flag groups name options fields, some of which are spelled
+    # like tasks (`regression`, `multi_label`); they decide nothing.
+    field_lists = {id(argument) for call in ast.walk(tree) if isinstance(call, ast.Call)
+                   and getattr(call.func, "id", getattr(call.func, "attr", "")) == "define_fields"
+                   for argument in call.args}
+    for node in ast.walk(tree):
+        if id(node) in field_lists:
+            continue
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             if any(value in names for operand in operands for value in _literals(operand)):

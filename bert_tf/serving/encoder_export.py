@@ -31,15 +31,16 @@ def encoder_model_fn(bert_config, pooling, compute_dtype=tf.float32):
     over input_ids, input_mask, segment_ids [B, S]."""
     encoder = model_fn_parts.Encoder(bert_config, compute_dtype=compute_dtype)
 
-    def model_fn(features, labels, mode, params):
+    def model_fn(features, labels, mode, params, purpose=None):
         del labels, params  # The export only predicts.
+        purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
 
         def head(model, _):
             sequence = tf.cast(model.get_sequence_output(), tf.float32)
             return {"embedding": sentence_embeddings(sequence, features["input_mask"])[pooling],
                     "sequence_output": sequence}
 
-        return estimator_lib.EstimatorSpec(mode, predictions=encoder.build(features, mode, head))
+        return estimator_lib.EstimatorSpec(mode, predictions=encoder.build(features, purpose, head))
 
     return model_fn
 

@@ -27,6 +27,10 @@ def sentence_embeddings(sequence_output, input_mask):
             "mean": tf.reduce_sum(sequence * mask, 1) / tf.reduce_sum(mask, 1)}
 
 
+# The serving backends' graphs keep every position, as an export's do.
+_SERVING_GRAPH = estimator_lib.Purpose.of(estimator_lib.ModeKeys.PREDICT)
+
+
 @registry.register
 class FillMaskTask(base.Task):
     """The most probable tokens at each [MASK] (`Predictor.fill_mask`)."""
@@ -48,7 +52,7 @@ class FillMaskTask(base.Task):
                     bert_config, model.get_sequence_output(), model.get_embedding_table(),
                     positions, zeros, tf.cast(zeros, tf.float32))[2]  # log_probs [B*P, V]
 
-            log_probs = encoder.build(features, estimator_lib.ModeKeys.PREDICT, head)
+            log_probs = encoder.build(features, _SERVING_GRAPH, head)
             return {"log_probs": tf.reshape(log_probs, [tf.shape(positions)[0], -1,
                                                         bert_config.vocab_size])}
 
@@ -75,7 +79,7 @@ class EmbedTask(base.Task):
             def head(model, _):
                 return sentence_embeddings(model.get_sequence_output(), features["input_mask"])
 
-            return encoder.build(features, estimator_lib.ModeKeys.PREDICT, head)
+            return encoder.build(features, _SERVING_GRAPH, head)
 
         return embed
 

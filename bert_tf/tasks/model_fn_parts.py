@@ -9,7 +9,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import modeling, precision, table_growth
-from bert_tf.training import estimator as estimator_lib
 
 
 def bert_from_features(bert_config, features, is_training, use_one_hot_embeddings=False,
@@ -69,12 +68,14 @@ class Encoder:
         return cls(bert_config, init_checkpoint, model.compute_dtype,
                    recompute_grad=model.recompute_grad, padding_free=padding_free, growth=growth)
 
-    def build(self, features, mode, head_fn, pooled_only=False, sequence_positions=None):
+    def build(self, features, purpose, head_fn, pooled_only=False, sequence_positions=None):
         """The encoder over `features` and the task's head on it.
 
         Args:
           features: dict with input_ids, input_mask, segment_ids [B, S].
-          mode: an `estimator.ModeKeys` value; dropout is on only in TRAIN.
+          purpose: an `estimator.Purpose`, why the graph is built: dropout is on only in
+            training; the run's own checkpoint restored over it makes `init_checkpoint`
+            useless; an export keeps the whole graph.
           head_fn: `head_fn(model, is_training)` builds the head on the `BertModel` and
             returns its outputs; it runs in the compute dtype (heads cast their logits to
             float32).
@@ -88,11 +89,10 @@ class Encoder:
         Returns:
           What `head_fn` returns.
         """
-        is_training = mode == estimator_lib.ModeKeys.TRAIN
+        is_training = purpose.is_training
         # Exports keep the whole graph that serving runtimes and their fusions expect; the
         # Estimator's own prediction computes what its outputs need, as evaluation does.
-        graph_for_serving = (mode == estimator_lib.ModeKeys.PREDICT and
-                             not estimator_lib.predicts_in_process())
+        graph_for_serving = purpose.is_export
         # Evaluation, prediction and exports never update the weights: cast them once.
         with (contextlib.nullcontext() if is_training else precision.weights_cast_once()):
             model = bert_from_features(
@@ -104,6 +104,6 @@ class Encoder:
             with precision.compute_dtype_scope(self.compute_dtype):
                 outputs = head_fn(model, is_training)
         # Not when the run's own checkpoint is restored over it (eval, predict, export).
-        if self.init_checkpoint and not estimator_lib.restores_checkpoint():
+        if self.init_checkpoint and not purpose.restores_checkpoint:
             modeling.init_from_checkpoint(self.init_checkpoint, growth=self.growth)
         return outputs

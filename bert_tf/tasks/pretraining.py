@@ -117,8 +117,9 @@ def model_fn_builder(encoder, training=None, next_sentence_objective="nsp"):
     bert_config = encoder.bert_config
     has_sentence_head = next_sentence_objective != "none"
 
-    def model_fn(features, labels, mode, params):
+    def model_fn(features, labels, mode, params, purpose=None):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
+        purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
 
         def heads_fn(model, is_training):
             del is_training  # The pre-training heads have no dropout of their own.
@@ -131,7 +132,7 @@ def model_fn_builder(encoder, training=None, next_sentence_objective="nsp"):
                 features["next_sentence_labels"]) if has_sentence_head else None
 
         (mlm_loss, mlm_example_loss, mlm_log_probs), sentence = encoder.build(
-            features, mode, heads_fn, sequence_positions=features["masked_lm_positions"])
+            features, purpose, heads_fn, sequence_positions=features["masked_lm_positions"])
         total_loss = mlm_loss if sentence is None else mlm_loss + sentence[0]
 
         if mode == estimator_lib.ModeKeys.TRAIN:

@@ -95,8 +95,9 @@ class Purpose:
         return self.name == "export"
 
     @classmethod
-    def of(cls, mode, restores_checkpoint=False, export=False):
-        """The purpose of a graph built for `mode`."""
+    def of(cls, mode, restores_checkpoint=False, export=True):
+        """The purpose of a graph built for `mode`; a PREDICT graph is an export's unless
+        `export` is False (as for a model_fn called directly, outside the Estimator)."""
         name = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "evaluate",
                 ModeKeys.PREDICT: "export" if export else "predict"}[mode]
         return cls(name, mode, restores_checkpoint)
@@ -443,7 +444,7 @@ class Estimator:
             tf.compat.v1.train.get_or_create_global_step()
             features, _, input_hooks = self._get_features_and_labels(input_fn, ModeKeys.PREDICT)
             spec = self._call_model_fn(features, None, Purpose.of(
-                ModeKeys.PREDICT, restores_checkpoint=checkpoint_path is not None))
+                ModeKeys.PREDICT, restores_checkpoint=checkpoint_path is not None, export=False))
             predictions = spec.predictions
             if isinstance(predictions, dict) and predict_keys is not None:
                 predictions = {key: predictions[key] for key in predict_keys}
@@ -499,7 +500,7 @@ class Estimator:
             if not isinstance(receiver_tensors, dict):
                 receiver_tensors = {"input": receiver_tensors}
             spec = self._call_model_fn(receiver.features, None,
-                                       Purpose.of(ModeKeys.PREDICT, True, export=True))
+                                       Purpose.of(ModeKeys.PREDICT, True))
             outputs_by_name = dict(spec.export_outputs or {})
             outputs_by_name.setdefault("serving_default", spec.predictions)
             outputs_by_name = {name: outputs if isinstance(outputs, dict) else {"output": outputs}
