@@ -140,3 +140,19 @@ def test_the_converter_names_a_task_whose_head_has_no_counterpart():
                                 "counterpart; convert the encoder alone (without --task).")
     with pytest.raises(BertTfError, match="unknown task 'sentiment'; use one of classifier"):
         conversion.task_head("sentiment")
+
+
+def test_the_order_of_the_tasks_does_not_depend_on_what_was_imported_first():
+    """Flag choices come from the registry: a process that imports a task module before the
+    others lists the tasks as every other process does."""
+    import subprocess
+    import sys
+
+    from envs import child_env
+
+    code = ("import bert_tf.tasks.encoder, bert_tf.tasks.pretraining\n"
+            "from bert_tf.tasks import registry\nprint(','.join(registry.names()))")
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=child_env(), check=True).stdout.strip()
+    assert output == ",".join(registry.names(where=lambda task: registry.module_of(task)
+                                             is None))

@@ -61,10 +61,20 @@ def get(name, module=None):
     return _TASKS[name]
 
 
-def names(where=None):
-    """The registered task names, in registration order; `where(task_class)` filters them."""
+def _in_order():
+    """(name, class) of every task: the built-in ones in the order of BUILTIN_MODULES (so flag
+    choices do not depend on which module some caller imported first), then the others in
+    registration order."""
     _load_builtins()
-    return tuple(name for name, task_class in _TASKS.items()
+    rank = {module: index for index, module in enumerate(BUILTIN_MODULES)}
+    entries = list(_TASKS.items())
+    return sorted(entries, key=lambda entry: (
+        rank.get(entry[1].__module__, len(rank)), entries.index(entry)))
+
+
+def names(where=None):
+    """The registered task names (see `_in_order`); `where(task_class)` filters them."""
+    return tuple(name for name, task_class in _in_order()
                  if where is None or where(task_class))
 
 
@@ -75,9 +85,8 @@ def known(name):
 
 
 def classes():
-    """The registered task classes, in registration order."""
-    _load_builtins()
-    return tuple(_TASKS.values())
+    """The registered task classes (see `_in_order`)."""
+    return tuple(task_class for _, task_class in _in_order())
 
 
 def module_of(task_class):
