@@ -95,7 +95,7 @@ def load_bert_config(model):
     """
     bert_config = modeling.BertConfig.from_json_file(model.bert_config_file)
     if model.max_position_embeddings:
-        if getattr(bert_config, "position_embedding_type", "absolute") != "absolute":
+        if bert_config.position_embedding_type != "absolute":
             logging.info("--max_position_embeddings=%d: %s has relative positions, which need "
                          "no position table; only their distance table grows.",
                          model.max_position_embeddings, model.bert_config_file)
