@@ -122,8 +122,8 @@ def _time_step(spec, session_config, log, strategy, step_timeout_secs, startup_t
         startup_timeout_secs = multi_worker.DEFAULT_STARTUP_TIMEOUT_SECS
     startup_options = options = None
     if several_workers:
-        startup_options = multi_worker.run_options(startup_timeout_secs)
-        options = multi_worker.run_options(step_timeout_secs)
+        startup_options = multi_worker.session_run_deadline(startup_timeout_secs)
+        options = multi_worker.session_run_deadline(step_timeout_secs)
 
     start = time.perf_counter()
     graph, fetch, loss = build_step(spec, strategy)
