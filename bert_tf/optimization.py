@@ -28,6 +28,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.errors import BertTfError
+from bert_tf.options import TrainOptions  # The optimizer's defaults: the flags'.
 
 tf1 = tf.compat.v1
 
@@ -395,7 +396,8 @@ def _check_arguments(init_lr, num_train_steps, num_warmup_steps, optimizer,
 
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,
-                     optimizer="adamw", num_accumulation_steps=1, clip_norm=1.0,
+                     optimizer=TrainOptions.optimizer,
+                     num_accumulation_steps=TrainOptions.num_accumulation_steps, clip_norm=1.0,
                      weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                      loss_scale=None, tvars=None, trainable=None, static_shapes=False):
     """Creates the training op: one run consumes one micro-batch.

@@ -441,3 +441,19 @@ def test_peak_memory_reads_the_tensorflow_allocator_after_a_reset():
         assert source == "peak_rss" and peak > 32
     rss, rss_source = machine.peak_rss_mb()
     assert rss_source == "peak_rss" and rss > 32
+
+
+def test_spec_from_options_takes_every_shared_field():
+    options = bert_options.BenchmarkOptions(task="classifier", mode="infer", batch_size=3,
+                                            max_seq_length=24, num_steps=4, num_labels=5,
+                                            num_accumulation_steps=2, recompute_grad=True)
+    config = _tiny_config()
+    spec = benchmark.BenchmarkSpec.from_options(options, config)
+    assert spec.bert_config is config
+    for name in ("task", "mode", "batch_size", "max_seq_length", "precision", "use_xla",
+                 "num_warmup_steps", "num_steps", "num_accumulation_steps",
+                 "max_predictions_per_seq", "num_labels", "peak_matmul_size",
+                 "recompute_grad"):
+        assert getattr(spec, name) == getattr(options, name), name
+    assert benchmark.BenchmarkSpec.from_options(bert_options.BenchmarkOptions(), config) == (
+        benchmark.BenchmarkSpec(config))

@@ -24,6 +24,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.serving import export, prediction_process
 from bert_tf.tasks import model_fn_parts
 from bert_tf.training import runner, validation
+from bert_tf.training.training_step import TrainingStep
 
 
 def run_finetuning(task, options):
@@ -43,8 +44,8 @@ def run_finetuning(task, options):
     splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
     validation.check_options(options.run.validation, task.metric_names(options),
                              task.can_evaluate(splits), task.eval_flags)
-    training = runner.training_step(options, *runner.finetuning_schedule(options,
-                                                                         splits["train"]))
+    training = TrainingStep.from_options(
+        options, *runner.finetuning_schedule(options, splits["train"]))
     strategy = runner.make_strategy(options.run, options.train)
     with runner.claim_output_dir(options.run, strategy):
         estimator = runner.make_estimator(

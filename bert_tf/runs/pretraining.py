@@ -15,6 +15,7 @@ from bert_tf.data import records
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import model_fn_parts, pretraining
 from bert_tf.training import runner, validation
+from bert_tf.training.training_step import TrainingStep
 
 
 def run_pretraining(options):
@@ -35,7 +36,7 @@ def run_pretraining(options):
     with runner.claim_output_dir(run, strategy):
         model_fn = pretraining.model_fn_builder(
             model_fn_parts.Encoder.from_options(bert_config, init_checkpoint, options.model),
-            runner.training_step(options, train.num_train_steps, options.num_warmup_steps),
+            TrainingStep.from_options(options, train.num_train_steps, options.num_warmup_steps),
             next_sentence_objective=options.next_sentence_objective)
         estimator = runner.make_estimator(model_fn, run, train, strategy,
                                           eval_batch_size=options.evaluation.eval_batch_size)

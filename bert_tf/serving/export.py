@@ -22,6 +22,7 @@ from absl import logging
 from bert_tf import fileio, tokenization
 from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
+from bert_tf.options import ClassifierOptions, ModelOptions, SquadOptions, TokenizerOptions
 from bert_tf.serving import text_signature as serving_text
 from bert_tf.serving import warmup
 from bert_tf.tasks import registry
@@ -219,21 +220,22 @@ class PredictConfig:
       settings: the config's other keys: the settings of a task's own `predict_settings`.
     """
 
+    # The defaults are the run_*.py flags' (options.py), SQuAD's windowing among them.
     task: str
     task_module: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 128
+    do_lower_case: bool = TokenizerOptions.do_lower_case
+    max_seq_length: int = ModelOptions.max_seq_length
     label_list: tuple | None = None
     is_regression: bool | None = None
-    multi_label: bool = False
-    multi_label_threshold: float = 0.5
+    multi_label: bool = ClassifierOptions.multi_label
+    multi_label_threshold: float = ClassifierOptions.multi_label_threshold
     window_aggregation: str | None = None
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
+    doc_stride: int = SquadOptions.doc_stride
+    max_query_length: int = SquadOptions.max_query_length
+    n_best_size: int = SquadOptions.n_best_size
+    max_answer_length: int = SquadOptions.max_answer_length
+    version_2_with_negative: bool = SquadOptions.version_2_with_negative
+    null_score_diff_threshold: float = SquadOptions.null_score_diff_threshold
     pooling: str | None = None
     settings: dict = dataclasses.field(default_factory=dict)
 

@@ -76,7 +76,7 @@ def masked_lm_output(bert_config, input_tensor, output_weights, positions, label
                 activation=modeling.get_activation(bert_config.hidden_act),
                 kernel_initializer=modeling.create_initializer(bert_config.initializer_range))
             input_tensor = modeling.layer_norm(
-                input_tensor, epsilon=getattr(bert_config, "layer_norm_eps", 1e-12))
+                input_tensor, epsilon=bert_config.layer_norm_eps)
         logits = heads.output_projection(input_tensor, bert_config.vocab_size,
                                          output_weights=output_weights)  # [B*P, V]
         # Padding predictions carry weight 0.

@@ -122,8 +122,8 @@ def _time_step(spec, session_config, log, strategy, step_timeout_secs, startup_t
         startup_timeout_secs = multi_worker.DEFAULT_STARTUP_TIMEOUT_SECS
     startup_options = options = None
     if several_workers:
-        startup_options = multi_worker.run_options(startup_timeout_secs)
-        options = multi_worker.run_options(step_timeout_secs)
+        startup_options = multi_worker.session_run_deadline(startup_timeout_secs)
+        options = multi_worker.session_run_deadline(step_timeout_secs)
 
     start = time.perf_counter()
     graph, fetch, loss = build_step(spec, strategy)
@@ -341,7 +341,7 @@ def run(options, log=print):
         config.max_position_embeddings = options.max_position_embeddings
     if options.api == "tf2":
         return _run_tf2(options, config, log)
-    spec = _spec_from_options(options, config)
+    spec = BenchmarkSpec.from_options(options, config)
     spec.validate()
     if options.find_max_batch and options.find_max_seq_length:
         raise BertTfError("--find_max_batch and --find_max_seq_length: pass one of them (the "
@@ -374,19 +374,6 @@ def run(options, log=print):
         _add_onednn_report(result, spec.precision, log)
     _write_outputs(options, result, results, sweep_sizes, distribute.is_chief(strategy), log)
     return result
-
-
-def _spec_from_options(options, config):
-    """The `BenchmarkSpec` of `BenchmarkOptions` `options` for the model `config`."""
-    return BenchmarkSpec(
-        bert_config=config, task=options.task, mode=options.mode,
-        batch_size=options.batch_size, max_seq_length=options.max_seq_length,
-        precision=options.precision, use_xla=options.use_xla,
-        num_warmup_steps=options.num_warmup_steps, num_steps=options.num_steps,
-        num_accumulation_steps=options.num_accumulation_steps,
-        max_predictions_per_seq=options.max_predictions_per_seq,
-        num_labels=options.num_labels, peak_matmul_size=options.peak_matmul_size,
-        recompute_grad=options.recompute_grad)
 
 
 def _run_search(options, spec, log):

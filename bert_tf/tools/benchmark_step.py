@@ -63,8 +63,16 @@ class BenchmarkSpec:
     max_predictions_per_seq: int = BenchmarkOptions.max_predictions_per_seq
     num_labels: int = BenchmarkOptions.num_labels
     peak_matmul_size: int = BenchmarkOptions.peak_matmul_size
-    seed: int = 12345
+    seed: int = 12345  # No flag: every benchmark run draws the same weights and masks.
     recompute_grad: bool = BenchmarkOptions.recompute_grad
+
+    @classmethod
+    def from_options(cls, options, bert_config):
+        """The spec of `BenchmarkOptions` `options` for the model `bert_config`: every field
+        the options share by name."""
+        shared = {field.name for field in dataclasses.fields(cls)} - {"bert_config"}
+        return cls(bert_config=bert_config,
+                   **{name: getattr(options, name) for name in shared if hasattr(options, name)})
 
     @property
     def task_class(self):

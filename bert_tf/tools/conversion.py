@@ -60,6 +60,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, modeling
+from bert_tf.encoder import settings
 from bert_tf.errors import BertTfError, missing_extra
 from bert_tf.tasks import base, heads, registry
 from bert_tf.training import checkpoints
@@ -95,7 +96,7 @@ _GOOGLE_CONFIG_KEYS = (
 # Activation names: HF -> ours where they differ (both are the tanh approximation).
 _HF_TO_GOOGLE_ACTIVATION = {"gelu_pytorch_tanh": "gelu_tanh"}
 _GOOGLE_TO_HF_ACTIVATION = {"gelu_tanh": "gelu_new"}
-_LAYER_NORM_EPS = 1e-12
+_VARIANT = settings.LayerVariant  # Our defaults of the encoder-variant keys.
 
 # HF keys that carry no weights of their own: buffers and the decoder tied to
 # the word embeddings / prediction bias.
@@ -186,7 +187,7 @@ def weight_names(config):
         names.append(WeightName(hf + ".bias", google + "/beta", [hidden], group=group,
                                 aliases=[hf + ".beta"]))
 
-    relative = getattr(config, "position_embedding_type", "absolute") != "absolute"
+    relative = config.position_embedding_type != _VARIANT.position_embedding_type
     for table, rows in (("word", config.vocab_size),
                         ("position", config.max_position_embeddings),
                         ("token_type", config.type_vocab_size)):
@@ -211,7 +212,7 @@ def weight_names(config):
         dense(f"{hf}.intermediate.dense", f"{google}/intermediate/dense", hidden, inter)
         dense(f"{hf}.output.dense", f"{google}/output/dense", inter, hidden)
         layer_norm(f"{hf}.output.LayerNorm", f"{google}/output/LayerNorm")
-    if getattr(config, "layer_norm_type", "post") == "pre":
+    if config.layer_norm_type == "pre":
         layer_norm("encoder.LayerNorm", "bert/encoder/LayerNorm")
     dense("pooler.dense", "bert/pooler/dense", hidden, hidden, group="pooler")
     dense("cls.predictions.transform.dense", "cls/predictions/transform/dense", hidden, hidden,
@@ -255,7 +256,7 @@ def hf_config_to_bert_config(hf_config, source=HF_CONFIG_NAME):
     values["hidden_act"] = _HF_TO_GOOGLE_ACTIVATION.get(act, act)
     # Encoder variants; `validate` rejects values modeling does not implement.
     values["position_embedding_type"] = hf_config.get("position_embedding_type", "absolute")
-    values["layer_norm_type"] = hf_config.get("layer_norm_type", "post")
+    values["layer_norm_type"] = hf_config.get("layer_norm_type", _VARIANT.layer_norm_type)
     config = modeling.BertConfig.from_dict(values)
     config.validate(source=source)
     return config
@@ -268,9 +269,9 @@ def bert_config_to_hf_config(config, architecture="BertForPreTraining"):
         hf_config[key] = getattr(config, key)
     act = hf_config["hidden_act"]
     hf_config["hidden_act"] = _GOOGLE_TO_HF_ACTIVATION.get(act, act)
-    hf_config["layer_norm_eps"] = getattr(config, "layer_norm_eps", _LAYER_NORM_EPS)
-    hf_config["position_embedding_type"] = getattr(config, "position_embedding_type", "absolute")
-    if getattr(config, "layer_norm_type", "post") != "post":
+    hf_config["layer_norm_eps"] = config.layer_norm_eps
+    hf_config["position_embedding_type"] = config.position_embedding_type
+    if config.layer_norm_type != _VARIANT.layer_norm_type:
         hf_config["layer_norm_type"] = config.layer_norm_type  # Ours; HF keeps unknown keys.
     hf_config["pad_token_id"] = getattr(config, "pad_token_id", 0)
     return hf_config
@@ -280,9 +281,9 @@ def _bert_config_json(config):
     """The Google `bert_config.json` dict: the standard keys plus `layer_norm_eps` and the
     encoder-variant keys that differ from their defaults."""
     out = {key: getattr(config, key) for key in _GOOGLE_CONFIG_KEYS}
-    out["layer_norm_eps"] = getattr(config, "layer_norm_eps", _LAYER_NORM_EPS)
-    for key, default in (("position_embedding_type", "absolute"), ("layer_norm_type", "post")):
-        if getattr(config, key, default) != default:
+    out["layer_norm_eps"] = config.layer_norm_eps
+    for key in ("position_embedding_type", "layer_norm_type"):
+        if getattr(config, key) != getattr(_VARIANT, key):
             out[key] = getattr(config, key)
     return out
 

@@ -50,6 +50,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import errors, fileio
+from bert_tf import options as options_lib
 from bert_tf.training import checkpoints, distribute, multi_worker, resume, serving_input
 from bert_tf.training import hooks as hooks_lib
 from bert_tf.training import session as session_lib
@@ -137,10 +138,13 @@ class RunConfig:
     """How an Estimator runs; `model_dir` may be given here or to the Estimator."""
 
     model_dir: str = None
-    save_checkpoints_steps: int = 1000  # None: save only at the start and the end of train().
-    keep_checkpoint_max: int = 5
-    log_step_count_steps: int = 100
-    save_summary_steps: int = 100  # None or 0: no graph summaries.
+    # The defaults are the run_*.py flags' (`options.RunOptions`).
+    # None: save only at the start and the end of train().
+    save_checkpoints_steps: int = options_lib.RunOptions.save_checkpoints_steps
+    keep_checkpoint_max: int = options_lib.RunOptions.keep_checkpoint_max
+    log_step_count_steps: int = options_lib.RunOptions.log_every_n_steps
+    # None or 0: no graph summaries.
+    save_summary_steps: int = options_lib.RunOptions.save_summary_steps
     tf_random_seed: int = None  # Graph-level seed; set it for repeatable runs.
     session_config: tf.compat.v1.ConfigProto = None  # Default: allow_soft_placement.
     train_distribute: object = None  # A tf.distribute strategy for train() (training.distribute).
@@ -153,9 +157,10 @@ class RunConfig:
     # multi_worker.DEFAULT_STARTUP_TIMEOUT_SECS; 0: wait forever.
     startup_timeout_secs: float = None
     # SIGTERM / SIGINT during train(): seconds to finish the step and write its checkpoint.
-    preemption_grace_secs: float = 30.0
+    preemption_grace_secs: float = options_lib.RunOptions.preemption_grace_secs
     # Save the input pipeline's position with every checkpoint and restore it on resume
-    # (bert_tf.training.resume; one input pipeline, i.e. no train_distribute).
+    # (bert_tf.training.resume; one input pipeline, i.e. no train_distribute). Off unless
+    # asked here (code ported from tf.estimator never saved it); the run_*.py flag is on.
     exact_resume: bool = False
 
     @property
@@ -169,7 +174,8 @@ class RunConfig:
 @dataclasses.dataclass
 class _TrainingGraph:
     """What `Estimator.train` built: the op one step runs, its scaffold and hooks, the hook
-    that stops on SIGTERM / SIGINT, and the RunOptions of the first and the later steps."""
+    that stops on SIGTERM / SIGINT, and the session.run deadlines of the first and the later
+    steps (`multi_worker.session_run_deadline`)."""
 
     train_op: tf.Operation
     scaffold: tf.compat.v1.train.Scaffold
@@ -285,8 +291,8 @@ class Estimator:
         # which also optimizes the graph on every worker, `deadlines.startup`).
         first_step_options = step_options = None
         if several_workers:
-            first_step_options = multi_worker.run_options(deadlines.startup)
-            step_options = multi_worker.run_options(deadlines.step)
+            first_step_options = multi_worker.session_run_deadline(deadlines.startup)
+            step_options = multi_worker.session_run_deadline(deadlines.step)
         stop_on_signal = hooks_lib.StopOnSignalHook(
             multi_worker.any_worker_flag(strategy) if several_workers else None, step_options)
         # Order matters: the loss check must run before the checkpoint saver in the same step.
@@ -299,7 +305,7 @@ class Estimator:
         if several_workers:
             all_hooks.insert(2, hooks_lib.WaitForWorkersHook(
                 multi_worker.all_workers_barrier(strategy), strategy.num_replicas_in_sync,
-                multi_worker.run_options(deadlines.startup)))
+                multi_worker.session_run_deadline(deadlines.startup)))
         if is_chief:
             all_hooks += self._chief_training_hooks(
                 spec.loss, scaffold, max_steps,
@@ -783,22 +789,22 @@ def _split_batch(batch):
         yield {key: value[i] for key, value in batch.items()}
 
 
-def run_config(run_options, strategy=None):
+def run_config(run, strategy=None):
     """The `RunConfig` of a training run.
 
     Args:
-      run_options: `bert_tf.options.RunOptions` (checkpointing, logging, seed, XLA, step
+      run: `bert_tf.options.RunOptions` (checkpointing, logging, seed, XLA, step
         timeout).
       strategy: the tf.distribute strategy that trains (None: one device).
     """
     return RunConfig(
-        save_checkpoints_steps=run_options.save_checkpoints_steps,
-        keep_checkpoint_max=run_options.keep_checkpoint_max,
-        log_step_count_steps=run_options.log_every_n_steps,
-        save_summary_steps=run_options.save_summary_steps,
-        tf_random_seed=run_options.random_seed, train_distribute=strategy,
-        step_timeout_secs=run_options.distribution.step_timeout_secs,
-        startup_timeout_secs=run_options.distribution.startup_timeout_secs,
-        preemption_grace_secs=run_options.preemption_grace_secs,
-        exact_resume=run_options.exact_resume,
-        session_config=session_lib.session_config(use_xla=run_options.use_xla))
+        save_checkpoints_steps=run.save_checkpoints_steps,
+        keep_checkpoint_max=run.keep_checkpoint_max,
+        log_step_count_steps=run.log_every_n_steps,
+        save_summary_steps=run.save_summary_steps,
+        tf_random_seed=run.random_seed, train_distribute=strategy,
+        step_timeout_secs=run.distribution.step_timeout_secs,
+        startup_timeout_secs=run.distribution.startup_timeout_secs,
+        preemption_grace_secs=run.preemption_grace_secs,
+        exact_resume=run.exact_resume,
+        session_config=session_lib.session_config(use_xla=run.use_xla))

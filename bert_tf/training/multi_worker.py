@@ -3,8 +3,8 @@
 A multi-worker worker (see `distribute`) waits at most `startup_timeout_secs`
 (`--startup_timeout_secs`) for every other task of TF_CONFIG to start (`wait_for_workers`), and
 as long again for them to join the first step; a later step waits for every worker at most
-`step_timeout_secs` (`--step_timeout_secs`, `TrainingDeadlines`, `run_options`), so if one dies
-the others stop with a message naming what to do (`startup_failure_message`,
+`step_timeout_secs` (`--step_timeout_secs`, `TrainingDeadlines`, `session_run_deadline`), so if
+one dies the others stop with a message naming what to do (`startup_failure_message`,
 `worker_failure_message`) instead of hanging. While waiting, one short line every
 `PROGRESS_INTERVAL_SECS` (`WaitingLog`). Flags every worker must agree on each step (a stop
 request) are summed over all replicas (`any_worker_flag`, `all_workers_barrier`).
@@ -63,8 +63,9 @@ class TrainingDeadlines:
         return max(self.startup, self.step) if self.startup and self.step else 0
 
 
-def run_options(timeout_secs=None):
-    """RunOptions for a multi-worker training step (or the start-up barrier).
+def session_run_deadline(timeout_secs=None):
+    """The `tf.compat.v1.RunOptions` (a session.run's options) that give a multi-worker
+    training step (or the start-up barrier) its deadline.
 
     Args:
       timeout_secs: the run fails with DeadlineExceededError after this long (None or 0: no

@@ -24,11 +24,10 @@ import tempfile
 
 from absl import logging
 
-from bert_tf import fileio, modeling, optimization, tokenization
+from bert_tf import fileio, modeling, tokenization
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints, distribute, run_lock, validation
 from bert_tf.training import estimator as estimator_lib
-from bert_tf.training.training_step import TrainingStep
 
 # Fine-tuning and feature extraction need these in the vocab ([MASK] only pre-training).
 NEEDED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
@@ -95,7 +94,7 @@ def load_bert_config(model):
     """
     bert_config = modeling.BertConfig.from_json_file(model.bert_config_file)
     if model.max_position_embeddings:
-        if getattr(bert_config, "position_embedding_type", "absolute") != "absolute":
+        if bert_config.position_embedding_type != "absolute":
             logging.info("--max_position_embeddings=%d: %s has relative positions, which need "
                          "no position table; only their distance table grows.",
                          model.max_position_embeddings, model.bert_config_file)
@@ -159,16 +158,6 @@ def make_tokenizer(tokenizer_options, bert_config, model):
 
 
 # ---------------------------------------------------------------------- estimator and chief
-
-
-def trainable_selection(train):
-    """The `optimization.TrainableSelection` of --trainable_scopes / --freeze_scopes /
-    --freeze_layers, or None when every variable trains."""
-    if not (train.trainable_scopes or train.freeze_scopes or train.freeze_layers):
-        return None
-    return optimization.TrainableSelection(tuple(train.trainable_scopes or ()),
-                                           tuple(train.freeze_scopes or ()),
-                                           train.freeze_layers)
 
 
 def claim_output_dir(run, strategy):
@@ -279,22 +268,6 @@ def write_results(output_dir, results, header=()):
 
 
 # ------------------------------------------------------------------------------------- input
-
-
-def training_step(options, num_train_steps, num_warmup_steps):
-    """The `TrainingStep` every task's model_fn takes, from a run's options.
-
-    Args:
-      options: `FinetuneOptions` or `PretrainOptions`.
-      num_train_steps, num_warmup_steps: the schedule in optimizer updates (fine-tuning:
-        `finetuning_schedule`).
-    """
-    train = options.train
-    return TrainingStep(learning_rate=train.learning_rate, num_train_steps=num_train_steps,
-                        num_warmup_steps=num_warmup_steps, optimizer=train.optimizer,
-                        num_accumulation_steps=train.num_accumulation_steps,
-                        compute_dtype=options.model.compute_dtype,
-                        trainable=trainable_selection(train))
 
 
 def finetuning_schedule(options, train_examples):
