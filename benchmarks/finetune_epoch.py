@@ -163,7 +163,8 @@ def build_data(args, tokenizer, data_dir):
 
 
 def bert_tf_options(args, paths, output_dir, cell, **values):
-    """(task, FinetuneOptions) of run_classifier.py's flags for the tsv task on the data."""
+    """The task (with its FinetuneOptions) of run_classifier.py's flags for the tsv task on the
+    data."""
     from bert_tf import options
     from bert_tf.cli import flags as bert_flags
     from bert_tf.tasks import classification
@@ -185,8 +186,8 @@ def bert_tf_options(args, paths, output_dir, cell, **values):
                     save_checkpoints_steps=10 ** 6,
                     keep_checkpoint_max=1, log_every_n_steps=LOG_EVERY, **values)
     flag_values = bert_flags.parse(define, **settings)
-    return (classification.ClassificationTask(options.ClassifierOptions.from_flags(flag_values)),
-            options.FinetuneOptions.from_flags(flag_values))
+    return classification.ClassificationTask(options.ClassifierOptions.from_flags(flag_values),
+                                             options.FinetuneOptions.from_flags(flag_values))
 
 
 def run_bert_tf(args, paths, cell, repeat):
@@ -200,20 +201,20 @@ def run_bert_tf(args, paths, cell, repeat):
     features = paths["packed_features" if cell == "packed" else "features"]
     for name in ("train.tf_record", "train.tf_record.meta.json"):
         shutil.copy(os.path.join(features, name), output_dir)
-    task, train_options = bert_tf_options(args, paths, output_dir, cell, do_train=True)
+    task = bert_tf_options(args, paths, output_dir, cell, do_train=True)
     steps = args.num_examples // args.batch_size
     startup = _StartupLine()
     logging.getLogger("absl").addHandler(startup)
     absl_logging.set_verbosity(absl_logging.INFO)
     try:
         started = time.perf_counter()
-        finetuning.run_finetuning(task, train_options)
+        finetuning.run_finetuning(task)
         seconds = time.perf_counter() - started
     finally:
         absl_logging.set_verbosity(absl_logging.WARNING)
         logging.getLogger("absl").removeHandler(startup)
-    task, eval_options = bert_tf_options(args, paths, output_dir, cell, do_eval=True)
-    results = finetuning.run_finetuning(task, eval_options)
+    results = finetuning.run_finetuning(bert_tf_options(args, paths, output_dir, cell,
+                                                        do_eval=True))
     assert results["global_step"] == steps, results
     return {"train_seconds": seconds, "steps": steps,
             "examples_per_second": steps * args.batch_size / seconds,
@@ -315,7 +316,7 @@ def prepare(args, work, cells):
     for cell, key in (("bucketed", "features"), ("packed", "packed_features")):
         if cell == "bucketed" or cell in cells:
             shutil.rmtree(paths[key], ignore_errors=True)
-            finetuning.run_finetuning(*bert_tf_options(args, paths, paths[key], cell,
+            finetuning.run_finetuning(bert_tf_options(args, paths, paths[key], cell,
                                                        do_train=True, num_train_steps=1))
     return paths, data
 

@@ -141,8 +141,8 @@ def _classifier_exports(work_dir):
             output_dir=output_dir, **values)
         finetuning.run_finetuning(
             classification.ClassificationTask(
-                bert_options.ClassifierOptions.from_flags(flag_values)),
-            bert_options.FinetuneOptions.from_flags(flag_values))
+                bert_options.ClassifierOptions.from_flags(flag_values),
+                bert_options.FinetuneOptions.from_flags(flag_values)))
 
     exports = {name: os.path.join(work_dir, f"export_{name}") for name in ("fp32", "bf16")}
     if not os.path.isdir(exports["fp32"]):

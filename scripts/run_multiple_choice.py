@@ -22,10 +22,9 @@ bert_flags.define_finetuning_flags()
 
 
 def main(_):
-    finetuning.run_finetuning_process(
-        multiple_choice.MultipleChoiceTask(
-            options.MultipleChoiceOptions.from_flags(flags.FLAGS)),
-        options.FinetuneOptions.from_flags(flags.FLAGS))
+    finetuning.run_finetuning_process(multiple_choice.MultipleChoiceTask(
+        options.MultipleChoiceOptions.from_flags(flags.FLAGS),
+        options.FinetuneOptions.from_flags(flags.FLAGS)))
 
 
 if __name__ == "__main__":

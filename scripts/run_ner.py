@@ -26,8 +26,9 @@ bert_flags.define_finetuning_flags()
 
 
 def main(_):
-    finetuning.run_finetuning_process(ner.NerTask(options.NerOptions.from_flags(flags.FLAGS)),
-                                      options.FinetuneOptions.from_flags(flags.FLAGS))
+    finetuning.run_finetuning_process(ner.NerTask(
+        options.NerOptions.from_flags(flags.FLAGS),
+        options.FinetuneOptions.from_flags(flags.FLAGS)))
 
 
 if __name__ == "__main__":

@@ -23,8 +23,9 @@ bert_flags.define_finetuning_flags(max_seq_length=options.SquadOptions.MAX_SEQ_L
 
 
 def main(_):
-    finetuning.run_finetuning_process(squad.SquadTask(options.SquadOptions.from_flags(flags.FLAGS)),
-                                      options.FinetuneOptions.from_flags(flags.FLAGS))
+    finetuning.run_finetuning_process(squad.SquadTask(
+        options.SquadOptions.from_flags(flags.FLAGS),
+        options.FinetuneOptions.from_flags(flags.FLAGS)))
 
 
 if __name__ == "__main__":

@@ -84,9 +84,16 @@ def _tasks():
 
 
 def options(kind, **values):
-    """(task, FinetuneOptions) for `finetuning.run_finetuning`, as run_classifier / run_squad /
-    run_ner / run_multiple_choice ("classifier", "squad", "ner", "multiple_choice") build them
-    from the script's own flag groups: the flag defaults, then `_TEST_VALUES`, then `values`."""
+    """The task for `finetuning.run_finetuning` (its `options`: the FinetuneOptions), as
+    run_classifier / run_squad / run_ner / run_multiple_choice ("classifier", "squad", "ner",
+    "multiple_choice") build it from the script's own flag groups: the flag defaults, then
+    `_TEST_VALUES`, then `values`."""
+    task_options, run_options = option_pair(kind, **values)
+    return _tasks()[kind][2](task_options, run_options)
+
+
+def option_pair(kind, **values):
+    """(the task's options, FinetuneOptions) that `options` makes its task with."""
     from bert_tf import options as bert_options
     from bert_tf.cli import flags as bert_flags
 
@@ -104,7 +111,7 @@ def options(kind, **values):
             setattr(flag_values, name, value)
         else:
             assert name not in values, f"not a {kind} flag: {name}"
-    return (task_class(options_class.from_flags(flag_values)),
+    return (options_class.from_flags(flag_values),
             bert_options.FinetuneOptions.from_flags(flag_values))
 
 
@@ -178,7 +185,7 @@ def fine_tune_minilm(directory, minilm_converted, kind, **values):
     from bert_tf.runs import finetuning
 
     output_dir, export_dir = os.path.join(directory, "out"), os.path.join(directory, "export")
-    results = finetuning.run_finetuning(*options(
+    results = finetuning.run_finetuning(options(
         kind, **minilm_files(minilm_converted), output_dir=output_dir, export_dir=export_dir,
         do_train=True, keep_checkpoint_max=1, **values))
     return types.SimpleNamespace(output_dir=output_dir, export=only_export(export_dir),

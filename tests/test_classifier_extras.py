@@ -181,7 +181,7 @@ def test_bad_values_name_the_flag(tmp_path, values, fragment):
                 bert_config_file=config, output_dir=str(tmp_path / "out"), do_train=True)
     args.update(values)
     with pytest.raises(BertTfError) as error:
-        finetuning.run_finetuning(*options("classifier", **args))
+        finetuning.run_finetuning(options("classifier", **args))
     assert fragment in str(error.value)
     assert not os.path.exists(tmp_path / "out")
 

@@ -340,7 +340,7 @@ def test_labels_other_than_the_heads_are_a_clear_error(tmp_path, encoder):
     would put every probability under the wrong label: it stops first."""
     tf_dir = _fine_tuned_dir(tmp_path / "tf", "classifier", encoder)
     with pytest.raises(BertTfError, match="--labels=negative,neutral,positive") as error:
-        finetuning.run_finetuning(*options(
+        finetuning.run_finetuning(options(
             "classifier", task_name="tsv", data_dir=os.path.join(TASK_DATA, "classifier"),
             text_a_column="sentence", labels=["positive", "neutral", "negative"],
             vocab_file=VOCAB_FILE, bert_config_file=str(tf_dir / "bert_config.json"),

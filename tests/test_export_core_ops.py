@@ -113,7 +113,7 @@ def exports(tmp_path_factory, vocab_file):
     paths = {}
     for kind, (task, values) in kinds.items():
         directory = tmp_path_factory.mktemp(kind)
-        finetuning.run_finetuning(*options(
+        finetuning.run_finetuning(options(
             task, vocab_file=vocab_file, bert_config_file=write_tiny_config(directory),
             output_dir=str(directory / "out"), export_dir=str(directory / "export"),
             do_train=True, num_train_steps=1, train_batch_size=4, max_seq_length=SEQ,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from envs import child_env
-from finetune_helpers import TINY_CONFIG, TOPICS, minilm_files, options
+from finetune_helpers import TINY_CONFIG, TOPICS, minilm_files, option_pair, options
 from script_runner import run_python_code
 
 from bert_tf import modeling
@@ -353,10 +353,10 @@ def test_length_ordered_evaluation_and_prediction_write_what_input_order_writes(
     config = write_tiny_config(tmp_path)
     common = dict(data_dir=str(data_dir), vocab_file=vocab_file, bert_config_file=config,
                   output_dir=str(out), eval_batch_size=3, predict_batch_size=3)
-    finetuning.run_finetuning(*options("ner", do_train=True, num_train_steps=3, **common))
+    finetuning.run_finetuning(options("ner", do_train=True, num_train_steps=3, **common))
     written = {}
     for bucket_by_length in (True, False):
-        finetuning.run_finetuning(*options("ner", do_eval=True, do_predict=True,
+        finetuning.run_finetuning(options("ner", do_eval=True, do_predict=True,
                                            bucket_by_length=bucket_by_length, **common))
         written[bucket_by_length] = (
             [(out / name).read_text() for name in ("eval_predictions.txt",
@@ -388,7 +388,7 @@ def test_length_ordered_prediction_writes_test_results_in_input_order(tmp_path,
         results = {}
         for bucket_by_length in (True, False):
             out = tmp_path / f"out{len(windows)}{bucket_by_length}"
-            finetuning.run_finetuning(*options(
+            finetuning.run_finetuning(options(
                 "classifier", task_name="tsv", text_a_column="sentence", labels=["a", "b"],
                 data_dir=str(data_dir), output_dir=str(out), do_predict=True,
                 predict_batch_size=3, bucket_by_length=bucket_by_length,
@@ -450,9 +450,9 @@ def test_a_batch_cut_to_its_bucket_has_the_loss_of_the_full_length_batch(task):
 
 
 def test_the_flag_is_on_for_the_classifier_and_not_defined_for_squad():
-    _, classifier = options("classifier")
+    _, classifier = option_pair("classifier")
     assert classifier.bucket_by_length is True
-    _, squad_options = options("squad")
+    _, squad_options = option_pair("squad")
     assert squad_options.bucket_by_length is None
     flag_values = bert_flags.parse(lambda fv: bert_flags.define_finetuning_flags(
         length_buckets=False, flag_values=fv))
@@ -492,7 +492,7 @@ def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted
         return {**cut, "input_ids": ids}
 
     monkeypatch.setattr(input_pipeline, "trim_to_bucket", spy)
-    results = finetuning.run_finetuning(*options(
+    results = finetuning.run_finetuning(options(
         "classifier", task_name="tsv", text_a_column="sentence",
         data_dir=TOPICS,
         **minilm_files(minilm_converted),
@@ -532,7 +532,7 @@ _MIRRORED_RUN = textwrap.dedent("""
         return {{**cut, "input_ids": ids}}
 
     input_pipeline.trim_to_bucket = spy
-    results = finetuning.run_finetuning(*options(
+    results = finetuning.run_finetuning(options(
         "classifier", task_name="tsv", text_a_column="sentence", data_dir={data!r},
         vocab_file={vocab!r}, bert_config_file=write_tiny_config({out!r}),
         output_dir=os.path.join({out!r}, "run"), do_train=True, do_eval=True,

@@ -71,8 +71,8 @@ def _run(kind, values, files, output_dir):
                 "ner": dict(data_dir=os.path.join(DATA, "ner")),
                 "squad": dict(train_file=os.path.join(FINETUNE_DATA, "squad_small.json"),
                               max_query_length=8)}[kind]
-        task, finetune_options = options(kind, vocab_file=files["vocab"], **common, **data)
-        call = lambda: finetuning.run_finetuning(task, finetune_options)  # noqa: E731
+        task = options(kind, vocab_file=files["vocab"], **common, **data)
+        call = lambda: finetuning.run_finetuning(task)  # noqa: E731
     with pytest.raises(BertTfError) as error:
         call()
     return str(error.value)

@@ -1,4 +1,4 @@
-"""The one fine-tuning driver: `run_finetuning(task, options)`.
+"""The one fine-tuning driver: `run_finetuning(task)`.
 
 Every fine-tuning run goes through the same order, owned here once:
 
@@ -6,7 +6,7 @@ Every fine-tuning run goes through the same order, owned here once:
   its lock (chief) -> Estimator -> train features -> train -> (non-chief workers stop) ->
   eval -> predict -> export -> the lock released
 
-The task (a `bert_tf.tasks.base.FinetuningTask`) supplies what differs.
+The task (a `bert_tf.tasks.base.FinetuningTask`, made with its options) supplies what differs.
 
 Distribution: training runs under `--distribution_strategy`; with `multi_worker` every worker
 runs the same command, trains on its share of the records, and only the chief writes to
@@ -27,22 +27,23 @@ from bert_tf.training import runner, validation
 from bert_tf.training.training_step import TrainingStep
 
 
-def run_finetuning(task, options):
-    """Fine-tunes, evaluates, predicts and exports `task` as `options` say.
+def run_finetuning(task):
+    """Fine-tunes, evaluates, predicts and exports `task` as its options say.
 
     Args:
-      task: a `FinetuningTask`.
-      options: `bert_tf.options.FinetuneOptions`.
+      task: a `FinetuningTask`; its `options` (`bert_tf.options.FinetuneOptions`) drive the
+        run.
 
     Returns:
       The eval results dict when computed (chief only), else None.
     """
+    options = task.options
     bert_config, init_checkpoint, tokenizer = prepare_run(task, options)
     encoder = model_fn_parts.Encoder.from_options(
         bert_config, init_checkpoint, options.model,
         model_fn_parts.run_padding_free(options.padding_free, options.run))
-    splits = dict(zip(("train", "eval", "predict"), task.read_examples(options), strict=True))
-    validation.check_options(options.run.validation, task.metric_names(options),
+    splits = dict(zip(("train", "eval", "predict"), task.read_examples(), strict=True))
+    validation.check_options(options.run.validation, task.metric_names(),
                              task.can_evaluate(splits), task.eval_flags)
     training = TrainingStep.from_options(
         options, *runner.finetuning_schedule(options, splits["train"]))
@@ -59,8 +60,8 @@ def run_finetuning(task, options):
 
         def features(split, is_training=False):
             path = os.path.join(cache_dir, task.feature_files[split])
-            task.write_features(splits[split], path, tokenizer, options, is_training)
-            return task.input_fn(path, is_training, options)
+            task.write_features(splits[split], path, tokenizer, is_training)
+            return task.input_fn(path, is_training)
 
         checkpoint = None
         if options.train.do_train:
@@ -72,7 +73,7 @@ def run_finetuning(task, options):
             evaluate = None
             if chief and options.run.validation.eval_every_n_steps:
                 evaluate = functools.partial(task.evaluate, estimator, features(task.eval_split),
-                                             splits[task.eval_split], options)
+                                             splits[task.eval_split])
             checkpoint = runner.train(estimator, train_input_fn, training.num_train_steps,
                                       options.run, evaluate)
         if not chief:
@@ -83,7 +84,7 @@ def run_finetuning(task, options):
                                         bert_config)
 
 
-def run_finetuning_process(task, options):
+def run_finetuning_process(task):
     """`run_finetuning` as the whole of a process: the entry point of the run_*.py scripts.
 
     A run that does not train (--do_eval, --do_predict, --export_dir on a trained checkpoint)
@@ -91,10 +92,10 @@ def run_finetuning_process(task, options):
     (`prediction_process.assume_frozen_weights`). Only here: a process that calls
     `run_finetuning` may train later, and TensorFlow reads that setting once per process.
     """
-    if not options.train.do_train and prediction_process.assume_frozen_weights():
+    if not task.options.train.do_train and prediction_process.assume_frozen_weights():
         logging.info("Not training: oneDNN keeps each matmul's weights packed (%s=1).",
                      prediction_process.FROZEN_WEIGHTS_VARIABLE)
-    return run_finetuning(task, options)
+    return run_finetuning(task)
 
 
 def _evaluate_predict_export(task, estimator, features, splits, options, checkpoint,
@@ -110,13 +111,13 @@ def _evaluate_predict_export(task, estimator, features, splits, options, checkpo
     results = None
     if options.do_eval:
         logging.info("***** Evaluating %d examples *****", len(splits["eval"]))
-        results = task.evaluate(estimator, features("eval"), splits["eval"], options,
+        results = task.evaluate(estimator, features("eval"), splits["eval"],
                                 checkpoint_path=restored)
         runner.write_results(options.run.output_dir, results, header=task.results_header())
-        task.write_eval_files(splits["eval"], options)
+        task.write_eval_files(splits["eval"])
     if options.do_predict:
         logging.info("***** Predicting %d examples *****", len(splits["predict"]))
-        predicted = task.predict(estimator, features("predict"), splits["predict"], options,
+        predicted = task.predict(estimator, features("predict"), splits["predict"],
                                  checkpoint_path=checkpoint)
         results = predicted if predicted is not None else results
     if options.export_dir:
@@ -135,7 +136,7 @@ def prepare_run(task, options):
     runner.check_positive(options, "predict_batch_size")
     if options.evaluation is not None:
         runner.check_positive(options.evaluation, "eval_batch_size")
-    task.check(options)
+    task.check()
     runner.require_model_files(options.model, options.tokenizer)
     bert_config = runner.load_bert_config(options.model)
     init_checkpoint = runner.resolve_init_checkpoint(options.model.init_checkpoint)

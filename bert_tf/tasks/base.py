@@ -173,10 +173,18 @@ class FinetuningTask(Task):
     label_list = None
     cached_features = None
 
-    def check(self, options):
+    def __init__(self, task_options, options):
+        """Made once per run, with everything the hooks read: `task_options` (the task's own
+        options, e.g. `bert_tf.options.ClassifierOptions`) and `options`
+        (`bert_tf.options.FinetuneOptions`). A subclass sets every field its hooks need
+        here (or computes it on first use from the data files: a cached property)."""
+        self.task_options = task_options
+        self.options = options
+
+    def check(self):
         """Raises BertTfError for bad task flags; runs before any other work."""
 
-    def read_examples(self, options):
+    def read_examples(self):
         """(train, dev, test) examples for --do_train / --do_eval / --do_predict (None where
         not asked for), all read before any work so bad data stops the run early."""
         raise NotImplementedError
@@ -186,25 +194,26 @@ class FinetuningTask(Task):
         (a `training_step.TrainingStep`, from `runner.training_step`)."""
         raise NotImplementedError
 
-    def write_features(self, examples, path, tokenizer, options, is_training):
+    def write_features(self, examples, path, tokenizer, is_training):
         """Writes `examples` as TFRecord features to `path` (whole or not at all). By default
         through `cached_features(examples, label_list, max_seq_length, tokenizer, path)`,
         which reuses the file while the data and settings are unchanged."""
         del is_training
-        self.cached_features(examples, self.label_list, options.model.max_seq_length,
+        self.cached_features(examples, self.label_list, self.options.model.max_seq_length,
                              tokenizer, path)
 
     def feature_spec(self, seq_length, is_training):
         """dict name -> `tf.io.FixedLenFeature` of the task's TFRecords."""
         raise NotImplementedError
 
-    def input_fn(self, path, is_training, options):
+    def input_fn(self, path, is_training):
         """The input_fn over the features at `path` (`input_pipeline.record_input_fn`): training
         batches are shuffled unless --shuffle_train_input=false and, with
         --bucket_by_length, drawn from length buckets (else they keep max_seq_length); with
         --bucket_by_length, evaluation and prediction read their records in order of length
         within windows (`evaluate` and `predict` give their outputs in input order), else
         each batch is cut to its longest example."""
+        options = self.options
         max_seq_length = options.model.max_seq_length
         buckets = None
         if self.length_buckets:
@@ -224,17 +233,16 @@ class FinetuningTask(Task):
         """Whether `evaluate` has data: {split: examples or None} of `read_examples`."""
         return splits[self.eval_split] is not None
 
-    def metric_names(self, options):
+    def metric_names(self):
         """The names of the metrics `evaluate` returns (None: not known before it runs)."""
-        del options
         return None
 
-    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def evaluate(self, estimator, input_fn, examples, checkpoint_path=None):
         """Evaluates `checkpoint_path` (default: the latest) on the `eval_split` examples;
         returns the metrics (dict), writing nothing."""
         raise NotImplementedError
 
-    def write_eval_files(self, examples, options):
+    def write_eval_files(self, examples):
         """Writes the task's files about the last `evaluate` (e.g. NER's predictions)."""
 
     def results_header(self):
@@ -242,7 +250,7 @@ class FinetuningTask(Task):
         results, e.g. class weights."""
         return []
 
-    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def predict(self, estimator, input_fn, examples, checkpoint_path=None):
         """Predicts the test examples with `checkpoint_path` (default: the latest) and writes
         the predictions; returns eval results when the task computes them from its
         predictions (SQuAD), else None."""

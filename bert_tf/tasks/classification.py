@@ -12,6 +12,7 @@ scores windows; the example's logits are the mean (or per-class max, --window_ag
 its windows' logits, and the metrics, test_results.tsv and predictions use those.
 """
 
+import functools
 import os
 
 import numpy as np
@@ -368,15 +369,33 @@ class ClassificationTask(base.FinetuningTask):
         hidden = bert_config.hidden_size
         return 2 * hidden * hidden + 2 * hidden * num_labels  # The pooler and the classifier.
 
-    def __init__(self, task_options):
-        """`task_options`: `bert_tf.options.ClassifierOptions`."""
-        self.task_options = task_options
-        self.task_name = processors.normalize_task_name(task_options.task_name)
-        self.processor = None
-        self.head_labels = None
+    def __init__(self, task_options, options):
+        """`task_options`: `bert_tf.options.ClassifierOptions`; `options`:
+        `bert_tf.options.FinetuneOptions`."""
+        super().__init__(task_options, options)
+        t = task_options
+        self.task_name = processors.normalize_task_name(t.task_name)
+        # Without training, the head's labels in its output order (a converted Hugging Face
+        # model's need not be sorted as a train file's).
+        self.head_labels = base.checkpoint_label_list(options)
+        labels = t.labels
+        if labels is None and self.task_name in ("csv", "tsv"):
+            labels = self.head_labels
+        self.processor = processors.get_processor(
+            t.task_name, text_a_column=t.text_a_column, text_b_column=t.text_b_column,
+            label_column=t.label_column, labels=labels, header=t.has_header,
+            regression=t.regression, language=t.language, multi_label=t.multi_label or None,
+            label_separator=t.label_separator if t.multi_label else None)
+        # None without --class_weights; "balanced" weights come from the training labels.
         self.class_weights = None
         self.collector = base.ExampleCollector()
         self.examples_per_row = None  # Of the packed training records, once written.
+
+    @functools.cached_property
+    def label_list(self):
+        """The labels in id order (None for regression); a csv/tsv task without --labels
+        reads them from its train file."""
+        return None if self.is_regression else self.processor.get_labels()
 
     @property
     def is_regression(self):
@@ -394,21 +413,10 @@ class ClassificationTask(base.FinetuningTask):
         """Whether the records of this split are packed (--pack_sequences: training only)."""
         return bool(is_training and self.task_options.pack_sequences)
 
-    def check(self, options):
+    def check(self):
         t = self.task_options
-        # Without training, the head's labels in its output order (a converted Hugging Face
-        # model's need not be sorted as a train file's).
-        self.head_labels = base.checkpoint_label_list(options)
-        labels = t.labels
-        if labels is None and self.task_name in ("csv", "tsv"):
-            labels = self.head_labels
-        self.processor = processors.get_processor(
-            t.task_name, text_a_column=t.text_a_column, text_b_column=t.text_b_column,
-            label_column=t.label_column, labels=labels, header=t.has_header,
-            regression=t.regression, language=t.language, multi_label=t.multi_label or None,
-            label_separator=t.label_separator if t.multi_label else None)
         base.require_data_dir(t.data_dir, f"the {self.task_name} files")
-        classification_data.check_doc_stride(t.doc_stride, options.model.max_seq_length)
+        classification_data.check_doc_stride(t.doc_stride, self.options.model.max_seq_length)
         if t.class_weights and (self.is_regression or self.multi_label):
             raise BertTfError("--class_weights: only for single-label classification, not "
                               f"{'--regression' if self.is_regression else '--multi_label'}; "
@@ -421,9 +429,8 @@ class ClassificationTask(base.FinetuningTask):
             raise BertTfError(f"--multi_label_threshold={t.multi_label_threshold} must be "
                               "between 0 and 1 (exclusive).")
 
-    def read_examples(self, options):
-        splits = base.read_splits(self.processor, self.task_options.data_dir, options)
-        self.label_list = None if self.is_regression else self.processor.get_labels()
+    def read_examples(self):
+        splits = base.read_splits(self.processor, self.task_options.data_dir, self.options)
         if self.label_list and self.head_labels and self.label_list != self.head_labels:
             raise BertTfError(
                 f"--init_checkpoint: the head this run predicts with has the outputs "
@@ -446,8 +453,8 @@ class ClassificationTask(base.FinetuningTask):
                                 eval_collector=self.collector, multi_label=self.multi_label,
                                 class_weights=self.class_weights, windowed=self.windowed)
 
-    def write_features(self, examples, path, tokenizer, options, is_training):
-        self.cached_features(examples, self.label_list, options.model.max_seq_length,
+    def write_features(self, examples, path, tokenizer, is_training):
+        self.cached_features(examples, self.label_list, self.options.model.max_seq_length,
                              tokenizer, path, doc_stride=self.task_options.doc_stride,
                              multi_label=self.multi_label, pack_sequences=self.packs(is_training))
         if self.packs(is_training):
@@ -459,12 +466,13 @@ class ClassificationTask(base.FinetuningTask):
         return feature_spec(seq_length, self.is_regression,
                             len(self.label_list) if self.multi_label else 1, self.windowed)
 
-    def input_fn(self, path, is_training, options):
+    def input_fn(self, path, is_training):
         """`base.FinetuningTask.input_fn`; packed training batches hold about
         --train_batch_size examples (`sequence_packing.batches_of_examples`)."""
-        input_fn = super().input_fn(path, is_training, options)
+        input_fn = super().input_fn(path, is_training)
         if not self.packs(is_training):
             return input_fn
+        options = self.options
         logging.info("--pack_sequences: %.2f examples a sequence of %d on average; a batch "
                      "of --train_batch_size=%d examples is about %d sequences.",
                      self.examples_per_row, options.model.max_seq_length,
@@ -484,8 +492,7 @@ class ClassificationTask(base.FinetuningTask):
                               "delete the cached .tf_record files in --output_dir and rerun.")
         return logits
 
-    def metric_names(self, options):
-        del options
+    def metric_names(self):
         if self.multi_label:
             return sorted(["eval_loss", "loss", *classification_metrics.multi_label_metrics(
                 [[0.0] * len(self.label_list)], [[0] * len(self.label_list)],
@@ -499,7 +506,7 @@ class ClassificationTask(base.FinetuningTask):
             names += [f"recall_{label}" for label in self.label_list]
         return sorted(names)
 
-    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def evaluate(self, estimator, input_fn, examples, checkpoint_path=None):
         results = runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
         column = self.collector.column
         real = column("is_real_example") > 0
@@ -528,7 +535,7 @@ class ClassificationTask(base.FinetuningTask):
                                                                    self.label_list))
         return results
 
-    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def predict(self, estimator, input_fn, examples, checkpoint_path=None):
         outputs = base.in_input_order(estimator.predict(input_fn, checkpoint_path=checkpoint_path))
         if self.windowed:
             logits = self.example_outputs([o["logits"] for o in outputs],
@@ -540,7 +547,7 @@ class ClassificationTask(base.FinetuningTask):
         if len(rows) != len(examples):
             raise BertTfError(f"predicted {len(rows)} of {len(examples)} test examples; "
                               "delete predict.tf_record in --output_dir and rerun.")
-        path = os.path.join(options.run.output_dir, "test_results.tsv")
+        path = os.path.join(self.options.run.output_dir, "test_results.tsv")
         fileio.atomic_write_text(path, format_test_results(rows))
         logging.info("Wrote %s", path)
         return None

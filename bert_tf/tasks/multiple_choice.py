@@ -12,6 +12,7 @@ Export: the signatures take input_ids, input_mask, segment_ids [batch, num_choic
 {"probabilities": [batch, num_choices]}.
 """
 
+import functools
 import os
 
 import tensorflow as tf
@@ -106,30 +107,37 @@ class MultipleChoiceTask(base.FinetuningTask):
     def sequences_per_example(self):
         return self.num_choices
 
-    def __init__(self, task_options):
-        """`task_options`: `bert_tf.options.MultipleChoiceOptions`."""
-        self.task_options = task_options
-        self.num_choices = None
+    def __init__(self, task_options, options):
+        """`task_options`: `bert_tf.options.MultipleChoiceOptions`; `options`:
+        `bert_tf.options.FinetuneOptions`."""
+        super().__init__(task_options, options)
+        self.processor = mc_data.MultipleChoiceProcessor(task_options.task_name)
 
-    def check(self, options):
-        del options
-        self.processor = mc_data.MultipleChoiceProcessor(self.task_options.task_name)
+    @functools.cached_property
+    def splits(self):
+        """(train, dev, test) examples of the run's actions, read once from the data files."""
+        return base.read_splits(self.processor, self.task_options.data_dir, self.options)
+
+    @functools.cached_property
+    def num_choices(self):
+        """The choices of every question of the run's data files."""
+        return mc_data.num_choices_of(*self.splits)
+
+    def check(self):
         files = ", ".join(mc_data.SPLIT_FILES[self.task_options.task_name].values())
         base.require_data_dir(self.task_options.data_dir, files)
 
-    def read_examples(self, options):
-        splits = base.read_splits(self.processor, self.task_options.data_dir, options)
-        self.num_choices = mc_data.num_choices_of(*splits)
+    def read_examples(self):
         logging.info("Multiple choice (%s): %d choices per question",
                      self.task_options.task_name, self.num_choices)
-        return splits
+        return self.splits
 
     def model_fn(self, encoder, training):
         return model_fn_builder(encoder, self.num_choices, training)
 
-    def write_features(self, examples, path, tokenizer, options, is_training):
+    def write_features(self, examples, path, tokenizer, is_training):
         del is_training
-        mc_data.write_features(examples, self.num_choices, options.model.max_seq_length,
+        mc_data.write_features(examples, self.num_choices, self.options.model.max_seq_length,
                                tokenizer, path)
 
     def feature_spec(self, seq_length, is_training):
@@ -141,20 +149,19 @@ class MultipleChoiceTask(base.FinetuningTask):
         spec["is_real_example"] = tf.io.FixedLenFeature([1], tf.int64)
         return spec
 
-    def metric_names(self, options):
-        del options
+    def metric_names(self):
         return ["eval_accuracy", "eval_loss", "loss"]
 
-    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def evaluate(self, estimator, input_fn, examples, checkpoint_path=None):
         return runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
 
-    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def predict(self, estimator, input_fn, examples, checkpoint_path=None):
         rows = [prediction["probabilities"] for prediction in base.in_input_order(
             estimator.predict(input_fn, checkpoint_path=checkpoint_path))]
         if len(rows) != len(examples):
             raise BertTfError(f"predicted {len(rows)} of {len(examples)} test questions; "
                               "delete predict.tf_record in --output_dir and rerun.")
-        path = os.path.join(options.run.output_dir, "test_results.tsv")
+        path = os.path.join(self.options.run.output_dir, "test_results.tsv")
         fileio.atomic_write_text(path, classification.format_test_results(rows))
         logging.info("Wrote %s", path)
         return None

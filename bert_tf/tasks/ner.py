@@ -12,6 +12,7 @@ the window where it has the most context, and `ner_data.merge_window_tags` puts 
 in word order, so every word gets a prediction.
 """
 
+import functools
 import os
 
 import tensorflow as tf
@@ -179,38 +180,45 @@ class NerTask(base.FinetuningTask):
         return predictor.tag([record["text"] for record in records])
     cached_features = staticmethod(ner_data.cached_file_based_convert_examples_to_features)
 
-    def __init__(self, task_options):
-        """`task_options`: `bert_tf.options.NerOptions`."""
+    def __init__(self, task_options, options):
+        """`task_options`: `bert_tf.options.NerOptions`; `options`:
+        `bert_tf.options.FinetuneOptions`."""
+        super().__init__(task_options, options)
         self.data_dir = task_options.data_dir
         self.doc_stride = task_options.doc_stride
         if self.windowed:
             self.sequence_keys = SEQUENCE_KEYS + ("word_index",)
         self.collector = base.ExampleCollector()
+        # Without training, the head's own tag order (a converted Hugging Face model's need
+        # not be the train file's), and no train file needed.
+        self.processor = ner_data.NerProcessor(data_dir=self.data_dir,
+                                               labels=base.checkpoint_label_list(options))
+
+    @functools.cached_property
+    def label_list(self):
+        """The tags in id order: "O" then the train file's other tags (or the head's)."""
+        return self.processor.get_labels()
 
     @property
     def windowed(self):
         return self.doc_stride > 0
 
-    def check(self, options):
-        classification_data.check_doc_stride(self.doc_stride, options.model.max_seq_length)
+    def check(self):
+        classification_data.check_doc_stride(self.doc_stride,
+                                             self.options.model.max_seq_length)
         base.require_data_dir(self.data_dir, "train.txt, dev.txt and test.txt")
 
-    def read_examples(self, options):
-        # Without training, the head's own tag order (a converted Hugging Face model's need
-        # not be the train file's), and no train file needed.
-        processor = ner_data.NerProcessor(data_dir=self.data_dir,
-                                          labels=base.checkpoint_label_list(options))
-        self.label_list = processor.get_labels()
+    def read_examples(self):
         logging.info("NER tags: %s", self.label_list)
-        return base.read_splits(processor, self.data_dir, options)
+        return base.read_splits(self.processor, self.data_dir, self.options)
 
     def model_fn(self, encoder, training):
         return model_fn_builder(encoder, len(self.label_list), training,
                                 eval_collector=self.collector)
 
-    def write_features(self, examples, path, tokenizer, options, is_training):
+    def write_features(self, examples, path, tokenizer, is_training):
         del is_training
-        self.cached_features(examples, self.label_list, options.model.max_seq_length,
+        self.cached_features(examples, self.label_list, self.options.model.max_seq_length,
                              tokenizer, path, doc_stride=self.doc_stride)
 
     def feature_spec(self, seq_length, is_training):
@@ -220,14 +228,13 @@ class NerTask(base.FinetuningTask):
     def run_files(self):
         return {base.LABEL_LIST_FILE: self._label_file_text()}
 
-    def metric_names(self, options):
-        del options
+    def metric_names(self):
         # conlleval's overall scores and those of each entity type of the tags.
         types = sorted({ner_metrics.split_tag(tag)[1] for tag in self.label_list} - {""})
         return ["accuracy", "eval_accuracy", "eval_loss", "f1", "loss", "precision", "recall",
                 *(f"{score}_{t}" for t in types for score in ("precision", "recall", "f1"))]
 
-    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def evaluate(self, estimator, input_fn, examples, checkpoint_path=None):
         results = runner.evaluate(estimator, input_fn, checkpoint_path=checkpoint_path)
         self._eval_predicted = word_tags(self.collector.examples(), examples, self.label_list,
                                          self.windowed)
@@ -236,17 +243,17 @@ class NerTask(base.FinetuningTask):
         results.update(self._evaluation.to_dict())
         return results
 
-    def write_eval_files(self, examples, options):
+    def write_eval_files(self, examples):
         ner_data.write_conll_predictions(
-            os.path.join(options.run.output_dir, "eval_predictions.txt"), examples,
+            os.path.join(self.options.run.output_dir, "eval_predictions.txt"), examples,
             self._eval_predicted)
         logging.info("conlleval:\n%s", ner_metrics.format_report(self._evaluation))
 
-    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def predict(self, estimator, input_fn, examples, checkpoint_path=None):
         predicted = word_tags(
             base.in_input_order(estimator.predict(input_fn, checkpoint_path=checkpoint_path)),
             examples, self.label_list, self.windowed)
-        path = os.path.join(options.run.output_dir, "test_predictions.txt")
+        path = os.path.join(self.options.run.output_dir, "test_predictions.txt")
         ner_data.write_conll_predictions(path, examples, predicted)
         logging.info("Wrote %s", path)
         return None

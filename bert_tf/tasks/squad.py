@@ -5,6 +5,7 @@ Head variables follow the original run_squad.py: `cls/squad/output_weights`
 """
 
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -181,14 +182,24 @@ class SquadTask(base.FinetuningTask):
         del max_predictions_per_seq, num_labels
         return 2 * seq_length * bert_config.hidden_size * 2  # Start and end logits.
 
-    def __init__(self, task_options):
-        """`task_options`: `bert_tf.options.SquadOptions`."""
-        self.task_options = task_options
-        self.has_answers = False
-        self.predict_features = None
+    def __init__(self, task_options, options):
+        """`task_options`: `bert_tf.options.SquadOptions`; `options`:
+        `bert_tf.options.FinetuneOptions`."""
+        super().__init__(task_options, options)
+        self.predict_features = None  # Of the predict split, once `write_features` wrote it.
 
-    def check(self, options):
+    @functools.cached_property
+    def has_answers(self):
+        """Whether the run predicts (--do_predict) a --predict_file whose questions have
+        answers: then it computes the official metric."""
         t = self.task_options
+        return bool(self.options.do_predict and t.predict_file and
+                    squad_metrics.dataset_has_answers(
+                        squad_data.load_squad_dataset(t.predict_file, flag="predict_file")))
+
+    def check(self):
+        t = self.task_options
+        options = self.options
         runner.check_positive(t, "n_best_size", "max_answer_length")
         if options.train.do_train and not t.train_file:
             raise BertTfError("--train_file: required with --do_train; pass a SQuAD JSON file "
@@ -199,8 +210,8 @@ class SquadTask(base.FinetuningTask):
         squad_data.check_window_flags(options.model.max_seq_length, t.doc_stride,
                                       t.max_query_length)
 
-    def read_examples(self, options):
-        t = self.task_options
+    def read_examples(self):
+        t, options = self.task_options, self.options
         version_2 = t.version_2_with_negative
         train_examples = predict_examples = None
         if options.train.do_train:
@@ -213,8 +224,6 @@ class SquadTask(base.FinetuningTask):
             predict_examples = squad_data.read_squad_examples(
                 t.predict_file, is_training=False, version_2_with_negative=version_2,
                 flag="predict_file")
-            self.has_answers = squad_metrics.dataset_has_answers(
-                squad_data.load_squad_dataset(t.predict_file, flag="predict_file"))
         return train_examples, None, predict_examples
 
     def can_evaluate(self, splits):
@@ -223,7 +232,7 @@ class SquadTask(base.FinetuningTask):
     def model_fn(self, encoder, training):
         return model_fn_builder(encoder, training)
 
-    def write_features(self, examples, path, tokenizer, options, is_training):
+    def write_features(self, examples, path, tokenizer, is_training):
         """Windows `examples` into features at `path`; keeps the predict features for
         post-processing."""
         t = self.task_options
@@ -235,7 +244,7 @@ class SquadTask(base.FinetuningTask):
                     collected.append(feature)
 
             squad_data.convert_examples_to_features(
-                examples, tokenizer, options.model.max_seq_length, t.doc_stride,
+                examples, tokenizer, self.options.model.max_seq_length, t.doc_stride,
                 t.max_query_length, is_training=is_training, output_fn=output_fn)
         logging.info("%d examples -> %d features in %s", len(examples), writer.num_features,
                      path)
@@ -249,27 +258,27 @@ class SquadTask(base.FinetuningTask):
         del options
         return {name: getattr(self.task_options, name) for name in self.predict_flags}
 
-    def metric_names(self, options):
-        del options
+    def metric_names(self):
         if self.task_options.version_2_with_negative:
             return None  # The v2.0 metric's keys depend on the questions (HasAns_*, ...).
         return ["exact_match", "f1"]
 
-    def evaluate(self, estimator, input_fn, examples, options, checkpoint_path=None):
+    def evaluate(self, estimator, input_fn, examples, checkpoint_path=None):
         """The official metric of the predictions on --predict_file (no files written)."""
         t = self.task_options
         raw_results = predict_raw_results(estimator, input_fn, checkpoint_path)
         predictions, _, null_odds = squad_postprocess.compute_predictions(
             examples, self.predict_features, raw_results, t.n_best_size, t.max_answer_length,
-            options.tokenizer.do_lower_case, version_2_with_negative=t.version_2_with_negative,
+            self.options.tokenizer.do_lower_case,
+            version_2_with_negative=t.version_2_with_negative,
             null_score_diff_threshold=t.null_score_diff_threshold)
         dataset = squad_data.load_squad_dataset(t.predict_file, flag="predict_file")
         if t.version_2_with_negative:
             return squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
         return squad_metrics.evaluate_v1(dataset, predictions)
 
-    def predict(self, estimator, input_fn, examples, options, checkpoint_path=None):
-        t = self.task_options
+    def predict(self, estimator, input_fn, examples, checkpoint_path=None):
+        t, options = self.task_options, self.options
         raw_results = predict_raw_results(estimator, input_fn, checkpoint_path)
         paths = {name: os.path.join(options.run.output_dir, name) for name in
                  ("predictions.json", "nbest_predictions.json", "null_odds.json")}
