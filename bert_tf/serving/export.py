@@ -56,7 +56,7 @@ def prediction_assets(task, options, bert_config):
     module = registry.module_of(type(task))
     return asset_files({"task": task.name, **({"task_module": module} if module else {}),
                         "label_list": list(task.label_list) if task.label_list else None,
-                        **task.predict_settings(options)}, options, bert_config)
+                        **task.predict_settings()}, options, bert_config)
 
 
 def asset_files(settings, options, bert_config):
@@ -101,7 +101,7 @@ def read_prediction_assets(export_dir):
 
 def text_signature(task, options):
     """The `serving_text.TextSignature` of `task`'s export."""
-    squad_settings = task.predict_settings(options)
+    squad_settings = task.predict_settings()
     return make_text_signature(task.text_inputs, options,
                                max_query_length=squad_settings.get("max_query_length"),
                                pairs=task.text_pairs,

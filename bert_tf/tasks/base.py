@@ -191,7 +191,7 @@ class FinetuningTask(Task):
 
     def model_fn(self, encoder, training):
         """The model_fn over `encoder` (a `model_fn_parts.Encoder`) that trains with `training`
-        (a `training_step.TrainingStep`, from `runner.training_step`)."""
+        (a `training_step.TrainingStep`, from `TrainingStep.from_options`)."""
         raise NotImplementedError
 
     def write_features(self, examples, path, tokenizer, is_training):
@@ -260,10 +260,9 @@ class FinetuningTask(Task):
         """{file name: text} written to the export's assets.extra/ (e.g. the label list)."""
         return {}
 
-    def predict_settings(self, options):
+    def predict_settings(self):
         """The task's settings a Predictor needs beyond the shared ones (see
         `prediction_assets`), e.g. SQuAD's windowing; JSON-serializable."""
-        del options
         return {}
 
 

@@ -592,8 +592,7 @@ class ClassificationTask(base.FinetuningTask):
                           f"aggregation={self.task_options.window_aggregation}")
         return header
 
-    def predict_settings(self, options):
-        del options
+    def predict_settings(self):
         t = self.task_options
         settings = {"task_name": self.task_name, "is_regression": self.is_regression,
                     "multi_label": self.multi_label,

@@ -254,8 +254,7 @@ class SquadTask(base.FinetuningTask):
     def feature_spec(self, seq_length, is_training):
         return feature_spec(seq_length, is_training)
 
-    def predict_settings(self, options):
-        del options
+    def predict_settings(self):
         return {name: getattr(self.task_options, name) for name in self.predict_flags}
 
     def metric_names(self):
