@@ -9,8 +9,8 @@
 from absl import flags
 
 from bert_tf import errors
-from bert_tf import extract_features as extraction
 from bert_tf.cli import flags as bert_flags
+from bert_tf.runs import extract_features as extraction
 
 FLAGS = flags.FLAGS
 

@@ -22,8 +22,9 @@ import tensorflow as tf
 from envs import child_env
 from script_runner import run_python_script
 
-from bert_tf import extract_features, modeling
+from bert_tf import modeling
 from bert_tf.errors import BertTfError
+from bert_tf.runs import extract_features
 from bert_tf.tools import conversion
 from bert_tf.training import checkpoints
 
