@@ -24,7 +24,7 @@ from script_runner import run_python_code
 from bert_tf import modeling
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
-from bert_tf.data import input_pipeline, records
+from bert_tf.data import input_pipeline, record_integrity
 from bert_tf.runs import finetuning
 from bert_tf.tasks import classification, model_fn_parts, multiple_choice, ner
 from bert_tf.training import estimator as estimator_lib
@@ -203,7 +203,7 @@ def _record_offsets(path):
 def test_skip_corrupt_records_trains_on_the_whole_records_only(tmp_path, data):
     cut = tmp_path / "cut.tf_record"
     cut.write_bytes(open(data.path, "rb").read()[:_record_offsets(data.path)[150] + 20])
-    limits = records.check_record_files([str(cut)], skip_corrupt_records=True)
+    limits = record_integrity.check_record_files([str(cut)], skip_corrupt_records=True)
     assert limits == {str(cut): 150}
     # Two windows: the 150 whole records repeat, every one of them is seen.
     batches = _batches(str(cut), 2 * NUM_RECORDS // BATCH, record_limits=limits,

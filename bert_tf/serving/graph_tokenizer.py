@@ -33,7 +33,7 @@ no rule changes (unassigned, private use) keeps the default (itself, or spaced i
 ideograph). Building them takes a fraction of a second, once per process and casing.
 
 `pack_inputs` makes BERT's inputs of one or two tokenized segments with bert_tf's packing rule
-(`bert_tf.data.packing`): `[CLS] a [SEP] (b [SEP])`, a pair cut by popping from the longer
+(`bert_tf.data.bert_inputs`): `[CLS] a [SEP] (b [SEP])`, a pair cut by popping from the longer
 side, a row with an empty second text packed as a single text; or SQuAD's question cut to
 `max_query_length` pieces and the context to what is left.
 """

@@ -29,9 +29,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, modeling, precision, tokenization
-from bert_tf.data import classification as classification_data
+from bert_tf.data import bert_inputs
+from bert_tf.data import classification_features as classification_data
 from bert_tf.data import ner as ner_data
-from bert_tf.data import packing
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError, missing_extra
 from bert_tf.serving import backends, encoder_export, export
@@ -384,7 +384,7 @@ class Predictor:
             pieces = []
             for k, part in enumerate(text.split(MASK_TOKEN)):
                 pieces += ([MASK_TOKEN] if k else []) + self.tokenizer.tokenize(part)
-            packed.append(packing.pack_and_pad(pieces, None, self.tokenizer,
+            packed.append(bert_inputs.pack_and_pad(pieces, None, self.tokenizer,
                                                self.config.max_seq_length))
             positions.append([i for i, token in enumerate(packed[-1].tokens)
                               if token == MASK_TOKEN] or [0])
@@ -392,7 +392,7 @@ class Predictor:
 
         def mask_positions(indices):
             return {"masked_lm_positions": np.asarray(
-                [packing.pad(positions[i], most) for i in indices], np.int32)}
+                [bert_inputs.pad(positions[i], most) for i in indices], np.int32)}
 
         results = []
         for features, output in zip(packed, self._run(packed, mask_positions), strict=True):
@@ -420,7 +420,7 @@ class Predictor:
                               f"pooling={exported!r}, or re-export with "
                               f"scripts/export_encoder.py --pooling={pooling}.")
         key = "embedding" if exported else pooling
-        packed = [packing.pack_and_pad(self.tokenizer.tokenize(text), None, self.tokenizer,
+        packed = [bert_inputs.pack_and_pad(self.tokenizer.tokenize(text), None, self.tokenizer,
                                        self.config.max_seq_length) for text in texts]
         outputs = self._run(packed)
         width = outputs[0][key].shape[-1] if outputs else 0

@@ -98,15 +98,15 @@ def packed_tf_example(row):
     """One `PackedRow` as a `tf.train.Example`."""
     import tensorflow as tf
 
-    from bert_tf.data import tfrecords
+    from bert_tf.data import record_writing
 
     regression = any(isinstance(label, float) for label in row.label_ids)
-    features = {key: tfrecords.create_int_feature(getattr(row, key))
+    features = {key: record_writing.create_int_feature(getattr(row, key))
                 for key in ("input_ids", "input_mask", "segment_ids", "position_ids",
                             "cls_positions")}
-    features["label_ids"] = (tfrecords.create_float_feature(row.label_ids) if regression
-                             else tfrecords.create_int_feature(row.label_ids))
-    features["label_weights"] = tfrecords.create_float_feature(row.label_weights)
+    features["label_ids"] = (record_writing.create_float_feature(row.label_ids) if regression
+                             else record_writing.create_int_feature(row.label_ids))
+    features["label_weights"] = record_writing.create_float_feature(row.label_weights)
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
