@@ -118,7 +118,7 @@ def test_selection_takes_words_in_random_order_while_they_fit():
     word_ids = tf.constant([[0, 1, 1, 1, 2, 3, 3, 0]])
     features = {"input_ids": tf.constant([[101, 5, 6, 7, 8, 9, 10, 102]]),
                 "input_mask": tf.constant([[1] * 7 + [0]]), "segment_ids": tf.zeros([1, 8],
-                                                                                   tf.int32),
+                                                                                    tf.int32),
                 "word_ids": word_ids, "next_sentence_labels": tf.zeros([1, 1], tf.int32),
                 "mask_token_id": tf.constant([[103]])}
     for seed in range(10):

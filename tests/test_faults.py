@@ -86,7 +86,8 @@ def test_record_checks_find_the_cut_and_the_flipped_record(data):
     assert record_integrity.ends_with_whole_record(data["good"]) is True
     assert record_integrity.ends_with_whole_record(data["cut"]) is False
     assert record_integrity.ends_with_whole_record(data["flipped"]) is True  # Only its data is bad.
-    assert record_integrity.ends_with_whole_record(data["good"], window=64) is None  # Record > window.
+    # Record > window.
+    assert record_integrity.ends_with_whole_record(data["good"], window=64) is None
     scan = record_integrity.scan_records(data["cut"])
     assert (scan.num_records, scan.bad_offset) == (40, offsets[40])
     assert record_integrity.scan_records(data["good"]).num_records == NUM_RECORDS

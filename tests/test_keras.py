@@ -20,8 +20,8 @@ MAX_SEQ_LENGTH, BATCH_SIZE, STEPS, LEARNING_RATE = 20, 8, 12, 1e-4
 
 
 def _features(examples, labels, tokenizer):
-    features = classification_features.convert_examples_to_features(examples, labels, MAX_SEQ_LENGTH,
-                                                           tokenizer)
+    features = classification_features.convert_examples_to_features(examples, labels,
+                                                                    MAX_SEQ_LENGTH, tokenizer)
     inputs = {"input_word_ids": np.array([f.input_ids for f in features], np.int32),
               "input_mask": np.array([f.input_mask for f in features], np.int32),
               "input_type_ids": np.array([f.segment_ids for f in features], np.int32)}

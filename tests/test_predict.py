@@ -95,7 +95,7 @@ def test_classifier_matches_run_classifier_in_input_order(classifier, vocab_file
          data_dir=TOPICS),
 ], ids=["multi_label", "windows"])
 def test_multi_label_and_windowed_classifiers_match_run_classifier(values, tmp_path,
-                                                                  vocab_file):
+                                                                   vocab_file):
     config_file = write_tiny_config(tmp_path)
     out, export = str(tmp_path / "out"), str(tmp_path / "export")
     finetuning.run_finetuning(*options(

@@ -64,7 +64,7 @@ def test_encoder_equals_tf_train_example(vocab):
             "masked_lm_positions": record_writing.create_int_feature(positions + pred_pad),
             "masked_lm_ids": record_writing.create_int_feature(labels + pred_pad),
             "masked_lm_weights": record_writing.create_float_feature([1.0] * len(labels) +
-                                                                [0.0] * len(pred_pad)),
+                                                                     [0.0] * len(pred_pad)),
             "next_sentence_labels": record_writing.create_int_feature([nsp]),
         }))
         actual = tf.train.Example.FromString(encoder.encode(input_ids, 2, positions, labels, nsp))

@@ -36,8 +36,9 @@ def test_rows_fill_best_longest_first():
 
 def _feature(ids, segments, label):
     padding = 32 - len(ids)
-    return classification_features.InputFeatures(ids + [0] * padding, [1] * len(ids) + [0] * padding,
-                                        segments + [0] * padding, label)
+    return classification_features.InputFeatures(ids + [0] * padding,
+                                                 [1] * len(ids) + [0] * padding,
+                                                 segments + [0] * padding, label)
 
 
 def test_packed_rows_keep_each_examples_tokens_positions_and_label():
@@ -125,7 +126,7 @@ def _classifier_flags(minilm_converted, output_dir, *extra):
 
 
 def test_run_classifier_trains_on_packed_sequences(tmp_path, minilm_converted,
-                                                    minilm_topics_classifier):
+                                                   minilm_topics_classifier):
     """The session's unpacked MiniLM run (12 steps of 8 at length 20, conftest) against the
     same steps, batch of examples and seed, packed into sequences of 64: the same dev accuracy
     within 5 points, from records holding several examples each (1.0 in five runs, seeded or

@@ -203,7 +203,8 @@ def convert_example_to_windows(ex_index, example, label_list, max_seq_length, to
     if tokens_b:
         tokens_b = tokens_b[:(max_seq_length - 3) // 2]
     room = max_seq_length - 2 - (len(tokens_b) + 1 if tokens_b else 0)
-    spans = bert_inputs.compute_doc_spans(len(tokens_a), room, doc_stride) or [bert_inputs.DocSpan(0, 0)]
+    spans = (bert_inputs.compute_doc_spans(len(tokens_a), room, doc_stride)
+             or [bert_inputs.DocSpan(0, 0)])
     features = []
     for span in spans:
         tokens, segment_ids = bert_inputs.pack_tokens(

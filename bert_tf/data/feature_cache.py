@@ -67,7 +67,8 @@ def cached_tfrecord_file(output_file, key, write_fn):
                 meta.get("record_file_size") == fileio.file_size(output_file)):
             from bert_tf.data import record_integrity
 
-            bad_offset = record_integrity.first_bad_offset(output_file)  # Every CRC: bytes can flip.
+            # Every CRC: bytes can flip.
+            bad_offset = record_integrity.first_bad_offset(output_file)
             if bad_offset is None:
                 logging.info("Reusing cached features %s", output_file)
                 return True

@@ -168,7 +168,7 @@ def convert_example(example, num_choices, max_seq_length, tokenizer):
     for ending in example.endings:
         tokens_a = tokenizer.tokenize(example.context)
         packed = bert_inputs.pack_and_pad(tokens_a, tokenizer.tokenize(ending), tokenizer,
-                                      max_seq_length)
+                                          max_seq_length)
         input_ids += packed.input_ids
         input_mask += packed.input_mask
         segment_ids += packed.segment_ids
@@ -195,6 +195,7 @@ def write_features(examples, num_choices, max_seq_length, tokenizer, output_file
             yield tf.train.Example(features=tf.train.Features(feature=feature))
 
     key = feature_cache.feature_cache_key("multiple_choice", examples, None, max_seq_length,
-                                           tokenizer, num_choices=num_choices)
+                                          tokenizer, num_choices=num_choices)
     return feature_cache.cached_tfrecord_file(
-        output_file, key, lambda: classification_features.write_tf_examples(tf_examples(), output_file))
+        output_file, key,
+        lambda: classification_features.write_tf_examples(tf_examples(), output_file))

@@ -212,7 +212,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
 
     Args:
       ex_index: the example's position (the first few are logged).
-      example: a `NerExample` or `classification.PaddingInputExample`.
+      example: a `NerExample` or `classification_features.PaddingInputExample`.
       label_list: the tags; "O" should be among them.
       max_seq_length: length of the id lists, [CLS] and [SEP] included.
       tokenizer: a `tokenization.FullTokenizer`.
@@ -307,7 +307,7 @@ def convert_example_to_windows(ex_index, example, label_list, max_seq_length, to
         features.append(NerInputFeatures(
             input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
             label_ids=bert_inputs.pad([0 if i is None else label_map[example.labels[i]]
-                                   for i in scored], max_seq_length),
+                                       for i in scored], max_seq_length),
             label_mask=bert_inputs.pad([int(i is not None) for i in scored], max_seq_length),
             num_words=sum(i is not None for i in scored), example_index=ex_index,
             word_index=bert_inputs.pad([i or 0 for i in scored], max_seq_length)))
@@ -368,7 +368,8 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     """
     features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
                                             doc_stride)
-    classification_features.write_tf_examples((feature_to_tf_example(f) for f in features), output_file)
+    classification_features.write_tf_examples((feature_to_tf_example(f) for f in features),
+                                              output_file)
     return len(features)
 
 
@@ -376,14 +377,14 @@ def cached_file_based_convert_examples_to_features(examples, label_list, max_seq
                                                    tokenizer, output_file, doc_stride=0):
     """`file_based_convert_examples_to_features`, reusing `output_file` while still valid.
 
-    Same sidecar policy as `classification.cached_file_based_convert_examples_to_features`.
+    Same sidecar policy as `classification_features.cached_file_based_convert_examples_to_features`.
 
     Returns:
       True if the existing file was reused, False if it was (re)built.
     """
     settings = {"doc_stride": doc_stride} if doc_stride else {}
     key = feature_cache.feature_cache_key("ner", examples, label_list, max_seq_length,
-                                           tokenizer, **settings)
+                                          tokenizer, **settings)
     return feature_cache.cached_tfrecord_file(
         output_file, key,
         lambda: file_based_convert_examples_to_features(examples, label_list, max_seq_length,

@@ -61,7 +61,7 @@ def pack_rows(lengths, max_seq_length, max_per_row):
 
 
 def pack_features(features, max_seq_length):
-    """`classification.InputFeatures` (training examples, one label each) as packed rows.
+    """`classification_features.InputFeatures` (training examples, one label each) as packed rows.
 
     Args:
       features: `InputFeatures` with input_ids, input_mask, segment_ids [max_seq_length]

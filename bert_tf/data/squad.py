@@ -502,7 +502,8 @@ class FeatureWriter(record_writing.AtomicRecordWriter):
         features["input_mask"] = record_writing.create_int_feature(feature.input_mask)
         features["segment_ids"] = record_writing.create_int_feature(feature.segment_ids)
         if self.is_training:
-            features["start_positions"] = record_writing.create_int_feature([feature.start_position])
+            features["start_positions"] = record_writing.create_int_feature(
+                [feature.start_position])
             features["end_positions"] = record_writing.create_int_feature([feature.end_position])
             features["is_impossible"] = record_writing.create_int_feature(
                 [1 if feature.is_impossible else 0])

@@ -280,10 +280,10 @@ def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes,
             if now - last_log >= _LOG_EVERY_SECS:
                 last_log = now
                 logging.info("Extracted %d of %d examples (%.1f examples/sec)", done,
-                                 len(features), done / (now - start))
+                             len(features), done / (now - start))
         elapsed = max(time.time() - start, 1e-9)
         logging.info("Extracted %d examples in %.1f s (%.1f examples/sec)", done, elapsed,
-                         done / elapsed)
+                     done / elapsed)
 
 
 def _init_from_checkpoint(init_checkpoint):
@@ -424,7 +424,7 @@ def run_extract_features(input_file, output_file, vocab_file, bert_config_file, 
     _check_features_fit_config(features, bert_config, vocab_file, bert_config_file)
 
     logging.info("Extracting layers %s of %d examples (batch_size=%d, padding=%s)",
-                     layer_indexes, len(features), batch_size, padding)
+                 layer_indexes, len(features), batch_size, padding)
     records = extract_features(bert_config, init_checkpoint, features, layer_indexes,
                                batch_size=batch_size, padding=padding,
                                use_one_hot_embeddings=use_one_hot_embeddings,

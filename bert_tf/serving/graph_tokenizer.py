@@ -521,7 +521,7 @@ class GraphTokenizer(tf.Module):
         pieces = (visited < num_chars[:, None]) & split[:, None]
         return (_masked(tf.gather(piece_at, visited + word_base[:, None]), pieces),
                 _masked(tf.tile(tf.range(num_words)[:, None],
-                                        [1, tf.shape(visited)[1]]), pieces),
+                                [1, tf.shape(visited)[1]]), pieces),
                 split)
 
 
@@ -540,7 +540,7 @@ def _head(pieces, lengths):
 
 
 def _pair_lengths(length_a, length_b, budget):
-    """`packing.truncate_seq_pair`'s lengths: pop from the longer ([B] each; b on a tie)
+    """`bert_inputs.truncate_seq_pair`'s lengths: pop from the longer ([B] each; b on a tie)
     until the two hold at most `budget` pieces."""
     budget = tf.cast(budget, length_a.dtype)
     fits = length_a + length_b <= budget
@@ -567,7 +567,7 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, max_query_length=None):
 
     `[CLS] a [SEP]` (type 0) and, for a row whose second segment is not empty, `b [SEP]`
     (type 1), cut to `seq_length`: a single text keeps its first seq_length - 2 pieces, a pair
-    is cut by popping from the longer side to seq_length - 3 (`packing.truncate_to_fit`).
+    is cut by popping from the longer side to seq_length - 3 (`bert_inputs.truncate_to_fit`).
     With `max_query_length` (SQuAD: question, context), the first segment keeps its first
     `max_query_length` pieces and the second what is left of seq_length - 3, and both [SEP]s
     are always there (the first window of `squad.convert_examples_to_features`).

@@ -87,8 +87,8 @@ def _id_inputs(tokenizer, max_seq_length, max_query_length):
     to that many pieces), S the longer one."""
     question = tokenizer.tokenize(QUESTION)[:max_query_length] if max_query_length else None
     rows = [bert_inputs.pack_and_pad(list(question) if question else tokenizer.tokenize(text),
-                                 tokenizer.tokenize(text) if question else None,
-                                 tokenizer, max_seq_length)
+                                     tokenizer.tokenize(text) if question else None,
+                                     tokenizer, max_seq_length)
             for text in (SHORT_TEXT, LONG_TEXT)]
     width = max(sum(row.input_mask) for row in rows)
     return {name: np.asarray([getattr(row, name)[:width] for row in rows], np.int64)
