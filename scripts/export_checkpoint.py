@@ -25,8 +25,8 @@ flags.DEFINE_bool("keep_heads", True,
 
 def main(_):
     checkpoints.export_release_checkpoint(FLAGS.init_checkpoint, FLAGS.bert_config_file,
-                                         FLAGS.output_dir, vocab_file=FLAGS.vocab_file,
-                                         keep_heads=FLAGS.keep_heads)
+                                          FLAGS.output_dir, vocab_file=FLAGS.vocab_file,
+                                          keep_heads=FLAGS.keep_heads)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@
 from absl import flags
 
 from bert_tf import errors
-from bert_tf import extract_features as extraction
 from bert_tf.cli import flags as bert_flags
+from bert_tf.runs import extract_features as extraction
 
 FLAGS = flags.FLAGS
 
@@ -19,7 +19,7 @@ bert_flags.define_tokenizer_flags()
 bert_flags.define_tpu_flags()
 bert_flags.define_xla_flags()
 bert_flags.define_path("input_file", None,
-                    "Text file, one example a line: 'text' or 'text_a ||| text_b'.")
+                       "Text file, one example a line: 'text' or 'text_a ||| text_b'.")
 bert_flags.define_path("output_file", None, "JSON lines file to write, one object per input line.")
 flags.DEFINE_string("layers", "-1,-2,-3,-4",
                     "Comma-separated encoder layer indexes to output (-1 is the last layer).")

@@ -19,7 +19,7 @@ from bert_tf.tasks import squad
 
 bert_flags.define_squad_flags()
 bert_flags.define_finetuning_flags(max_seq_length=options.SquadOptions.MAX_SEQ_LENGTH,
-                                  has_eval=False, length_buckets=squad.SquadTask.length_buckets)
+                                   has_eval=False, length_buckets=squad.SquadTask.length_buckets)
 
 
 def main(_):

@@ -323,9 +323,9 @@ def read_records(paths, max_seq_length=128, max_predictions_per_seq=20):
     docs/compatibility.md §3."""
     import tensorflow as tf
 
-    from bert_tf.data import tfrecords
+    from bert_tf.data import record_writing
 
-    spec = tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    spec = record_writing.pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
     batches = [b for b in tf.data.TFRecordDataset(paths).batch(100_000)
                .map(lambda s: tf.io.parse_example(s, spec)).as_numpy_iterator()]
     return {key: np.concatenate([b[key] for b in batches]) for key in spec}

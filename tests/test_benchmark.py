@@ -380,7 +380,7 @@ def test_find_max_batch_doubles_then_bisects():
     assert probed == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
     assert [p["fits"] for p in found["probes"]] == [b <= 37 for b in probed]
     assert batch_search.find_max_batch(spec, 50, log=lambda _: None,
-                                    probe=probe)["max_batch_size"] == 0
+                                       probe=probe)["max_batch_size"] == 0
     with pytest.raises(BertTfError, match="--memory_limit_mb=0: pass the memory budget"):
         batch_search.find_max_batch(spec, 0, probe=probe)
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from bert_tf import errors, tokenization
-from bert_tf.data import classification, processors
+from bert_tf.data import classification_features, processors
 
 GLUE_DIR = os.path.join(os.path.dirname(__file__), "data", "glue")
 VOCAB_FILE = os.path.join(
@@ -164,7 +164,7 @@ def test_xnli_filters_language_and_maps_contradictory():
 
 def test_csv_task_by_header_names():
     processor = processors.get_processor("csv", text_a_column="review",
-                                              label_column="label")
+                                         label_column="label")
     train = processor.get_train_examples(_data_dir("csv"))
     # Quoted fields keep their commas; doubled quotes become one.
     assert [e.text_a for e in train] == ["Great value, works as described.",
@@ -180,17 +180,17 @@ def test_csv_task_by_header_names():
 def test_csv_task_by_index_pair_and_explicit_labels(tmp_path):
     (tmp_path / "train.tsv").write_text("a\tb\tyes\nc\td\tno\n", encoding="utf-8")
     processor = processors.get_processor("tsv", text_a_column="0", text_b_column=1,
-                                              label_column="2", header=False,
-                                              labels="yes,no")
+                                         label_column="2", header=False,
+                                         labels="yes,no")
     train = processor.get_train_examples(str(tmp_path))
     assert [(e.text_a, e.text_b, e.label) for e in train] == [("a", "b", "yes"),
-                                                                ("c", "d", "no")]
+                                                              ("c", "d", "no")]
     assert processor.get_labels() == ["yes", "no"]
 
 
 def test_csv_labels_from_data_dir_before_reading_train():
     processor = processors.get_processor("csv", text_a_column="review",
-                                              data_dir=_data_dir("csv"))
+                                         data_dir=_data_dir("csv"))
     assert processor.get_labels() == ["negative", "neutral", "positive"]
     assert processor.get_dev_examples(_data_dir("csv"))[0].label == "neutral"
 
@@ -198,7 +198,7 @@ def test_csv_labels_from_data_dir_before_reading_train():
 def test_csv_regression(tmp_path):
     (tmp_path / "train.csv").write_text("text,score\nok,0.5\nbad,x\n", encoding="utf-8")
     processor = processors.get_processor("csv", text_a_column="text",
-                                              label_column="score", regression=True)
+                                         label_column="score", regression=True)
     assert processor.is_regression and processor.get_labels() is None
     with pytest.raises(errors.BertTfError, match=r"train\.csv:3: score 'x' is not a number"):
         processor.get_train_examples(str(tmp_path))
@@ -277,8 +277,8 @@ def test_missing_file_names_it(tmp_path):
 
 
 def test_convert_single_example_pair(tokenizer):
-    example = classification.InputExample("dev-1", "The cat sat.", "Nadim", label="1")
-    features = classification.convert_single_example(0, example, ["0", "1"], 10, tokenizer)
+    example = classification_features.InputExample("dev-1", "The cat sat.", "Nadim", label="1")
+    features = classification_features.convert_single_example(0, example, ["0", "1"], 10, tokenizer)
     # [CLS] the cat sat . [SEP] nad ##im [SEP] + 1 pad, ids from vocab.txt.
     vocab = tokenizer.vocab
     expected_tokens = ["[CLS]", "the", "cat", "sat", ".", "[SEP]", "nad", "##im", "[SEP]"]
@@ -289,36 +289,37 @@ def test_convert_single_example_pair(tokenizer):
 
 
 def test_truncation_pops_the_longer_sequence(tokenizer):
-    example = classification.InputExample("x", "a b c d e f", "g h", label="0")
-    features = classification.convert_single_example(0, example, ["0", "1"], 8, tokenizer)
+    example = classification_features.InputExample("x", "a b c d e f", "g h", label="0")
+    features = classification_features.convert_single_example(0, example, ["0", "1"], 8, tokenizer)
     # 8 - 3 = 5 word pieces: a has 6, b has 2 -> pop a until 3 + 2 = 5.
     tokens = tokenizer.convert_ids_to_tokens(features.input_ids)
     assert tokens == ["[CLS]", "a", "b", "c", "[SEP]", "g", "h", "[SEP]"]
-    single = classification.InputExample("y", "a b c d e f", None, label="0")
-    tokens = tokenizer.convert_ids_to_tokens(
-        classification.convert_single_example(0, single, ["0", "1"], 5, tokenizer).input_ids)
+    single = classification_features.InputExample("y", "a b c d e f", None, label="0")
+    tokens = tokenizer.convert_ids_to_tokens(classification_features.convert_single_example(
+        0, single, ["0", "1"], 5, tokenizer).input_ids)
     assert tokens == ["[CLS]", "a", "b", "c", "[SEP]"]
 
 
 def test_regression_padding_and_bad_label(tokenizer):
-    example = classification.InputExample("x", "a", "b", label=3.8)
-    assert classification.convert_single_example(0, example, None, 8, tokenizer).label_id == 3.8
-    padding = classification.convert_single_example(
-        0, classification.PaddingInputExample(), ["0", "1"], 4, tokenizer)
+    example = classification_features.InputExample("x", "a", "b", label=3.8)
+    assert classification_features.convert_single_example(
+        0, example, None, 8, tokenizer).label_id == 3.8
+    padding = classification_features.convert_single_example(
+        0, classification_features.PaddingInputExample(), ["0", "1"], 4, tokenizer)
     assert padding.input_ids == [0] * 4 and padding.input_mask == [0] * 4
     assert not padding.is_real_example
-    bad = classification.InputExample("train-7", "a", label="2")
+    bad = classification_features.InputExample("train-7", "a", label="2")
     with pytest.raises(errors.BertTfError, match=r"train-7: label '2' is not in .*\(0, 1\)"):
-        classification.convert_single_example(0, bad, ["0", "1"], 8, tokenizer)
+        classification_features.convert_single_example(0, bad, ["0", "1"], 8, tokenizer)
     with pytest.raises(errors.BertTfError, match="--max_seq_length=2"):
-        classification.convert_single_example(0, example, None, 2, tokenizer)
+        classification_features.convert_single_example(0, example, None, 2, tokenizer)
 
 
 def test_pad_examples_to_batch_multiple():
-    examples = [classification.InputExample(str(i), "a") for i in range(5)]
-    padded, num_real = classification.pad_examples_to_batch_multiple(examples, 4)
+    examples = [classification_features.InputExample(str(i), "a") for i in range(5)]
+    padded, num_real = classification_features.pad_examples_to_batch_multiple(examples, 4)
     assert num_real == 5 and len(padded) == 8
-    assert all(isinstance(e, classification.PaddingInputExample) for e in padded[5:])
+    assert all(isinstance(e, classification_features.PaddingInputExample) for e in padded[5:])
 
 
 def _read_records(path, max_seq_length, float_label=False):
@@ -339,14 +340,14 @@ def _read_records(path, max_seq_length, float_label=False):
 def test_tfrecords_round_trip(tokenizer, tmp_path):
     processor = processors.get_processor("mrpc")
     examples = processor.get_train_examples(_data_dir("MRPC"))
-    examples, _ = classification.pad_examples_to_batch_multiple(examples, 3)
+    examples, _ = classification_features.pad_examples_to_batch_multiple(examples, 3)
     output_file = str(tmp_path / "train.tf_record")
-    count = classification.file_based_convert_examples_to_features(
+    count = classification_features.file_based_convert_examples_to_features(
         examples, processor.get_labels(), 16, tokenizer, output_file)
     assert count == 3
     assert os.listdir(tmp_path) == ["train.tf_record"]  # no temporary file left behind
     records = _read_records(output_file, 16)
-    features = classification.convert_examples_to_features(
+    features = classification_features.convert_examples_to_features(
         examples, processor.get_labels(), 16, tokenizer)
     for record, feature in zip(records, features, strict=True):
         assert record["input_ids"] == feature.input_ids
@@ -360,8 +361,8 @@ def test_regression_tfrecords_store_float_label(tokenizer, tmp_path):
     processor = processors.get_processor("sts-b")
     examples = processor.get_train_examples(_data_dir("STS-B"))
     output_file = str(tmp_path / "train.tf_record")
-    classification.file_based_convert_examples_to_features(examples, None, 16, tokenizer,
-                                                           output_file)
+    classification_features.file_based_convert_examples_to_features(examples, None, 16, tokenizer,
+                                                                    output_file)
     labels = [r["label_ids"][0] for r in _read_records(output_file, 16, float_label=True)]
     assert labels == pytest.approx([5.0, 3.8])
 
@@ -373,7 +374,7 @@ def test_feature_cache_reuses_and_rebuilds(tokenizer, tmp_path):
     output_file = str(tmp_path / "train.tf_record")
 
     def build(examples=examples, max_seq_length=16, tok=tokenizer):
-        return classification.cached_file_based_convert_examples_to_features(
+        return classification_features.cached_file_based_convert_examples_to_features(
             examples, labels, max_seq_length, tok, output_file)
 
     assert build() is False  # built
@@ -383,7 +384,8 @@ def test_feature_cache_reuses_and_rebuilds(tokenizer, tmp_path):
     assert os.stat(output_file).st_mtime_ns == first_mtime
     assert build(max_seq_length=12) is False
     assert len(_read_records(output_file, 12)) == 3
-    edited = examples[:2] + [classification.InputExample("train-3", "Changed text.", label="0")]
+    edited = examples[:2] + [
+        classification_features.InputExample("train-3", "Changed text.", label="0")]
     assert build(examples=edited, max_seq_length=12) is False
     cased = tokenization.FullTokenizer(VOCAB_FILE, do_lower_case=False)
     assert build(examples=edited, max_seq_length=12, tok=cased) is False

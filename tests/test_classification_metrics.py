@@ -5,7 +5,7 @@ import math
 import pytest
 
 from bert_tf import errors
-from bert_tf.metrics import classification as metrics
+from bert_tf.metrics import classification_scores as metrics
 
 # A binary example used by several tests:
 #   labels      1 1 1 1 0 0 0 0 1 0

@@ -11,11 +11,11 @@ import pytest
 import tensorflow as tf
 from finetune_helpers import FINETUNE_DATA, options, write_tiny_config
 
-from bert_tf.data import classification as classification_data
+from bert_tf.data import bert_inputs, processors
+from bert_tf.data import classification_features as classification_data
 from bert_tf.data import multiple_choice as mc_data
-from bert_tf.data import packing, processors
 from bert_tf.errors import BertTfError
-from bert_tf.metrics import classification as metrics
+from bert_tf.metrics import classification_scores as metrics
 from bert_tf.runs import finetuning
 from bert_tf.tasks import classification, heads
 
@@ -103,16 +103,16 @@ def test_windows_start_every_stride_and_repeat_text_b(tokenizer):
         assert feature.input_ids == [cls] + [cat] * 5 + [sep, dog, dog, sep]
         assert feature.segment_ids == [0] * 7 + [1] * 3
         assert feature.example_index == 3 and feature.label_id == 1
-    spans = packing.compute_doc_spans(11, 5, 2)
+    spans = bert_inputs.compute_doc_spans(11, 5, 2)
     assert [(s.start, s.length) for s in spans] == [(0, 5), (2, 5), (4, 5), (6, 5)]
 
 
 def test_max_context_windows_hand_worked():
     # "bought a new bat and a ball": windows [0, 4) and [2, 7) (SQuAD's example, generalised).
-    spans = [packing.DocSpan(0, 4), packing.DocSpan(2, 5)]
+    spans = [bert_inputs.DocSpan(0, 4), bert_inputs.DocSpan(2, 5)]
     # Token 2: 2 left / 1 right in window 0 -> 1.04; 0 left / 4 right in window 1 -> 0.05.
     # Token 3 ("bat"): 3 left / 0 right in window 0 -> 0.04; 1 left / 3 right in 1 -> 1.05.
-    assert packing.max_context_windows(spans, 7) == [0, 0, 0, 1, 1, 1, 1]
+    assert bert_inputs.max_context_windows(spans, 7) == [0, 0, 0, 1, 1, 1, 1]
 
 
 def test_multi_label_csv_reads_label_sets_and_rejects_unknown_label(tmp_path):

@@ -8,7 +8,7 @@ import tensorflow as tf
 from finetune_helpers import TRAIN_TXT, create_records, read_records
 
 from bert_tf import tokenization
-from bert_tf.data import dynamic_masking, tfrecords
+from bert_tf.data import dynamic_masking, record_writing
 from bert_tf.tasks import pretraining
 
 SEQ, PREDS, BATCH = 128, 20, 64
@@ -22,7 +22,7 @@ def dynamic_records(tmp_path_factory, vocab_file):
                                 do_whole_word_mask=True, dupe_factor=1, max_seq_length=SEQ,
                                 max_predictions_per_seq=PREDS)
     assert summary["avg_masked"] == 0
-    spec = tfrecords.pretraining_feature_spec(SEQ, PREDS, dynamic=True)
+    spec = record_writing.pretraining_feature_spec(SEQ, PREDS, dynamic=True)
     raw = next(tf.data.TFRecordDataset(path).batch(100_000)
                .map(lambda s: tf.io.parse_example(s, spec)).as_numpy_iterator())
     return path, raw
@@ -38,7 +38,7 @@ def _masked_batches(path, num_batches, is_training, seed=5):
 def test_records_hold_the_dynamic_keys_and_word_ids(dynamic_records, vocab_file):
     path, raw = dynamic_records
     example = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(path))).numpy())
-    assert set(example.features.feature) == {name for name, _, _ in tfrecords.DYNAMIC_FEATURES}
+    assert set(example.features.feature) == {name for name, _, _ in record_writing.DYNAMIC_FEATURES}
     vocab = tokenization.load_vocab(vocab_file)
     inv = {i: t for t, i in vocab.items()}
     assert (raw["mask_token_id"] == vocab["[MASK]"]).all()
@@ -118,7 +118,7 @@ def test_selection_takes_words_in_random_order_while_they_fit():
     word_ids = tf.constant([[0, 1, 1, 1, 2, 3, 3, 0]])
     features = {"input_ids": tf.constant([[101, 5, 6, 7, 8, 9, 10, 102]]),
                 "input_mask": tf.constant([[1] * 7 + [0]]), "segment_ids": tf.zeros([1, 8],
-                                                                                   tf.int32),
+                                                                                    tf.int32),
                 "word_ids": word_ids, "next_sentence_labels": tf.zeros([1, 1], tf.int32),
                 "mask_token_id": tf.constant([[103]])}
     for seed in range(10):

@@ -83,7 +83,7 @@ def test_warmup_requests_answer_every_signature(minilm_encoder_exports):
 
 
 def test_fine_tuning_checkpoint_exports_its_encoder(minilm_topics_classifier,
-                                                     minilm_converted, tmp_path):
+                                                    minilm_converted, tmp_path):
     # A fine-tuning run's --output_dir: the encoder plus a classifier head and Adam slots.
     run = minilm_topics_classifier.output_dir
     files = {**minilm_files(minilm_converted), "init_checkpoint": run}
@@ -111,7 +111,7 @@ def test_pre_training_checkpoint_exports_its_encoder(tmp_path):
     pretraining.run_pretraining(options)
     vocab_file = tmp_path / "vocab.txt"  # PRETRAINING_TINY's 64 ids, specials first
     vocab_file.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
-                                     [f"w{i}" for i in range(59)]) + "\n")
+                                    [f"w{i}" for i in range(59)]) + "\n")
     files = dict(bert_config_file=options.model.bert_config_file, vocab_file=str(vocab_file),
                  init_checkpoint=options.run.output_dir)
     export = encoder_export.export_encoder(encoder_export_options(

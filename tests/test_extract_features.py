@@ -1,4 +1,4 @@
-"""Tests for bert_tf.extract_features and scripts/extract_features.py.
+"""Tests for bert_tf.runs.extract_features and scripts/extract_features.py.
 
 A tiny random BERT checkpoint is written once per module; its activations are checked against
 the float64 numpy reference in tests/numpy_bert.py, which shares no code with the library.
@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 from finetune_helpers import run_script, tiny_config
 
-from bert_tf import extract_features as ef
 from bert_tf import modeling, tokenization
 from bert_tf.errors import BertTfError
+from bert_tf.runs import extract_features as ef
 
 tf1 = tf.compat.v1
 

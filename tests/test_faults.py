@@ -31,7 +31,7 @@ from finetune_helpers import (
 )
 from script_runner import run_python_script, start_python_script
 
-from bert_tf.data import feature_cache, records
+from bert_tf.data import feature_cache, record_integrity
 from bert_tf.errors import BertTfError
 from bert_tf.runs.pretraining import run_pretraining
 from bert_tf.training import checkpoints
@@ -82,38 +82,39 @@ def test_record_checks_find_the_cut_and_the_flipped_record(data):
     offsets = data["offsets"]
     # The CRC of a header TF wrote, recomputed.
     header = open(data["good"], "rb").read(12)
-    assert records.masked_crc32c(header[:8]) == struct.unpack("<I", header[8:])[0]
-    assert records.ends_with_whole_record(data["good"]) is True
-    assert records.ends_with_whole_record(data["cut"]) is False
-    assert records.ends_with_whole_record(data["flipped"]) is True  # Only its data is bad.
-    assert records.ends_with_whole_record(data["good"], window=64) is None  # Record > window.
-    scan = records.scan_records(data["cut"])
+    assert record_integrity.masked_crc32c(header[:8]) == struct.unpack("<I", header[8:])[0]
+    assert record_integrity.ends_with_whole_record(data["good"]) is True
+    assert record_integrity.ends_with_whole_record(data["cut"]) is False
+    assert record_integrity.ends_with_whole_record(data["flipped"]) is True  # Only its data is bad.
+    # Record > window.
+    assert record_integrity.ends_with_whole_record(data["good"], window=64) is None
+    scan = record_integrity.scan_records(data["cut"])
     assert (scan.num_records, scan.bad_offset) == (40, offsets[40])
-    assert records.scan_records(data["good"]).num_records == NUM_RECORDS
+    assert record_integrity.scan_records(data["good"]).num_records == NUM_RECORDS
     # TF names the record (cut) or its data (flipped); both map back to the file.
-    assert records.first_bad_offset(data["cut"]) == offsets[40]
-    assert records.first_bad_offset(data["flipped"]) == offsets[20] + 12
-    assert records.record_is_bad_at(data["flipped"], offsets[20] + 12)
-    assert not records.record_is_bad_at(data["good"], offsets[20] + 12)
-    assert not records.record_is_bad_at(data["flipped"], offsets[21] + 12)
+    assert record_integrity.first_bad_offset(data["cut"]) == offsets[40]
+    assert record_integrity.first_bad_offset(data["flipped"]) == offsets[20] + 12
+    assert record_integrity.record_is_bad_at(data["flipped"], offsets[20] + 12)
+    assert not record_integrity.record_is_bad_at(data["good"], offsets[20] + 12)
+    assert not record_integrity.record_is_bad_at(data["flipped"], offsets[21] + 12)
 
 
 def test_cut_file_is_one_line_or_skipped_with_skip_corrupt_records(data):
     files = [data["good"], data["cut"]]
     with pytest.raises(BertTfError) as error:
-        records.check_record_files(files, "input_file")
+        record_integrity.check_record_files(files, "input_file")
     message = str(error.value)
     assert "\n" not in message
     for fragment in ("--input_file", data["cut"], f"byte {data['offsets'][40]}", "re-copy",
                      "--skip_corrupt_records"):
         assert fragment in message
-    limits = records.check_record_files(files, "input_file", skip_corrupt_records=True)
+    limits = record_integrity.check_record_files(files, "input_file", skip_corrupt_records=True)
     assert limits == {data["cut"]: 40}
-    flipped = records.check_record_files([data["flipped"]], skip_corrupt_records=True)
+    flipped = record_integrity.check_record_files([data["flipped"]], skip_corrupt_records=True)
     assert flipped == {data["flipped"]: 20}
     # The pipeline reads exactly the whole records before the bad one.
-    assert _count(records.read_files(files, limits)) == NUM_RECORDS + 40
-    assert _count(records.read_files([data["flipped"]], flipped)) == 20
+    assert _count(record_integrity.read_files(files, limits)) == NUM_RECORDS + 40
+    assert _count(record_integrity.read_files([data["flipped"]], flipped)) == 20
 
 
 def test_damaged_record_met_while_training_names_the_file_then_skip_trains_on(data, tmp_path):
@@ -147,7 +148,7 @@ def test_corrupt_cached_features_are_rebuilt(tmp_path):
     raw[40] ^= 0xFF  # Same size: the sidecar's size check cannot see it.
     open(path, "wb").write(bytes(raw))
     assert feature_cache.cached_tfrecord_file(path, {"k": 1}, write) is False
-    assert len(builds) == 2 and records.first_bad_offset(path) is None
+    assert len(builds) == 2 and record_integrity.first_bad_offset(path) is None
 
 
 # -------------------------------------------------------------------------- corrupt checkpoints

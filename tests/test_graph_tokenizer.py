@@ -1,5 +1,5 @@
 """bert_tf.serving.graph_tokenizer against tokenization.FullTokenizer (the oracle) and
-bert_tf.data.packing: the real multilingual corpus and MiniLM's vocab, every code point of
+bert_tf.data.bert_inputs: the real multilingual corpus and MiniLM's vocab, every code point of
 Unicode, combining-mark order, final sigma, invalid UTF-8, eager / tf.function / TF1 graph,
 packing and truncation, bad vocabs."""
 
@@ -13,7 +13,7 @@ import tensorflow as tf
 from ragged_lists import ragged_lists
 
 from bert_tf import tokenization
-from bert_tf.data import packing
+from bert_tf.data import bert_inputs
 from bert_tf.errors import BertTfError
 from bert_tf.serving import graph_tokenizer
 
@@ -204,10 +204,10 @@ def test_pack_inputs_cuts_and_packs_as_the_feature_builders(seq_length):
     ids = type("Ids", (), {"convert_tokens_to_ids": staticmethod(
         lambda tokens: [vocab[t] for t in tokens])})
     for row, (first, second) in enumerate(zip(firsts, seconds, strict=True)):
-        want = packing.pack_and_pad(list(first), list(second), ids, seq_length)
+        want = bert_inputs.pack_and_pad(list(first), list(second), ids, seq_length)
         for got, name in ((packed, "pair"), (single, "single")):
             if name == "single":
-                want = packing.pack_and_pad(list(first), None, ids, seq_length)
+                want = bert_inputs.pack_and_pad(list(first), None, ids, seq_length)
             np.testing.assert_array_equal(got["input_word_ids"][row], want.input_ids, name)
             np.testing.assert_array_equal(got["input_mask"][row], want.input_mask, name)
             np.testing.assert_array_equal(got["input_type_ids"][row], want.segment_ids, name)
@@ -227,9 +227,9 @@ def test_pack_inputs_squad_cuts_the_question_then_the_context(vocab_file):
         query = tokenizer.tokenize(question)[:4]
         doc = tokenizer.tokenize(context)[:16 - 3 - len(query)]
         tokens = ["[CLS]", *query, "[SEP]", *doc, "[SEP]"]
-        want = packing.pad(tokenizer.convert_tokens_to_ids(tokens), 16)
+        want = bert_inputs.pad(tokenizer.convert_tokens_to_ids(tokens), 16)
         assert packed["input_word_ids"][row].numpy().tolist() == want
-        assert packed["input_type_ids"][row].numpy().tolist() == packing.pad(
+        assert packed["input_type_ids"][row].numpy().tolist() == bert_inputs.pad(
             [0] * (len(query) + 2) + [1] * (len(doc) + 1), 16)
 
 

@@ -19,7 +19,7 @@ def test_import_next_to_a_clone_named_bert_tf(tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     result = subprocess.run(
         [sys.executable, "-c",
-         "import bert_tf.data.classification, bert_tf; print(bert_tf.__file__)"],
+         "import bert_tf.data.classification_features, bert_tf; print(bert_tf.__file__)"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == bert_tf.__file__

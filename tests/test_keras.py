@@ -12,7 +12,7 @@ from finetune_helpers import TOPICS
 
 from bert_tf import keras as bert_keras
 from bert_tf import tf2, tokenization
-from bert_tf.data import classification, processors
+from bert_tf.data import classification_features, processors
 from bert_tf.errors import BertTfError
 
 # conftest's minilm_topics_classifier (run_classifier.py): the same sizes and steps.
@@ -20,8 +20,8 @@ MAX_SEQ_LENGTH, BATCH_SIZE, STEPS, LEARNING_RATE = 20, 8, 12, 1e-4
 
 
 def _features(examples, labels, tokenizer):
-    features = classification.convert_examples_to_features(examples, labels, MAX_SEQ_LENGTH,
-                                                           tokenizer)
+    features = classification_features.convert_examples_to_features(examples, labels,
+                                                                    MAX_SEQ_LENGTH, tokenizer)
     inputs = {"input_word_ids": np.array([f.input_ids for f in features], np.int32),
               "input_mask": np.array([f.input_mask for f in features], np.int32),
               "input_type_ids": np.array([f.segment_ids for f in features], np.int32)}

@@ -18,8 +18,7 @@ TIERS = (
     ("tf2", ("bert_tf/tf2.py", "bert_tf/keras.py")),
     ("tasks", ("bert_tf/tasks/",)),
     ("serving", ("bert_tf/serving/",)),
-    ("runs", ("bert_tf/runs/", "bert_tf/tools/", "bert_tf/step_program/",
-              "bert_tf/extract_features.py")),
+    ("runs", ("bert_tf/runs/", "bert_tf/tools/", "bert_tf/step_program/")),
     ("cli", ("bert_tf/cli/",)),
 )
 

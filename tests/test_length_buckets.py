@@ -24,7 +24,7 @@ from script_runner import run_python_code
 from bert_tf import modeling
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
-from bert_tf.data import input_pipeline, records
+from bert_tf.data import input_pipeline, record_integrity
 from bert_tf.runs import finetuning
 from bert_tf.tasks import classification, model_fn_parts, multiple_choice, ner
 from bert_tf.training import estimator as estimator_lib
@@ -203,7 +203,7 @@ def _record_offsets(path):
 def test_skip_corrupt_records_trains_on_the_whole_records_only(tmp_path, data):
     cut = tmp_path / "cut.tf_record"
     cut.write_bytes(open(data.path, "rb").read()[:_record_offsets(data.path)[150] + 20])
-    limits = records.check_record_files([str(cut)], skip_corrupt_records=True)
+    limits = record_integrity.check_record_files([str(cut)], skip_corrupt_records=True)
     assert limits == {str(cut): 150}
     # Two windows: the 150 whole records repeat, every one of them is seen.
     batches = _batches(str(cut), 2 * NUM_RECORDS // BATCH, record_limits=limits,
@@ -332,7 +332,7 @@ def test_the_collector_returns_length_ordered_records_in_input_order():
 
 
 def test_length_ordered_evaluation_and_prediction_write_what_input_order_writes(tmp_path,
-                                                                               vocab_file):
+                                                                                vocab_file):
     """NER's evaluation and prediction, whose eval_predictions.txt and test_predictions.txt
     follow the input files sentence by sentence, on one checkpoint with --bucket_by_length on
     and off: the same files and metrics."""
@@ -360,7 +360,7 @@ def test_length_ordered_evaluation_and_prediction_write_what_input_order_writes(
                                            bucket_by_length=bucket_by_length, **common))
         written[bucket_by_length] = (
             [(out / name).read_text() for name in ("eval_predictions.txt",
-                                                    "test_predictions.txt")],
+                                                   "test_predictions.txt")],
             read_key_values(out / "eval_results.txt"))
     (ordered_files, ordered), (plain_files, plain) = written[True], written[False]
     assert ordered_files == plain_files
@@ -432,7 +432,7 @@ def test_a_batch_cut_to_its_bucket_has_the_loss_of_the_full_length_batch(task):
     full = {key: value.astype(np.int32) for key, value in full.items()}
     cut = {key: value.numpy() for key, value in input_pipeline.trim_to_bucket(
         {key: tf.constant(value) for key, value in full.items()}, BOUNDARIES, keys,
-           num_choices).items()}
+        num_choices).items()}
     assert cut["input_ids"].shape == (BATCH, num_choices * 16)  # Longest 13 -> bucket 16.
     assert cut["input_mask"].sum() == full["input_mask"].sum()
 

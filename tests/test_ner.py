@@ -6,7 +6,7 @@ import os
 import pytest
 
 from bert_tf import errors, tokenization
-from bert_tf.data import classification, ner
+from bert_tf.data import classification_features, ner
 from bert_tf.metrics import ner as ner_metrics
 
 NER_DIR = os.path.join(os.path.dirname(__file__), "data", "ner")
@@ -128,8 +128,8 @@ def test_windows_score_each_word_once_where_it_has_most_context(tokenizer):
 
 
 def test_padding_example(tokenizer):
-    features = ner.convert_single_example(0, classification.PaddingInputExample(), LABELS, 4,
-                                          tokenizer)
+    features = ner.convert_single_example(0, classification_features.PaddingInputExample(),
+                                          LABELS, 4, tokenizer)
     assert features.input_ids == [0] * 4 and features.label_mask == [0] * 4
     assert not features.is_real_example
 

@@ -23,7 +23,7 @@ from finetune_helpers import (
 )
 
 from bert_tf import tokenization
-from bert_tf.data import classification as classification_data
+from bert_tf.data import classification_features as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
@@ -95,7 +95,7 @@ def test_classifier_matches_run_classifier_in_input_order(classifier, vocab_file
          data_dir=TOPICS),
 ], ids=["multi_label", "windows"])
 def test_multi_label_and_windowed_classifiers_match_run_classifier(values, tmp_path,
-                                                                  vocab_file):
+                                                                   vocab_file):
     config_file = write_tiny_config(tmp_path)
     out, export = str(tmp_path / "out"), str(tmp_path / "export")
     finetuning.run_finetuning(options(
@@ -412,11 +412,11 @@ def _reference_last_layer(weights, features):
 def test_embed_and_fill_mask_match_numpy(pretrained, vocab_file):
     import numpy_bert
 
-    from bert_tf.data import packing
+    from bert_tf.data import bert_inputs
 
     texts = ["the cat sat on the mat.", "a much longer sentence about the weather in june"]
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
-    packed = [packing.pack_and_pad(tokenizer.tokenize(t), None, tokenizer, SEQ) for t in texts]
+    packed = [bert_inputs.pack_and_pad(tokenizer.tokenize(t), None, tokenizer, SEQ) for t in texts]
     last = [_reference_last_layer(pretrained["weights"], p) for p in packed]
     embedder = Predictor.from_checkpoint(
         pretrained["checkpoint"], pretrained["config_file"], vocab_file, "embed",
@@ -437,7 +437,7 @@ def test_embed_and_fill_mask_match_numpy(pretrained, vocab_file):
         pieces = []
         for k, part in enumerate(text.split("[MASK]")):
             pieces += (["[MASK]"] if k else []) + tokenizer.tokenize(part)
-        features = packing.pack_and_pad(pieces, None, tokenizer, SEQ)
+        features = bert_inputs.pack_and_pad(pieces, None, tokenizer, SEQ)
         layer = _reference_last_layer(pretrained["weights"], features)
         for position, top in zip([i for i, t in enumerate(features.tokens) if t == "[MASK]"],
                                  result, strict=True):

@@ -10,7 +10,7 @@ from envs import child_env
 from finetune_helpers import TRAIN_TXT, create_records, numbered_corpus, read_records, unmasked_ids
 
 from bert_tf import tokenization
-from bert_tf.data import pretraining_data, tfrecords
+from bert_tf.data import pretraining_data, record_writing
 from bert_tf.errors import BertTfError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,7 +35,7 @@ def test_records_hold_exactly_the_spec_keys(persuasion):
     import tensorflow as tf
 
     _, records, path, _ = persuasion
-    spec = tfrecords.pretraining_feature_spec(128, 20)
+    spec = record_writing.pretraining_feature_spec(128, 20)
     assert set(spec) == SPEC_KEYS
     for i, serialized in enumerate(tf.data.TFRecordDataset(path).take(50)):
         example = tf.train.Example.FromString(serialized.numpy())
@@ -55,17 +55,17 @@ def test_encoder_equals_tf_train_example(vocab):
     input_ids = [101, 2000, 16500, 102, 7, 30000, 102]
     cases = ((10, [1, 5], [2003, 29999], 1), (10, [4], [0], 0), (300, [1, 200], [5, 6], 1))
     for max_seq_length, positions, labels, nsp in cases:
-        encoder = tfrecords.PretrainingExampleEncoder(len(vocab), max_seq_length, 4)
+        encoder = record_writing.PretrainingExampleEncoder(len(vocab), max_seq_length, 4)
         pad, pred_pad = [0] * (max_seq_length - 7), [0] * (4 - len(labels))
         expected = tf.train.Example(features=tf.train.Features(feature={
-            "input_ids": tfrecords.create_int_feature(input_ids + pad),
-            "input_mask": tfrecords.create_int_feature([1] * 7 + pad),
-            "segment_ids": tfrecords.create_int_feature([0] * 4 + [1] * 3 + pad),
-            "masked_lm_positions": tfrecords.create_int_feature(positions + pred_pad),
-            "masked_lm_ids": tfrecords.create_int_feature(labels + pred_pad),
-            "masked_lm_weights": tfrecords.create_float_feature([1.0] * len(labels) +
-                                                                [0.0] * len(pred_pad)),
-            "next_sentence_labels": tfrecords.create_int_feature([nsp]),
+            "input_ids": record_writing.create_int_feature(input_ids + pad),
+            "input_mask": record_writing.create_int_feature([1] * 7 + pad),
+            "segment_ids": record_writing.create_int_feature([0] * 4 + [1] * 3 + pad),
+            "masked_lm_positions": record_writing.create_int_feature(positions + pred_pad),
+            "masked_lm_ids": record_writing.create_int_feature(labels + pred_pad),
+            "masked_lm_weights": record_writing.create_float_feature([1.0] * len(labels) +
+                                                                     [0.0] * len(pred_pad)),
+            "next_sentence_labels": record_writing.create_int_feature([nsp]),
         }))
         actual = tf.train.Example.FromString(encoder.encode(input_ids, 2, positions, labels, nsp))
         assert actual == expected

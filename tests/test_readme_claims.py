@@ -522,7 +522,7 @@ def _ner_dir(path):
 @pytest.mark.slow
 @pytest.mark.parametrize("script", ["run_classifier.py", "run_ner.py"])
 def test_multi_worker_fine_tuning_only_the_chief_evaluates_and_exports(tmp_path, vocab_file,
-                                                                      script):
+                                                                       script):
     """README: "The fine-tuning scripts run the same way (same command, `TF_CONFIG`,
     `--distribution_strategy=multi_worker`) ...; only the chief writes to `--output_dir` (the
     others cache their features in a temporary directory removed at exit, and write only their

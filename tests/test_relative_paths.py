@@ -242,7 +242,7 @@ def test_init_checkpoint_relative_trains_and_re_exports(trained_classifier, init
     exported = _variables(str(workspace / "again" / "export" / export / "variables" /
                               "variables"))
     assert exported.keys() == {name for name in trained if not name.endswith(("/adam_m",
-                                                                               "/adam_v"))}
+                                                                              "/adam_v"))}
     for name, value in exported.items():
         expected = 0 if release and name == "global_step" else trained[name]
         np.testing.assert_array_equal(value, expected, err_msg=name)

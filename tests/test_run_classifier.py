@@ -20,7 +20,7 @@ from finetune_helpers import (
     write_tiny_config,
 )
 
-from bert_tf.data import classification as classification_data
+from bert_tf.data import classification_features as classification_data
 from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
 from bert_tf.runs import finetuning

@@ -120,7 +120,7 @@ def test_each_log_message_is_printed_once(files, tmp_path):
 
 @pytest.mark.parametrize("num_tokens", [28996, 30522])
 def test_a_vocab_with_fewer_tokens_than_the_config_is_one_warning(num_tokens, minilm_dir,
-                                                                   tmp_path, caplog):
+                                                                  tmp_path, caplog):
     # 28996 is the size of BERT's cased vocab: the typical wrong vocab for an uncased model.
     from absl import logging as absl_logging
 

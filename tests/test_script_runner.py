@@ -152,7 +152,7 @@ def test_a_command_line_python_ends_like_a_fresh_python(tmp_path, commands, how)
     served = _shell(command, served_env, tmp_path)
     served_err = (tmp_path / "err.txt").read_text()
     assert json.loads(served.stdout.splitlines()[0])["argv"] == ["scripts/probe.py", how,
-                                                                  "--flag=1"]
+                                                                 "--flag=1"]
     assert served.stdout == fresh.stdout and served.returncode == fresh.returncode == 0
     assert served_err.splitlines()[-1] == fresh_err.splitlines()[-1]
     expected = {"ok": None, "exit3": "3", "message": "1", "raise": "1", "signal": "143",

@@ -335,8 +335,8 @@ def test_minilm_step_matches_tensorflow(tmp_path, minilm_converted):
 
 @pytest.mark.slow
 def test_minilm_fine_tuned_by_run_step_predicts_as_the_graph_mode_step(tmp_path,
-                                                                      minilm_converted,
-                                                                      minilm_squad):
+                                                                       minilm_converted,
+                                                                       minilm_squad):
     """The round trip: MiniLM fine-tuned for 30 steps on squad_small.json's records (those
     conftest's run_squad.py run wrote) by run_step.py, its checkpoint predicted by
     run_squad.py --do_predict, against the same 30 steps of bert_tf's graph-mode step

@@ -127,7 +127,7 @@ def test_wait_for_workers_returns_once_every_peer_listens(monkeypatch, open_port
 
 
 def test_wait_for_workers_stops_at_the_deadline_naming_the_missing_peer(monkeypatch, caplog,
-                                                                       closed_port):
+                                                                        closed_port):
     monkeypatch.setenv("TF_CONFIG", _tf_config([f"127.0.0.1:{closed_port}", "127.0.0.1:1"], 1))
     monkeypatch.setattr(distribute, "session_target", lambda strategy: "grpc://here")
     monkeypatch.setattr(multi_worker, "PROGRESS_INTERVAL_SECS", 0.5)
@@ -231,7 +231,7 @@ def _assert_ran_alone_as_the_chief(result):
 @pytest.mark.parametrize("script", ["run_pretraining.py", "run_classifier.py", "run_squad.py",
                                     "run_ner.py"])
 def test_training_scripts_run_alone_when_tf_config_names_worker_1(tmp_path, minilm_dir,
-                                                                 closed_port, script):
+                                                                  closed_port, script):
     out = tmp_path / "out"
     if script == "run_pretraining.py":
         args = _pretraining_args(tmp_path, out)

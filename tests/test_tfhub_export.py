@@ -24,7 +24,7 @@ from finetune_helpers import (
 )
 
 from bert_tf import tf2, tokenization
-from bert_tf.data import classification
+from bert_tf.data import classification_features
 from bert_tf.serving import tfhub_export
 
 SEQ_LENGTH = 32
@@ -110,7 +110,7 @@ def test_checkpoint_of_another_config_is_one_error_line(tmp_path, minilm_convert
 
 
 def test_missing_vocab_and_used_export_path_are_one_error_line(tmp_path, exported,
-                                                                minilm_converted):
+                                                               minilm_converted):
     flags = _minilm_flags(minilm_converted)
     missing = run_script("export_tfhub.py", *flags[:2], f"--vocab_file={tmp_path}/none.txt",
                          f"--export_path={tmp_path / 'encoder'}")
@@ -131,10 +131,10 @@ def test_bert_pack_inputs_takes_any_seq_length(exported, minilm_converted, seq_l
         [preprocessor.tokenize(tf.constant(texts)) for texts in (first, second)],
         seq_length=seq_length)
     tokenizer = tokenization.FullTokenizer(os.path.join(minilm_converted, "vocab.txt"))
-    examples = [classification.InputExample(str(i), a, b, "0")
+    examples = [classification_features.InputExample(str(i), a, b, "0")
                 for i, (a, b) in enumerate(zip(first, second, strict=True))]
-    features = classification.convert_examples_to_features(examples, ["0"], seq_length,
-                                                           tokenizer)
+    features = classification_features.convert_examples_to_features(examples, ["0"], seq_length,
+                                                                    tokenizer)
     for key, field in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
                        ("input_type_ids", "segment_ids")):
         assert packed[key].shape == (2, seq_length), key

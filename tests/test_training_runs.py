@@ -252,7 +252,7 @@ def test_sigterm_saves_the_current_step_and_the_same_command_resumes(tmp_path):
 
 @pytest.mark.slow
 def test_sigterm_to_the_second_worker_stops_both_with_the_chiefs_checkpoint(cluster_data,
-                                                                             tmp_path):
+                                                                            tmp_path):
     out = tmp_path / "out"
     args = cluster_flags(cluster_data, out, steps=100000, distribution_strategy="multi_worker",
                          step_timeout_secs=120, save_checkpoints_steps=100000,

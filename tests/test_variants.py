@@ -22,8 +22,9 @@ import tensorflow as tf
 from envs import child_env
 from script_runner import run_python_script
 
-from bert_tf import extract_features, modeling
+from bert_tf import modeling
 from bert_tf.errors import BertTfError
+from bert_tf.runs import extract_features
 from bert_tf.tools import conversion
 from bert_tf.training import checkpoints
 
@@ -240,7 +241,7 @@ def test_cross_attention_matches_numpy_in_user_graph():
         p = "decoder/layer_1/crossattention/"
         assert shapes[p + "self/query/kernel"] == (hidden, hidden)
         assert shapes[p + "self/key/kernel"] == shapes[p + "self/value/kernel"] == (enc_hidden,
-                                                                                     hidden)
+                                                                                    hidden)
         assert shapes[p + "output/dense/kernel"] == (hidden, hidden)
         assert shapes[p + "output/LayerNorm/gamma"] == (hidden,)
         assert len(shapes) == 2 * 26 + (2 if layer_norm_type == "pre" else 0)

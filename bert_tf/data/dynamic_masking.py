@@ -1,7 +1,7 @@
 """Masked-LM masks drawn in the input pipeline: dynamic masking (RoBERTa), vectorised in TF.
 
 `create_pretraining_data.py --masking=dynamic` writes records without masks
-(`tfrecords.DYNAMIC_FEATURES`); `run_pretraining.py` maps `mask_batch` over each parsed batch,
+(`record_writing.DYNAMIC_FEATURES`); `run_pretraining.py` maps `mask_batch` over each parsed batch,
 so every epoch sees new masks. The rules are those of the static masks
 (`pretraining_data.ChunkProcessor._create_masked_lm_predictions`):
 
@@ -74,7 +74,7 @@ def mask_batch(features, seed, max_predictions_per_seq, vocab_size, masked_lm_pr
     Args:
       features: dict of int32 Tensors: input_ids, input_mask, segment_ids, word_ids [B, S],
         next_sentence_labels [B, 1], mask_token_id [B, 1] (as parsed from
-        `tfrecords.DYNAMIC_FEATURES`).
+        `record_writing.DYNAMIC_FEATURES`).
       seed: [2] int seed of this batch (`batch_seed`).
       max_predictions_per_seq: P, the length of the masked_lm_* features.
       vocab_size: random replacements are drawn from [0, vocab_size).

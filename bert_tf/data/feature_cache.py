@@ -65,9 +65,10 @@ def cached_tfrecord_file(output_file, key, write_fn):
             meta = None
         if (isinstance(meta, dict) and meta.get("key") == key and
                 meta.get("record_file_size") == fileio.file_size(output_file)):
-            from bert_tf.data import records
+            from bert_tf.data import record_integrity
 
-            bad_offset = records.first_bad_offset(output_file)  # Every CRC: bytes can flip.
+            # Every CRC: bytes can flip.
+            bad_offset = record_integrity.first_bad_offset(output_file)
             if bad_offset is None:
                 logging.info("Reusing cached features %s", output_file)
                 return True

@@ -7,7 +7,7 @@ import dataclasses
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import records
+from bert_tf.data import record_integrity
 
 # The [batch, seq] features every BERT input has; eval / predict batches trim them.
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -214,7 +214,7 @@ def record_input_fn(input_files, feature_spec, is_training, shuffle=True, trim_k
       shuffle_buffer: records in the shuffle buffer (training).
       num_cpu_threads: files read in parallel (training).
       record_limits: {path: records to read} for files read only up to their last whole
-        record (`records.check_record_files` with --skip_corrupt_records).
+        record (`record_integrity.check_record_files` with --skip_corrupt_records).
       skip_corrupt_records: also end a file at the first record TF cannot read.
       flag: the flag that named `input_files` (None: cached features), for error messages.
       map_batch: optional fn(features, batch_index, pipeline_id) applied to each parsed batch
@@ -357,7 +357,7 @@ def shard_input_files(input_files, input_context=None):
 
     By file when there are at least as many files as workers (worker i reads files i, i+n,
     ...), else by record (every worker reads all files and keeps records i, i+n, ...). Either
-    way no two workers read the same records.
+    way no two workers read the same record_integrity.
 
     Args:
       input_files: list of file paths, in a fixed order (the same on every worker).
@@ -397,25 +397,25 @@ def record_dataset(input_files, is_training, input_context=None, shuffle=True,
       num_cpu_threads: files read in parallel when shuffling.
       shuffle_buffer: records in the shuffle buffer.
       record_limits, skip_corrupt_records: read broken files only up to their last whole
-        record (`records.read_files`).
+        record (`record_integrity.read_files`).
 
     Returns:
       A `tf.data.Dataset` of scalar string tensors.
     """
     files, record_shards, record_index = shard_input_files(input_files, input_context)
     if not is_training:
-        dataset = records.read_files(files, record_limits, skip_corrupt_records)
+        dataset = record_integrity.read_files(files, record_limits, skip_corrupt_records)
         return dataset.shard(record_shards, record_index) if record_shards > 1 else dataset
     if record_shards > 1 or not shuffle:
         # Files in their given order and repeated before sharding, so that every worker shards
         # the same stream and the shards keep partitioning it across epochs.
-        dataset = records.read_files(files, record_limits, skip_corrupt_records).repeat()
+        dataset = record_integrity.read_files(files, record_limits, skip_corrupt_records).repeat()
         if record_shards > 1:
             dataset = dataset.shard(record_shards, record_index)
         return dataset.shuffle(buffer_size=shuffle_buffer) if shuffle else dataset
-    dataset = records.file_dataset(files, record_limits)
+    dataset = record_integrity.file_dataset(files, record_limits)
     dataset = dataset.repeat().shuffle(buffer_size=len(files))
-    dataset = dataset.interleave(records.file_reader(skip_corrupt_records),
+    dataset = dataset.interleave(record_integrity.file_reader(skip_corrupt_records),
                                  cycle_length=min(num_cpu_threads, len(files)),
                                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.shuffle(buffer_size=shuffle_buffer)

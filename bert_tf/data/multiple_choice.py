@@ -21,7 +21,7 @@ import json
 import os
 
 from bert_tf import errors, fileio
-from bert_tf.data import classification, feature_cache, packing
+from bert_tf.data import bert_inputs, classification_features, feature_cache
 
 SPLIT_FILES = {"swag": {"train": "train.csv", "dev": "val.csv", "test": "test.csv"},
                "jsonl": {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"}}
@@ -160,15 +160,15 @@ def num_choices_of(*example_lists):
 
 def convert_example(example, num_choices, max_seq_length, tokenizer):
     """input_ids, input_mask, segment_ids [num_choices * max_seq_length] of one example:
-    each choice packed and padded (`packing.pack_and_pad`), choices one after another."""
+    each choice packed and padded (`bert_inputs.pack_and_pad`), choices one after another."""
     if len(example.endings) != num_choices:
         raise errors.BertTfError(f"example {example.guid}: {len(example.endings)} choices, the "
                                  f"task has {num_choices}; every question needs as many.")
     input_ids, input_mask, segment_ids = [], [], []
     for ending in example.endings:
         tokens_a = tokenizer.tokenize(example.context)
-        packed = packing.pack_and_pad(tokens_a, tokenizer.tokenize(ending), tokenizer,
-                                      max_seq_length)
+        packed = bert_inputs.pack_and_pad(tokens_a, tokenizer.tokenize(ending), tokenizer,
+                                          max_seq_length)
         input_ids += packed.input_ids
         input_mask += packed.input_mask
         segment_ids += packed.segment_ids
@@ -179,7 +179,7 @@ def write_features(examples, num_choices, max_seq_length, tokenizer, output_file
     """Writes the examples' TFRecords to `output_file` (whole or not at all), reusing a
     cached file while examples and settings are unchanged (`classification.
     cached_tfrecord_file`)."""
-    from bert_tf.data import tfrecords
+    from bert_tf.data import record_writing
 
     def tf_examples():
         import tensorflow as tf
@@ -187,14 +187,15 @@ def write_features(examples, num_choices, max_seq_length, tokenizer, output_file
         for example in examples:
             ids, mask, segments = convert_example(example, num_choices, max_seq_length,
                                                   tokenizer)
-            feature = {"input_ids": tfrecords.create_int_feature(ids),
-                       "input_mask": tfrecords.create_int_feature(mask),
-                       "segment_ids": tfrecords.create_int_feature(segments),
-                       "label_ids": tfrecords.create_int_feature([example.label]),
-                       "is_real_example": tfrecords.create_int_feature([1])}
+            feature = {"input_ids": record_writing.create_int_feature(ids),
+                       "input_mask": record_writing.create_int_feature(mask),
+                       "segment_ids": record_writing.create_int_feature(segments),
+                       "label_ids": record_writing.create_int_feature([example.label]),
+                       "is_real_example": record_writing.create_int_feature([1])}
             yield tf.train.Example(features=tf.train.Features(feature=feature))
 
     key = feature_cache.feature_cache_key("multiple_choice", examples, None, max_seq_length,
-                                           tokenizer, num_choices=num_choices)
+                                          tokenizer, num_choices=num_choices)
     return feature_cache.cached_tfrecord_file(
-        output_file, key, lambda: classification.write_tf_examples(tf_examples(), output_file))
+        output_file, key,
+        lambda: classification_features.write_tf_examples(tf_examples(), output_file))

@@ -12,9 +12,9 @@ and the predictions only look at first pieces. Words that do not fit in
 predictions are written, such a word gets the tag "O".
 
 Windows (--doc_stride > 0): a sentence's word pieces are cut into windows of
-`max_seq_length - 2` pieces starting every doc_stride pieces (`packing.compute_doc_spans`).
+`max_seq_length - 2` pieces starting every doc_stride pieces (`bert_inputs.compute_doc_spans`).
 Each word is scored (label_mask 1, in training and prediction) only in the window where its
-first piece has the most context (`packing.max_context_window`, SQuAD's rule), so every word
+first piece has the most context (`bert_inputs.max_context_window`, SQuAD's rule), so every word
 is tagged exactly once; `merge_window_tags` puts the windows' tags back in word order.
 
 TFRecord keys (tf.train.Example, all int64):
@@ -36,7 +36,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import errors, fileio
-from bert_tf.data import classification, feature_cache, packing
+from bert_tf.data import bert_inputs, classification_features, feature_cache
 
 # Where `NerProcessor` looks for each split in data_dir, in order (CoNLL-2003 names too).
 TRAIN_FILES = ("train.txt", "eng.train")
@@ -212,7 +212,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
 
     Args:
       ex_index: the example's position (the first few are logged).
-      example: a `NerExample` or `classification.PaddingInputExample`.
+      example: a `NerExample` or `classification_features.PaddingInputExample`.
       label_list: the tags; "O" should be among them.
       max_seq_length: length of the id lists, [CLS] and [SEP] included.
       tokenizer: a `tokenization.FullTokenizer`.
@@ -221,7 +221,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
         raise errors.BertTfError(f"--max_seq_length={max_seq_length} leaves no room for a word "
                                  "after [CLS] and [SEP]; use a larger max_seq_length.")
     zeros = [0] * max_seq_length
-    if isinstance(example, classification.PaddingInputExample):
+    if isinstance(example, classification_features.PaddingInputExample):
         return NerInputFeatures(input_ids=list(zeros), input_mask=list(zeros),
                                 segment_ids=list(zeros), label_ids=list(zeros),
                                 label_mask=list(zeros), is_real_example=False, num_words=0)
@@ -245,18 +245,18 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     label_ids.append(0)
     label_mask.append(0)
 
-    tokens, segment_ids = packing.pack_tokens(word_pieces)
-    input_ids, input_mask, segment_ids = packing.encode_and_pad(
+    tokens, segment_ids = bert_inputs.pack_tokens(word_pieces)
+    input_ids, input_mask, segment_ids = bert_inputs.encode_and_pad(
         tokens, segment_ids, tokenizer, max_seq_length)
-    if ex_index < 5:  # At DEBUG (--verbosity=1), as in classification.
+    if ex_index < 5:  # At DEBUG (--verbosity=1), as in classification_features.
         logging.debug("*** Example ***")
         logging.debug("guid: %s", example.guid)
         logging.debug("tokens: %s", " ".join(tokens))
         logging.debug("label_ids: %s", " ".join(str(x) for x in label_ids))
     return NerInputFeatures(input_ids=input_ids, input_mask=input_mask,
                             segment_ids=segment_ids,
-                            label_ids=packing.pad(label_ids, max_seq_length),
-                            label_mask=packing.pad(label_mask, max_seq_length),
+                            label_ids=bert_inputs.pad(label_ids, max_seq_length),
+                            label_mask=bert_inputs.pad(label_mask, max_seq_length),
                             is_real_example=True, num_words=num_words)
 
 
@@ -269,13 +269,13 @@ def word_windows(piece_counts, room, doc_stride):
       doc_stride: word pieces between window starts (< room).
 
     Returns:
-      (doc_spans, word_starts, word_window): the `packing.DocSpan`s over all pieces; the
+      (doc_spans, word_starts, word_window): the `bert_inputs.DocSpan`s over all pieces; the
       position of each word's first piece [num_words]; the index of the window where that
-      piece has the most context (`packing.max_context_window`) [num_words].
+      piece has the most context (`bert_inputs.max_context_window`) [num_words].
     """
     word_starts = [sum(piece_counts[:i]) for i in range(len(piece_counts))]
-    doc_spans = packing.compute_doc_spans(sum(piece_counts), room, doc_stride)
-    return doc_spans, word_starts, [packing.max_context_window(doc_spans, start)
+    doc_spans = bert_inputs.compute_doc_spans(sum(piece_counts), room, doc_stride)
+    return doc_spans, word_starts, [bert_inputs.max_context_window(doc_spans, start)
                                     for start in word_starts]
 
 
@@ -300,17 +300,17 @@ def convert_example_to_windows(ex_index, example, label_list, max_seq_length, to
         words = [word_at.get(p) for p in range(span.start, span.start + span.length)]
         scored = [None] + [i if i is not None and word_window[i] == window else None
                            for i in words] + [None]
-        tokens, segment_ids = packing.pack_tokens(
+        tokens, segment_ids = bert_inputs.pack_tokens(
             all_pieces[span.start:span.start + span.length])
-        input_ids, input_mask, segment_ids = packing.encode_and_pad(
+        input_ids, input_mask, segment_ids = bert_inputs.encode_and_pad(
             tokens, segment_ids, tokenizer, max_seq_length)
         features.append(NerInputFeatures(
             input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
-            label_ids=packing.pad([0 if i is None else label_map[example.labels[i]]
-                                   for i in scored], max_seq_length),
-            label_mask=packing.pad([int(i is not None) for i in scored], max_seq_length),
+            label_ids=bert_inputs.pad([0 if i is None else label_map[example.labels[i]]
+                                       for i in scored], max_seq_length),
+            label_mask=bert_inputs.pad([int(i is not None) for i in scored], max_seq_length),
             num_words=sum(i is not None for i in scored), example_index=ex_index,
-            word_index=packing.pad([i or 0 for i in scored], max_seq_length)))
+            word_index=bert_inputs.pad([i or 0 for i in scored], max_seq_length)))
     return features
 
 
@@ -343,19 +343,19 @@ def feature_to_tf_example(feature):
     """One `NerInputFeatures` as a `tf.train.Example` (keys: see the module docstring)."""
     import tensorflow as tf
 
-    from bert_tf.data import tfrecords
+    from bert_tf.data import record_writing
 
     features = {
-        "input_ids": tfrecords.create_int_feature(feature.input_ids),
-        "input_mask": tfrecords.create_int_feature(feature.input_mask),
-        "segment_ids": tfrecords.create_int_feature(feature.segment_ids),
-        "label_ids": tfrecords.create_int_feature(feature.label_ids),
-        "label_mask": tfrecords.create_int_feature(feature.label_mask),
-        "is_real_example": tfrecords.create_int_feature([int(feature.is_real_example)]),
+        "input_ids": record_writing.create_int_feature(feature.input_ids),
+        "input_mask": record_writing.create_int_feature(feature.input_mask),
+        "segment_ids": record_writing.create_int_feature(feature.segment_ids),
+        "label_ids": record_writing.create_int_feature(feature.label_ids),
+        "label_mask": record_writing.create_int_feature(feature.label_mask),
+        "is_real_example": record_writing.create_int_feature([int(feature.is_real_example)]),
     }
     if feature.example_index is not None:
-        features["example_index"] = tfrecords.create_int_feature([feature.example_index])
-        features["word_index"] = tfrecords.create_int_feature(feature.word_index)
+        features["example_index"] = record_writing.create_int_feature([feature.example_index])
+        features["word_index"] = record_writing.create_int_feature(feature.word_index)
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
@@ -368,7 +368,8 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     """
     features = convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
                                             doc_stride)
-    classification.write_tf_examples((feature_to_tf_example(f) for f in features), output_file)
+    classification_features.write_tf_examples((feature_to_tf_example(f) for f in features),
+                                              output_file)
     return len(features)
 
 
@@ -376,14 +377,14 @@ def cached_file_based_convert_examples_to_features(examples, label_list, max_seq
                                                    tokenizer, output_file, doc_stride=0):
     """`file_based_convert_examples_to_features`, reusing `output_file` while still valid.
 
-    Same sidecar policy as `classification.cached_file_based_convert_examples_to_features`.
+    Same sidecar policy as `classification_features.cached_file_based_convert_examples_to_features`.
 
     Returns:
       True if the existing file was reused, False if it was (re)built.
     """
     settings = {"doc_stride": doc_stride} if doc_stride else {}
     key = feature_cache.feature_cache_key("ner", examples, label_list, max_seq_length,
-                                           tokenizer, **settings)
+                                          tokenizer, **settings)
     return feature_cache.cached_tfrecord_file(
         output_file, key,
         lambda: file_based_convert_examples_to_features(examples, label_list, max_seq_length,

@@ -32,7 +32,7 @@ Two choices beyond the original (`--next_sentence_objective`, `--masking`):
   not apply and next_sentence_labels is 0.
 * `masking=dynamic`: the records keep the tokens unmasked and carry the words to mask
   (`word_ids`, whole words under `do_whole_word_mask`) and the [MASK] id instead of
-  masked_lm_* (`tfrecords.DYNAMIC_FEATURES`); run_pretraining masks them afresh every epoch
+  masked_lm_* (`record_writing.DYNAMIC_FEATURES`); run_pretraining masks them afresh every epoch
   with the same rules (`bert_tf.data.dynamic_masking`).
 
 What differs from the original, so that a corpus of any size streams through bounded memory
@@ -64,7 +64,7 @@ import time
 from absl import logging
 
 from bert_tf import fileio, tokenization
-from bert_tf.data import parallel, tfrecords
+from bert_tf.data import parallel, record_writing
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import require_file
 
@@ -174,7 +174,7 @@ class ChunkProcessor:
         for token, token_id in vocab.items():
             if token.startswith("##"):
                 self.is_continuation[token_id] = 1
-        self.encoder = tfrecords.PretrainingExampleEncoder(
+        self.encoder = record_writing.PretrainingExampleEncoder(
             vocab_size, config.max_seq_length, config.max_predictions_per_seq,
             mask_token_id=self.mask_id)
 
@@ -485,7 +485,7 @@ def _write_results(results, output_paths, total_mb, start_time, log_fn):
             tf.io.gfile.makedirs(directory)
     totals = collections.Counter()
     last_progress = time.time()
-    with tfrecords.RoundRobinRecordWriter(output_paths) as writer:
+    with record_writing.RoundRobinRecordWriter(output_paths) as writer:
         for result in results:
             for record in result.records:
                 writer.write(record)

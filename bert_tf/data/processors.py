@@ -22,7 +22,7 @@ import inspect
 import os
 
 from bert_tf import errors, fileio
-from bert_tf.data.classification import InputExample
+from bert_tf.data.classification_features import InputExample
 
 
 def _read_rows(path, delimiter="\t", quoting=csv.QUOTE_NONE):

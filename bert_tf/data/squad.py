@@ -22,10 +22,10 @@ import json
 from absl import logging
 
 from bert_tf import errors, fileio, tokenization
-from bert_tf.data import packing, tfrecords
+from bert_tf.data import bert_inputs, record_writing
 
 # The window helpers live in packing (classifier and NER windows use them too).
-from bert_tf.data.packing import DocSpan, check_is_max_context, compute_doc_spans  # noqa: F401
+from bert_tf.data.bert_inputs import DocSpan, check_is_max_context, compute_doc_spans  # noqa: F401
 
 # First `unique_id` given to a feature, as in the original (ids are unique within one run).
 FIRST_UNIQUE_ID = 1000000000
@@ -418,9 +418,9 @@ def _window_feature(example, pieces, doc_spans, doc_span_index, tokenizer, max_s
     doc_span = doc_spans[doc_span_index]
     doc_start = doc_span.start
     doc_end = doc_span.start + doc_span.length - 1
-    tokens, segment_ids = packing.pack_tokens(
+    tokens, segment_ids = bert_inputs.pack_tokens(
         pieces.query_tokens, pieces.doc_tokens[doc_start:doc_end + 1])
-    input_ids, input_mask, segment_ids = packing.encode_and_pad(
+    input_ids, input_mask, segment_ids = bert_inputs.encode_and_pad(
         tokens, segment_ids, tokenizer, max_seq_length)
     # The window's tokens follow [CLS] query [SEP].
     doc_offset = len(pieces.query_tokens) + 2
@@ -472,13 +472,13 @@ def _window_answer(example, pieces, doc_start, doc_end, doc_offset, is_training)
     return 0, 0
 
 
-class FeatureWriter(tfrecords.AtomicRecordWriter):
+class FeatureWriter(record_writing.AtomicRecordWriter):
     """Writes `InputFeatures` to a TFRecord file of `tf.train.Example`s (the keys of
     docs/compatibility.md §3).
 
     Keys: `unique_ids` [1], `input_ids`, `input_mask`, `segment_ids` [max_seq_length], and for
     training `start_positions` [1], `end_positions` [1], `is_impossible` [1]. Whole or nothing
-    (see `tfrecords.AtomicRecordWriter`): `close()` renames the temporary file to `filename`,
+    (see `record_writing.AtomicRecordWriter`): `close()` renames the temporary file to `filename`,
     `discard()` (or an exception in a `with` block) deletes it.
     """
 
@@ -497,14 +497,15 @@ class FeatureWriter(tfrecords.AtomicRecordWriter):
         import tensorflow as tf
 
         features = collections.OrderedDict()
-        features["unique_ids"] = tfrecords.create_int_feature([feature.unique_id])
-        features["input_ids"] = tfrecords.create_int_feature(feature.input_ids)
-        features["input_mask"] = tfrecords.create_int_feature(feature.input_mask)
-        features["segment_ids"] = tfrecords.create_int_feature(feature.segment_ids)
+        features["unique_ids"] = record_writing.create_int_feature([feature.unique_id])
+        features["input_ids"] = record_writing.create_int_feature(feature.input_ids)
+        features["input_mask"] = record_writing.create_int_feature(feature.input_mask)
+        features["segment_ids"] = record_writing.create_int_feature(feature.segment_ids)
         if self.is_training:
-            features["start_positions"] = tfrecords.create_int_feature([feature.start_position])
-            features["end_positions"] = tfrecords.create_int_feature([feature.end_position])
-            features["is_impossible"] = tfrecords.create_int_feature(
+            features["start_positions"] = record_writing.create_int_feature(
+                [feature.start_position])
+            features["end_positions"] = record_writing.create_int_feature([feature.end_position])
+            features["is_impossible"] = record_writing.create_int_feature(
                 [1 if feature.is_impossible else 0])
         tf_example = tf.train.Example(features=tf.train.Features(feature=features))
         self.write(tf_example.SerializeToString())

@@ -129,9 +129,9 @@ def layer_norm(input_tensor, name=None, epsilon=1e-12):
         # Trainable=True variables are cast on read under mixed precision; ask for
         # float32 explicitly so the norm runs in float32.
         beta = get_variable("beta", [width], dtype=tf.float32,
-                                initializer=tf1.zeros_initializer())
+                            initializer=tf1.zeros_initializer())
         gamma = get_variable("gamma", [width], dtype=tf.float32,
-                                 initializer=tf1.ones_initializer())
+                             initializer=tf1.ones_initializer())
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         inv = tf.math.rsqrt(variance + epsilon) * gamma
         output = x * inv + (beta - mean * inv)
@@ -158,9 +158,9 @@ def dense_layer(input_tensor, units, activation=None, kernel_initializer=None, n
     x = input_tensor if len(shape) == 2 else tf.reshape(input_tensor, [-1, shape[-1]])
     with tf1.variable_scope(name):
         kernel = get_variable("kernel", [shape[-1], units], dtype=input_tensor.dtype,
-                                  initializer=kernel_initializer or create_initializer())
+                              initializer=kernel_initializer or create_initializer())
         bias = get_variable("bias", [units], dtype=input_tensor.dtype,
-                                initializer=tf1.zeros_initializer())
+                            initializer=tf1.zeros_initializer())
         output = tf.nn.bias_add(tf.matmul(x, kernel), bias)
         if activation is not None:
             output = activation(output)

@@ -11,7 +11,7 @@ import functools
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.data import records
+from bert_tf.data import record_integrity as records
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import model_fn_parts, pretraining
 from bert_tf.training import runner, validation

@@ -101,7 +101,7 @@ class GraphBackend:
             saver = tf1.train.Saver()
             local_init = tf1.local_variables_initializer()
             self._session = tf1.Session(graph=self._graph,
-                                         config=session_lib.session_config())
+                                        config=session_lib.session_config())
             try:
                 saver.restore(self._session, checkpoint)
             except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
@@ -130,7 +130,7 @@ class OnnxBackend:
         values = self._session.run(None, {name.split(":")[0]: inputs[name.split(":")[0]]
                                           for name in self._input_names})
         return {name.split(":")[0]: value for name, value in zip(self._output_names, values,
-                                                                  strict=True)}
+                                                                 strict=True)}
 
 
 class TfliteBackend:

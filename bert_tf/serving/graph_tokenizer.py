@@ -33,7 +33,7 @@ no rule changes (unassigned, private use) keeps the default (itself, or spaced i
 ideograph). Building them takes a fraction of a second, once per process and casing.
 
 `pack_inputs` makes BERT's inputs of one or two tokenized segments with bert_tf's packing rule
-(`bert_tf.data.packing`): `[CLS] a [SEP] (b [SEP])`, a pair cut by popping from the longer
+(`bert_tf.data.bert_inputs`): `[CLS] a [SEP] (b [SEP])`, a pair cut by popping from the longer
 side, a row with an empty second text packed as a single text; or SQuAD's question cut to
 `max_query_length` pieces and the context to what is left.
 """
@@ -335,7 +335,7 @@ def _reorder_combining_marks(combining_classes, code_points, row_ids):
     return tf.cond(tf.reduce_any(continues_run), reorder, lambda: code_points)
 
 
-def _split_words(whitespace, code_points, row_ids):
+def _split_on_whitespace(whitespace, code_points, row_ids):
     """Words: the runs of code points `str.split()` does not split on.
 
     Returns:
@@ -428,13 +428,13 @@ class GraphTokenizer(tf.Module):
             code_points = _reorder_combining_marks(tables.combining_classes, code_points,
                                                    row_ids)
             code_points, row_ids = _map_code_points(tables.second, code_points, row_ids)
-        return _split_words(tables.whitespace, code_points, row_ids)
+        return _split_on_whitespace(tables.whitespace, code_points, row_ids)
 
     def _word_pieces(self, words):
         """WordPiece of words [W, (chars)]: int32 [W, (pieces)].
 
         A word in the vocab is its own piece (one lookup for all words); the others are split
-        by `_split_words`; a too long word, or one with a part no piece matches, is [UNK].
+        by `_wordpiece_split`; a too long word, or one with a part no piece matches, is [UNK].
         """
         word_strings = _encode_utf8(words)
         num_chars = tf.cast(words.row_lengths(), tf.int32)
@@ -442,8 +442,8 @@ class GraphTokenizer(tf.Module):
         too_long = num_chars > self.max_chars_per_word
         whole_ids = tf.cast(self._vocab_table.lookup(word_strings), tf.int32)
         to_split = tf.cast(tf.where(~too_long & (whole_ids < 0))[:, 0], tf.int32)
-        split_ids, split_owner, split = self._split_words(tf.gather(word_strings, to_split),
-                                                          tf.gather(num_chars, to_split))
+        split_ids, split_owner, split = self._wordpiece_split(tf.gather(word_strings, to_split),
+                                                              tf.gather(num_chars, to_split))
         split_ok = tf.scatter_nd(to_split[:, None], split, [num_words])
         whole_ids = tf.where(too_long | ((whole_ids < 0) & ~split_ok), self.unk_id, whole_ids)
         one_piece = tf.cast(tf.where(~split_ok)[:, 0], tf.int32)
@@ -456,7 +456,7 @@ class GraphTokenizer(tf.Module):
             tf.gather(piece_ids, order), tf.cast(tf.gather(piece_words, order), tf.int64),
             nrows=tf.cast(num_words, tf.int64), validate=False)
 
-    def _split_words(self, word_strings, num_chars):
+    def _wordpiece_split(self, word_strings, num_chars):
         """Greedy longest-match-first split of words [S] of `num_chars` [S] characters.
 
         Without a loop: every candidate piece at every character position of every word is
@@ -521,7 +521,7 @@ class GraphTokenizer(tf.Module):
         pieces = (visited < num_chars[:, None]) & split[:, None]
         return (_masked(tf.gather(piece_at, visited + word_base[:, None]), pieces),
                 _masked(tf.tile(tf.range(num_words)[:, None],
-                                        [1, tf.shape(visited)[1]]), pieces),
+                                [1, tf.shape(visited)[1]]), pieces),
                 split)
 
 
@@ -540,7 +540,7 @@ def _head(pieces, lengths):
 
 
 def _pair_lengths(length_a, length_b, budget):
-    """`packing.truncate_seq_pair`'s lengths: pop from the longer ([B] each; b on a tie)
+    """`bert_inputs.truncate_seq_pair`'s lengths: pop from the longer ([B] each; b on a tie)
     until the two hold at most `budget` pieces."""
     budget = tf.cast(budget, length_a.dtype)
     fits = length_a + length_b <= budget
@@ -567,7 +567,7 @@ def pack_inputs(segments, seq_length, cls_id, sep_id, max_query_length=None):
 
     `[CLS] a [SEP]` (type 0) and, for a row whose second segment is not empty, `b [SEP]`
     (type 1), cut to `seq_length`: a single text keeps its first seq_length - 2 pieces, a pair
-    is cut by popping from the longer side to seq_length - 3 (`packing.truncate_to_fit`).
+    is cut by popping from the longer side to seq_length - 3 (`bert_inputs.truncate_to_fit`).
     With `max_query_length` (SQuAD: question, context), the first segment keeps its first
     `max_query_length` pieces and the second what is left of seq_length - 3, and both [SEP]s
     are always there (the first window of `squad.convert_examples_to_features`).

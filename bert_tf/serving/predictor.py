@@ -12,7 +12,7 @@ scripts/export_onnx.py, which stores the same assets in the model's metadata) an
 file (`from_tflite`, made by scripts/export_tflite.py, the assets in its metadata too).
 
 Pre- and post-processing are the library's own, so the answers are those of
-`run_*.py --do_predict` on the same checkpoint: `classification.convert_single_example`,
+`run_*.py --do_predict` on the same checkpoint: `classification_features.convert_single_example`,
 `squad.convert_examples_to_features` + `squad_postprocess.compute_predictions`,
 `ner.convert_single_example` + `tasks.ner.word_tags`. Examples are batched by length (sorted,
 each batch padded to its longest), and results come back in input order.
@@ -29,9 +29,9 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, modeling, precision, tokenization
-from bert_tf.data import classification as classification_data
+from bert_tf.data import bert_inputs
+from bert_tf.data import classification_features as classification_data
 from bert_tf.data import ner as ner_data
-from bert_tf.data import packing
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError, missing_extra
 from bert_tf.serving import backends, encoder_export, export
@@ -360,7 +360,7 @@ class Predictor:
             examples.append(ner_data.NerExample(guid=f"predict-{i}", words=words,
                                                 labels=[ner_data.OUTSIDE_TAG] * len(words)))
         features = [ner_data.convert_single_example(self._next_index(), example, labels,
-                                                     self.config.max_seq_length, self.tokenizer)
+                                                    self.config.max_seq_length, self.tokenizer)
                     for example in examples]
         outputs = [{"tag_ids": output["tag_ids"],
                     "label_mask": feature.label_mask[:len(output["tag_ids"])]}
@@ -384,15 +384,15 @@ class Predictor:
             pieces = []
             for k, part in enumerate(text.split(MASK_TOKEN)):
                 pieces += ([MASK_TOKEN] if k else []) + self.tokenizer.tokenize(part)
-            packed.append(packing.pack_and_pad(pieces, None, self.tokenizer,
-                                               self.config.max_seq_length))
+            packed.append(bert_inputs.pack_and_pad(pieces, None, self.tokenizer,
+                                                   self.config.max_seq_length))
             positions.append([i for i, token in enumerate(packed[-1].tokens)
                               if token == MASK_TOKEN] or [0])
         most = max((len(p) for p in positions), default=1)
 
         def mask_positions(indices):
             return {"masked_lm_positions": np.asarray(
-                [packing.pad(positions[i], most) for i in indices], np.int32)}
+                [bert_inputs.pad(positions[i], most) for i in indices], np.int32)}
 
         results = []
         for features, output in zip(packed, self._run(packed, mask_positions), strict=True):
@@ -420,8 +420,8 @@ class Predictor:
                               f"pooling={exported!r}, or re-export with "
                               f"scripts/export_encoder.py --pooling={pooling}.")
         key = "embedding" if exported else pooling
-        packed = [packing.pack_and_pad(self.tokenizer.tokenize(text), None, self.tokenizer,
-                                       self.config.max_seq_length) for text in texts]
+        packed = [bert_inputs.pack_and_pad(self.tokenizer.tokenize(text), None, self.tokenizer,
+                                           self.config.max_seq_length) for text in texts]
         outputs = self._run(packed)
         width = outputs[0][key].shape[-1] if outputs else 0
         return np.asarray([output[key] for output in outputs], np.float32).reshape(-1, width)

@@ -7,7 +7,7 @@ num_choices] for multiple choice), tokenize them in the graph with
 export loads wherever TensorFlow does) and feed the same model as the id signatures, so TF
 Serving or `tf.saved_model.load` answers raw strings.
 
-Packing is `graph_tokenizer.pack_inputs`, bert_tf's rule (`bert_tf.data.packing`): `[CLS] a
+Packing is `graph_tokenizer.pack_inputs`, bert_tf's rule (`bert_tf.data.bert_inputs`): `[CLS] a
 [SEP] (b [SEP])`, a pair cut by popping from the longer side, SQuAD's question cut to
 `max_query_length` pieces then the context to what is left, multiple choice's `[CLS] context
 [SEP] ending [SEP]` for each choice, one after another (one window: the first

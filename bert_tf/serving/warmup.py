@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import packing
+from bert_tf.data import bert_inputs
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 
@@ -86,9 +86,9 @@ def _id_inputs(tokenizer, max_seq_length, max_query_length):
     as the text signatures pack them (with `max_query_length`, SQuAD's: each after QUESTION cut
     to that many pieces), S the longer one."""
     question = tokenizer.tokenize(QUESTION)[:max_query_length] if max_query_length else None
-    rows = [packing.pack_and_pad(list(question) if question else tokenizer.tokenize(text),
-                                 tokenizer.tokenize(text) if question else None,
-                                 tokenizer, max_seq_length)
+    rows = [bert_inputs.pack_and_pad(list(question) if question else tokenizer.tokenize(text),
+                                     tokenizer.tokenize(text) if question else None,
+                                     tokenizer, max_seq_length)
             for text in (SHORT_TEXT, LONG_TEXT)]
     width = max(sum(row.input_mask) for row in rows)
     return {name: np.asarray([getattr(row, name)[:width] for row in rows], np.int64)

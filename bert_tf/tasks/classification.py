@@ -20,10 +20,12 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.data import classification as classification_data
-from bert_tf.data import input_pipeline, processors, records, sequence_packing
+from bert_tf.data import classification_features as classification_data
+from bert_tf.data import input_pipeline, processors
+from bert_tf.data import record_integrity as records
+from bert_tf.data import row_packing as sequence_packing
 from bert_tf.errors import BertTfError
-from bert_tf.metrics import classification as classification_metrics
+from bert_tf.metrics import classification_scores as classification_metrics
 from bert_tf.tasks import base, heads, registry
 from bert_tf.training import estimator as estimator_lib
 from bert_tf.training import runner

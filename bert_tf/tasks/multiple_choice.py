@@ -78,7 +78,7 @@ def model_fn_builder(encoder, num_choices, training=None):
                                         **base.record_index(features)})
         label_ids = tf.reshape(features["label_ids"], [-1])
         loss, per_example_loss, outputs = classification.classifier_loss(logits, label_ids,
-                                                                          False)
+                                                                         False)
         if mode == estimator_lib.ModeKeys.TRAIN:
             return training.spec(loss, features["input_ids"])
         return classification.eval_spec(loss, per_example_loss, outputs, label_ids,

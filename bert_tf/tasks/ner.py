@@ -18,7 +18,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from bert_tf.data import classification as classification_data
+from bert_tf.data import classification_features as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics

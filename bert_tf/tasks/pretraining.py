@@ -20,7 +20,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import errors, modeling
-from bert_tf.data import dynamic_masking, input_pipeline, tfrecords
+from bert_tf.data import dynamic_masking, input_pipeline
+from bert_tf.data import record_writing as tfrecords
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import base, heads, registry
 from bert_tf.training import estimator as estimator_lib

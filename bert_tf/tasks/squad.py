@@ -72,7 +72,7 @@ def model_fn_builder(encoder, training=None):
         purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
         start_logits, end_logits = encoder.build(
             features, purpose, lambda model, _: squad_logits(model.get_sequence_output(),
-                                                          initializer_range))
+                                                             initializer_range))
 
         if mode == estimator_lib.ModeKeys.TRAIN:
             loss = squad_loss(start_logits, end_logits, features["start_positions"],

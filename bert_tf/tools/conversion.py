@@ -319,7 +319,7 @@ def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknow
                 missing.append(weight.hf)
             elif weight.group == "pooler":
                 logging.warning("%s: no pooler weights; bert/pooler/* stays uninitialised.",
-                                    source)
+                                source)
             continue
         value = tensors.pop(present[0])
         hf_shape = weight.shape[::-1] if weight.transpose else weight.shape
@@ -344,7 +344,7 @@ def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknow
         reference = hf_tensors.get(target, hf_tensors.get(_HF_PREFIX + target))
         if value is not None and (reference is None or not np.array_equal(value, reference)):
             logging.warning("%s: '%s' differs from '%s' it is tied to; the Google layout "
-                                "keeps only the latter.", source, tied, target)
+                            "keeps only the latter.", source, tied, target)
     if tensors and not skip_unknown:
         unknown = sorted(tensors)
         shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
@@ -540,7 +540,7 @@ def _tf_task_to_hf(config, init_checkpoint, head, label_list_file):
     source = f"checkpoint '{init_checkpoint}'"
     head_names = head.names()
     tensors = checkpoints.read_tf_checkpoint(init_checkpoint, _encoder_google_names(config, head) +
-                                 [google for google, _ in head_names])
+                                             [google for google, _ in head_names])
     for google, _ in head_names:
         if google not in tensors:
             raise BertTfError(f"{source}: lacks '{google}'; pass the checkpoint of a run of "
@@ -616,7 +616,7 @@ def _make_model_dir(google, config, hf_config, head, output_dir):
     if head.has_labels and id2label:
         labels = [id2label[key] for key in sorted(id2label, key=int)]
         fileio.atomic_write_text(os.path.join(output_dir, base.LABEL_LIST_FILE),
-                    "".join(f"{label}\n" for label in labels))
+                                 "".join(f"{label}\n" for label in labels))
 
 
 def _import_safetensors():

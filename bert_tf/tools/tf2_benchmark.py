@@ -127,7 +127,7 @@ def run_tf2_comparison(spec, log=print):
     spec.validate()
     if spec.task_class is not squad.SquadTask or spec.mode != "train":
         raise BertTfError("--api=tf2 times the SQuAD training step: use --task=squad "
-                                    "--mode=train.")
+                          "--mode=train.")
     cells = []
     for name in PRECISIONS:
         cell_spec = dataclasses.replace(spec, precision=name, use_xla=False)

@@ -272,7 +272,7 @@ def read_tf_checkpoint(checkpoint, names=None):
                          if not optimization.is_optimizer_state(name))
         if skipped:
             logging.warning("Not converted (not BERT pre-training variables): %s",
-                                ", ".join(skipped))
+                            ", ".join(skipped))
     return {name: reader.get_tensor(name) for name in names if name in stored}
 
 

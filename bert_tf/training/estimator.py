@@ -313,7 +313,7 @@ class Estimator:
                 saving_listeners, spec.training_metrics)
             if evaluate_fn is not None and evaluate_every_n_steps:
                 all_hooks.append(hooks_lib.EvaluateHook(evaluate_fn, evaluate_every_n_steps,
-                                               all_hooks[-1], stop_on_signal))
+                                                        all_hooks[-1], stop_on_signal))
         return _TrainingGraph(spec.train_op, scaffold, all_hooks, stop_on_signal,
                               first_step_options, step_options)
 
@@ -325,7 +325,7 @@ class Estimator:
         # Session creation (its variables' initialization waits for the chief's initial
         # values), the barrier and the first step are the start-up: logged while they wait.
         waiting = multi_worker.WaitingLog("the first step, which needs every worker",
-                                        deadlines.startup)
+                                          deadlines.startup)
         try:
             if several_workers:
                 multi_worker.wait_for_workers(strategy, deadlines.startup)
@@ -344,7 +344,7 @@ class Estimator:
                 message = multi_worker.startup_failure_message(deadlines.startup, e)
             else:
                 message = multi_worker.worker_failure_message(deadlines.step, e,
-                                                            model_dir=self.model_dir)
+                                                              model_dir=self.model_dir)
             raise errors.BertTfError(message) from None
         finally:
             waiting.stop()
@@ -380,15 +380,15 @@ class Estimator:
         chief_hooks = []
         if self.config.log_step_count_steps:
             chief_hooks.append(hooks_lib.ProgressHook(loss, max_steps, examples_per_step,
-                                             self.config.log_step_count_steps, self.model_dir,
-                                             training_metrics))
+                                                      self.config.log_step_count_steps,
+                                                      self.model_dir, training_metrics))
         if self.config.save_summary_steps:
             chief_hooks.append(hooks_lib.SummarySaverHook(
                 save_steps=self.config.save_summary_steps, output_dir=self.model_dir,
                 scaffold=scaffold))
         listeners = [hooks_lib.RefuseNonFiniteWeightsListener(), *(saving_listeners or [])]
         chief_hooks.append(hooks_lib.CheckpointSaverHook(self.model_dir, save_steps=save_steps,
-                                                scaffold=scaffold, listeners=listeners))
+                                                         scaffold=scaffold, listeners=listeners))
         return chief_hooks
 
     # -------------------------------------------------------------------------------- evaluate

@@ -24,7 +24,7 @@ import inspect
 
 import tensorflow as tf
 
-from bert_tf.data import records
+from bert_tf.data import record_integrity as records
 from bert_tf.errors import BertTfError, short_tf_error
 from bert_tf.training import checkpoints
 

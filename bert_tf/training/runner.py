@@ -242,9 +242,9 @@ def export_release(run, model, checkpoint=None, vocab_file=None):
     (default: the latest in --output_dir) there (`checkpoints.export_release_checkpoint`)."""
     if run.export_release_dir:
         checkpoints.export_release_checkpoint(checkpoint or run.output_dir,
-                                             model.bert_config_file, run.export_release_dir,
-                                             vocab_file=vocab_file,
-                                             bert_config=load_bert_config(model))
+                                              model.bert_config_file, run.export_release_dir,
+                                              vocab_file=vocab_file,
+                                              bert_config=load_bert_config(model))
 
 
 def evaluate(estimator, input_fn, steps=None, checkpoint_path=None):

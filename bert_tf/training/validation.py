@@ -164,7 +164,7 @@ class Validation:
         path = os.path.join(self.output_dir, HISTORY_FILE)
         fileio.append_line(path, json.dumps(results, sort_keys=True))
         hooks.write_scalar_summaries(os.path.join(self.output_dir, "eval"), results,
-                                             int(results["global_step"]))
+                                     int(results["global_step"]))
         logging.info("Evaluation at step %d: %s", results["global_step"],
                      ", ".join(f"{key} = {value:.6g}" for key, value in sorted(results.items())))
 

@@ -18,7 +18,7 @@ import numpy as np
 from absl import logging
 
 from bert_tf import errors, tokenization
-from bert_tf.data import feature_cache, packing
+from bert_tf.data import bert_inputs, feature_cache
 
 # Examples logged by `convert_single_example`, as the original did.
 _NUM_EXAMPLES_TO_LOG = 5
@@ -162,7 +162,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
     label_id = label_id_of(example, label_list, multi_label)
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    tokens, input_ids, input_mask, segment_ids = packing.pack_and_pad(
+    tokens, input_ids, input_mask, segment_ids = bert_inputs.pack_and_pad(
         tokens_a, tokens_b, tokenizer, max_seq_length)
     _log_example(ex_index, example, tokens, input_ids, label_id)
     return InputFeatures(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
@@ -185,7 +185,7 @@ def convert_example_to_windows(ex_index, example, label_list, max_seq_length, to
                                doc_stride, multi_label=False):
     """Converts one `InputExample` into the `InputFeatures` of its windows.
 
-    text_a is cut into windows of the room left in `max_seq_length` (`packing.
+    text_a is cut into windows of the room left in `max_seq_length` (`bert_inputs.
     compute_doc_spans`) starting every `doc_stride` word pieces; text_b, if any, is repeated
     in each window after text_a's window (cut to half the room first, as SQuAD cuts the
     question). Every window carries the example's label and `example_index=ex_index`.
@@ -203,12 +203,13 @@ def convert_example_to_windows(ex_index, example, label_list, max_seq_length, to
     if tokens_b:
         tokens_b = tokens_b[:(max_seq_length - 3) // 2]
     room = max_seq_length - 2 - (len(tokens_b) + 1 if tokens_b else 0)
-    spans = packing.compute_doc_spans(len(tokens_a), room, doc_stride) or [packing.DocSpan(0, 0)]
+    spans = (bert_inputs.compute_doc_spans(len(tokens_a), room, doc_stride)
+             or [bert_inputs.DocSpan(0, 0)])
     features = []
     for span in spans:
-        tokens, segment_ids = packing.pack_tokens(
+        tokens, segment_ids = bert_inputs.pack_tokens(
             tokens_a[span.start:span.start + span.length], tokens_b)
-        input_ids, input_mask, segment_ids = packing.encode_and_pad(
+        input_ids, input_mask, segment_ids = bert_inputs.encode_and_pad(
             tokens, segment_ids, tokenizer, max_seq_length)
         _log_example(ex_index, example, tokens, input_ids, label_id)
         features.append(InputFeatures(input_ids, input_mask, segment_ids, label_id,
@@ -226,21 +227,21 @@ def feature_to_tf_example(feature):
     """One `InputFeatures` as a `tf.train.Example` with the docs/compatibility.md §3 keys."""
     import tensorflow as tf
 
-    from bert_tf.data import tfrecords
+    from bert_tf.data import record_writing
 
     if isinstance(feature.label_id, float):
-        label_feature = tfrecords.create_float_feature([feature.label_id])
+        label_feature = record_writing.create_float_feature([feature.label_id])
     else:
-        label_feature = tfrecords.create_int_feature(np.atleast_1d(feature.label_id).tolist())
+        label_feature = record_writing.create_int_feature(np.atleast_1d(feature.label_id).tolist())
     features = {
-        "input_ids": tfrecords.create_int_feature(feature.input_ids),
-        "input_mask": tfrecords.create_int_feature(feature.input_mask),
-        "segment_ids": tfrecords.create_int_feature(feature.segment_ids),
+        "input_ids": record_writing.create_int_feature(feature.input_ids),
+        "input_mask": record_writing.create_int_feature(feature.input_mask),
+        "segment_ids": record_writing.create_int_feature(feature.segment_ids),
         "label_ids": label_feature,
-        "is_real_example": tfrecords.create_int_feature([int(feature.is_real_example)]),
+        "is_real_example": record_writing.create_int_feature([int(feature.is_real_example)]),
     }
     if feature.example_index is not None:
-        features["example_index"] = tfrecords.create_int_feature([feature.example_index])
+        features["example_index"] = record_writing.create_int_feature([feature.example_index])
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
@@ -248,15 +249,15 @@ def write_tf_examples(tf_examples, output_file):
     """Writes `tf.train.Example`s to the TFRecord file `output_file`, whole or not at all.
 
     They go to a temporary file renamed to `output_file` at the end (see
-    `tfrecords.AtomicRecordWriter`), so an interrupted run never leaves a truncated file
+    `record_writing.AtomicRecordWriter`), so an interrupted run never leaves a truncated file
     under the real name.
 
     Returns:
       The number of records written.
     """
-    from bert_tf.data import tfrecords
+    from bert_tf.data import record_writing
 
-    with tfrecords.AtomicRecordWriter(output_file) as writer:
+    with record_writing.AtomicRecordWriter(output_file) as writer:
         for tf_example in tf_examples:
             writer.write(tf_example.SerializeToString())
     return writer.num_written
@@ -270,18 +271,18 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
     Written to a temporary name and renamed, so `output_file` is whole or absent. With
     `doc_stride` > 0 each example becomes its windows (`convert_example_to_windows`), each
     record carrying `example_index`; `multi_label`: multi-hot label_ids [len(label_list)];
-    `pack_sequences`: several examples a record (`sequence_packing`, training only).
+    `pack_sequences`: several examples a record (`row_packing`, training only).
 
     Returns:
       The number of records written.
     """
     if pack_sequences:
-        from bert_tf.data import sequence_packing
+        from bert_tf.data import row_packing
 
-        rows = sequence_packing.pack_features(
+        rows = row_packing.pack_features(
             convert_examples_to_features(examples, label_list, max_seq_length, tokenizer),
             max_seq_length)
-        num_written = write_tf_examples(map(sequence_packing.packed_tf_example, rows),
+        num_written = write_tf_examples(map(row_packing.packed_tf_example, rows),
                                         output_file)
         logging.info("%d examples -> %d packed sequences of %d (--pack_sequences)",
                      len(examples), num_written, max_seq_length)

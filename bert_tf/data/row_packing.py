@@ -61,7 +61,7 @@ def pack_rows(lengths, max_seq_length, max_per_row):
 
 
 def pack_features(features, max_seq_length):
-    """`classification.InputFeatures` (training examples, one label each) as packed rows.
+    """`classification_features.InputFeatures` (training examples, one label each) as packed rows.
 
     Args:
       features: `InputFeatures` with input_ids, input_mask, segment_ids [max_seq_length]
@@ -98,15 +98,15 @@ def packed_tf_example(row):
     """One `PackedRow` as a `tf.train.Example`."""
     import tensorflow as tf
 
-    from bert_tf.data import tfrecords
+    from bert_tf.data import record_writing
 
     regression = any(isinstance(label, float) for label in row.label_ids)
-    features = {key: tfrecords.create_int_feature(getattr(row, key))
+    features = {key: record_writing.create_int_feature(getattr(row, key))
                 for key in ("input_ids", "input_mask", "segment_ids", "position_ids",
                             "cls_positions")}
-    features["label_ids"] = (tfrecords.create_float_feature(row.label_ids) if regression
-                             else tfrecords.create_int_feature(row.label_ids))
-    features["label_weights"] = tfrecords.create_float_feature(row.label_weights)
+    features["label_ids"] = (record_writing.create_float_feature(row.label_ids) if regression
+                             else record_writing.create_int_feature(row.label_ids))
+    features["label_weights"] = record_writing.create_float_feature(row.label_weights)
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 

@@ -28,7 +28,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import fileio, modeling, tokenization
-from bert_tf.data import packing
+from bert_tf.data import bert_inputs
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints
 from bert_tf.training import session as session_lib
@@ -111,7 +111,7 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     """Tokenizes examples into `InputFeatures` of `seq_length`, as the original does.
 
     The layout is `[CLS] a [SEP]` (token type 0), then `b [SEP]` (token type 1) for a pair.
-    Pairs are truncated by `packing.truncate_seq_pair` to seq_length - 3 tokens, single
+    Pairs are truncated by `bert_inputs.truncate_seq_pair` to seq_length - 3 tokens, single
     texts to seq_length - 2. Ids, mask and token types are zero-padded to `seq_length`.
 
     Args:
@@ -126,7 +126,7 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     for example in examples:
         tokens_a = tokenizer.tokenize(example.text_a)
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-        packed = packing.pack_and_pad(tokens_a, tokens_b, tokenizer, seq_length)
+        packed = bert_inputs.pack_and_pad(tokens_a, tokens_b, tokenizer, seq_length)
         features.append(InputFeatures(
             unique_id=example.unique_id,
             tokens=packed.tokens,
@@ -280,10 +280,10 @@ def extract_layer_outputs(bert_config, init_checkpoint, features, layer_indexes,
             if now - last_log >= _LOG_EVERY_SECS:
                 last_log = now
                 logging.info("Extracted %d of %d examples (%.1f examples/sec)", done,
-                                 len(features), done / (now - start))
+                             len(features), done / (now - start))
         elapsed = max(time.time() - start, 1e-9)
         logging.info("Extracted %d examples in %.1f s (%.1f examples/sec)", done, elapsed,
-                         done / elapsed)
+                     done / elapsed)
 
 
 def _init_from_checkpoint(init_checkpoint):
@@ -424,7 +424,7 @@ def run_extract_features(input_file, output_file, vocab_file, bert_config_file, 
     _check_features_fit_config(features, bert_config, vocab_file, bert_config_file)
 
     logging.info("Extracting layers %s of %d examples (batch_size=%d, padding=%s)",
-                     layer_indexes, len(features), batch_size, padding)
+                 layer_indexes, len(features), batch_size, padding)
     records = extract_features(bert_config, init_checkpoint, features, layer_indexes,
                                batch_size=batch_size, padding=padding,
                                use_one_hot_embeddings=use_one_hot_embeddings,

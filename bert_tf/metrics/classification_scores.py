@@ -12,7 +12,7 @@ import numpy as np
 from bert_tf import errors
 from bert_tf.data import processors
 
-# GLUE metric sets. Keys are the canonical task names of `bert_tf.data.classification`.
+# GLUE metric sets. Keys are the canonical task names of `bert_tf.data.classification_features`.
 _ACCURACY_TASKS = ("sst-2", "qnli", "rte", "wnli", "mnli", "mnli-mm", "xnli", "csv", "tsv")
 _ACCURACY_F1_TASKS = ("mrpc", "qqp")
 _TASK_ALIASES = {"sst2": "sst-2", "stsb": "sts-b"}

@@ -1,11 +1,11 @@
-"""The atomic TFRecord writers of bert_tf.data.tfrecords: whole or nothing, any gfile path."""
+"""The atomic TFRecord writers of bert_tf.data.record_writing: whole or nothing, any gfile path."""
 
 import os
 
 import pytest
 import tensorflow as tf
 
-from bert_tf.data import tfrecords
+from bert_tf.data import record_writing
 
 
 def _records(path):
@@ -14,7 +14,7 @@ def _records(path):
 
 def test_atomic_writer_renames_on_close(tmp_path):
     path = str(tmp_path / "out.tf_record")
-    with tfrecords.AtomicRecordWriter(path) as writer:
+    with record_writing.AtomicRecordWriter(path) as writer:
         writer.write(b"one")
         writer.write(b"two")
         assert os.listdir(tmp_path) == [f"out.tf_record.tmp-{os.getpid()}"]
@@ -25,10 +25,10 @@ def test_atomic_writer_renames_on_close(tmp_path):
 
 def test_atomic_writer_keeps_the_earlier_file_on_error(tmp_path):
     path = str(tmp_path / "out.tf_record")
-    with tfrecords.AtomicRecordWriter(path) as writer:
+    with record_writing.AtomicRecordWriter(path) as writer:
         writer.write(b"old")
     with pytest.raises(RuntimeError):
-        with tfrecords.AtomicRecordWriter(path) as writer:
+        with record_writing.AtomicRecordWriter(path) as writer:
             writer.write(b"new")
             raise RuntimeError("interrupted")
     assert os.listdir(tmp_path) == ["out.tf_record"]
@@ -39,7 +39,7 @@ def test_atomic_writer_keeps_the_earlier_file_on_error(tmp_path):
 
 def test_atomic_writer_works_on_a_non_local_filesystem():
     path = "ram://bert_tf_test/out.tf_record"
-    with tfrecords.AtomicRecordWriter(path) as writer:
+    with record_writing.AtomicRecordWriter(path) as writer:
         writer.write(b"record")
     assert tf.io.gfile.listdir("ram://bert_tf_test") == ["out.tf_record"]
     assert _records(path) == [b"record"]
@@ -48,11 +48,11 @@ def test_atomic_writer_works_on_a_non_local_filesystem():
 
 def test_round_robin_writer_shards_in_turn_and_aborts_all(tmp_path):
     paths = [str(tmp_path / f"shard-{i}") for i in range(2)]
-    with tfrecords.RoundRobinRecordWriter(paths) as writer:
+    with record_writing.RoundRobinRecordWriter(paths) as writer:
         for record in (b"r0", b"r1", b"r2"):
             writer.write(record)
     assert [_records(p) for p in paths] == [[b"r0", b"r2"], [b"r1"]]
-    writer = tfrecords.RoundRobinRecordWriter([p + ".new" for p in paths])
+    writer = record_writing.RoundRobinRecordWriter([p + ".new" for p in paths])
     writer.write(b"x")
     writer.abort()
     assert sorted(os.listdir(tmp_path)) == ["shard-0", "shard-1"]

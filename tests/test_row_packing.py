@@ -18,33 +18,34 @@ from finetune_helpers import (
 )
 
 from bert_tf import modeling
-from bert_tf.data import classification, sequence_packing
+from bert_tf.data import classification_features, row_packing
 
 tf1 = tf.compat.v1
 
 
 def test_rows_fill_best_longest_first():
     lengths = [100, 30, 28, 60, 60, 8, 5]
-    rows = sequence_packing.pack_rows(lengths, max_seq_length=128, max_per_row=8)
+    rows = row_packing.pack_rows(lengths, max_seq_length=128, max_per_row=8)
     # 100 opens a row (28 left); the 60s share one (8 left); 30 fits no open row; 28 fills
     # the first exactly; 8 fills the second; 5 goes to the only room left, 98 beside 30.
     assert rows == [[0, 2], [3, 4, 5], [1, 6]]
     assert sorted(i for row in rows for i in row) == list(range(len(lengths)))
-    capped = sequence_packing.pack_rows([4] * 10, max_seq_length=128, max_per_row=3)
+    capped = row_packing.pack_rows([4] * 10, max_seq_length=128, max_per_row=3)
     assert [len(row) for row in capped] == [3, 3, 3, 1]
 
 
 def _feature(ids, segments, label):
     padding = 32 - len(ids)
-    return classification.InputFeatures(ids + [0] * padding, [1] * len(ids) + [0] * padding,
-                                        segments + [0] * padding, label)
+    return classification_features.InputFeatures(ids + [0] * padding,
+                                                 [1] * len(ids) + [0] * padding,
+                                                 segments + [0] * padding, label)
 
 
 def test_packed_rows_keep_each_examples_tokens_positions_and_label():
     features = [_feature([2, 5, 6, 3], [0, 0, 0, 0], 1),
                 _feature([2, 7, 3, 8, 9, 3], [0, 0, 0, 1, 1, 1], 0),
                 _feature([2, 4, 3], [0, 0, 0], 1)]
-    (row,) = sequence_packing.pack_features(features, max_seq_length=32)
+    (row,) = row_packing.pack_features(features, max_seq_length=32)
     # Longest first: the pair, then the 4 pieces, then the 3; 4 slots at 32.
     padding = [0] * 19
     assert row.input_ids == [2, 7, 3, 8, 9, 3, 2, 5, 6, 3, 2, 4, 3] + padding
@@ -70,9 +71,9 @@ def test_packed_row_gives_each_example_its_own_outputs(variant):
         ids = [2] + rng.randint(5, config.vocab_size, size=length - 2).tolist() + [3]
         segments = [0] * (length // 2) + [1] * (length - length // 2)
         padding = 32 - length
-        features.append(classification.InputFeatures(
+        features.append(classification_features.InputFeatures(
             ids + [0] * padding, [1] * length + [0] * padding, segments + [0] * padding, index))
-    rows = sequence_packing.pack_features(features, max_seq_length=32)
+    rows = row_packing.pack_features(features, max_seq_length=32)
     assert len(rows) == 1
     (row,) = rows
     with tf.Graph().as_default():
@@ -104,10 +105,10 @@ def test_packed_row_gives_each_example_its_own_outputs(variant):
 
 def test_records_parse_back(tmp_path):
     features = [_feature([2, 5, 6, 3], [0] * 4, 1), _feature([2, 4, 3], [0] * 3, 0)]
-    rows = sequence_packing.pack_features(features, max_seq_length=32)
+    rows = row_packing.pack_features(features, max_seq_length=32)
     path = str(tmp_path / "train.tf_record")
-    classification.write_tf_examples(map(sequence_packing.packed_tf_example, rows), path)
-    spec = sequence_packing.packed_feature_spec(32)
+    classification_features.write_tf_examples(map(row_packing.packed_tf_example, rows), path)
+    spec = row_packing.packed_feature_spec(32)
     (parsed,) = list(tf.data.TFRecordDataset(path).map(
         lambda record: tf.io.parse_single_example(record, spec)))
     assert parsed["input_ids"].numpy().tolist() == rows[0].input_ids
@@ -125,7 +126,7 @@ def _classifier_flags(minilm_converted, output_dir, *extra):
 
 
 def test_run_classifier_trains_on_packed_sequences(tmp_path, minilm_converted,
-                                                    minilm_topics_classifier):
+                                                   minilm_topics_classifier):
     """The session's unpacked MiniLM run (12 steps of 8 at length 20, conftest) against the
     same steps, batch of examples and seed, packed into sequences of 64: the same dev accuracy
     within 5 points, from records holding several examples each (1.0 in five runs, seeded or
@@ -175,10 +176,10 @@ def test_loss_averages_over_the_packed_examples_only(is_regression):
 
 def test_regression_rows_keep_float_scores(tmp_path):
     features = [_feature([2, 5, 6, 3], [0] * 4, 3.5), _feature([2, 4, 3], [0] * 3, 1.25)]
-    rows = sequence_packing.pack_features(features, max_seq_length=32)
+    rows = row_packing.pack_features(features, max_seq_length=32)
     path = str(tmp_path / "train.tf_record")
-    classification.write_tf_examples(map(sequence_packing.packed_tf_example, rows), path)
-    spec = sequence_packing.packed_feature_spec(32, is_regression=True)
+    classification_features.write_tf_examples(map(row_packing.packed_tf_example, rows), path)
+    spec = row_packing.packed_feature_spec(32, is_regression=True)
     (parsed,) = list(tf.data.TFRecordDataset(path).map(
         lambda record: tf.io.parse_single_example(record, spec)))
     assert parsed["label_ids"].numpy().tolist() == [3.5, 1.25, 0.0, 0.0]
