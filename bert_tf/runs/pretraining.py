@@ -11,7 +11,7 @@ import functools
 from absl import logging
 
 from bert_tf import fileio
-from bert_tf.data import record_integrity as records
+from bert_tf.data import record_integrity
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import model_fn_parts, pretraining
 from bert_tf.training import runner, validation
@@ -84,7 +84,7 @@ def prepare_run(options):
     is written. Returns (bert_config, init_checkpoint, (input_files, dynamic),
     (eval_files, dynamic), record_limits): `dynamic` tells records for dynamic masking;
     `record_limits`: {path: whole records} of the damaged files read only partly
-    (`records.check_record_files`, --skip_corrupt_records)."""
+    (`record_integrity.check_record_files`, --skip_corrupt_records)."""
     if not options.train.do_train and not options.evaluation.do_eval:
         raise BertTfError("At least one of --do_train or --do_eval must be True.")
     runner.check_train_options(options.train, options.model.max_seq_length)
@@ -99,12 +99,13 @@ def prepare_run(options):
                               next_sentence_objective=options.next_sentence_objective)
     skip = options.run.skip_corrupt_records
     input_files = fileio.expand_input_files(options.input_file, what=pretraining.RECORDS)
-    record_limits = records.check_record_files(input_files, "input_file", skip)
+    record_limits = record_integrity.check_record_files(input_files, "input_file", skip)
     train_inputs = eval_inputs = (input_files, check(input_files))
     if options.eval_input_file:
         eval_files = fileio.expand_input_files(options.eval_input_file, flag="eval_input_file",
                                                what=pretraining.RECORDS)
-        record_limits.update(records.check_record_files(eval_files, "eval_input_file", skip))
+        record_limits.update(
+            record_integrity.check_record_files(eval_files, "eval_input_file", skip))
         eval_inputs = (eval_files, check(eval_files, flag="eval_input_file"))
     validation.check_options(options.run.validation,
                              pretraining.metric_names(options.next_sentence_objective))

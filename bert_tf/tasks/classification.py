@@ -21,9 +21,7 @@ from absl import logging
 
 from bert_tf import fileio
 from bert_tf.data import classification_features as classification_data
-from bert_tf.data import input_pipeline, processors
-from bert_tf.data import record_integrity as records
-from bert_tf.data import row_packing as sequence_packing
+from bert_tf.data import input_pipeline, processors, record_integrity, row_packing
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification_scores as classification_metrics
 from bert_tf.tasks import base, heads, registry
@@ -99,7 +97,7 @@ def model_fn_builder(encoder, num_labels, training=None, is_regression=False,
 
     Features: input_ids, input_mask, segment_ids [B, S]; label_ids [B, 1] ([B, num_labels]
     multi-hot for multi-label) and is_real_example (TRAIN / EVAL); example_index [B, 1] for
-    windows. Packed training records (`data.sequence_packing`) hold K examples a row:
+    windows. Packed training records (`data.row_packing`) hold K examples a row:
     position_ids [B, S], cls_positions, label_ids and label_weights [B, K]. PREDICT and the
     export return {"probabilities": [B, num_labels]} (softmax; multi-label: sigmoid per
     label; regression: {"predictions": [B]}); `windowed` adds "logits" [B, num_labels] (to
@@ -324,7 +322,7 @@ class ClassificationTask(base.FinetuningTask):
     cached_features = staticmethod(
         classification_data.cached_file_based_convert_examples_to_features)
     name = "classifier"
-    sequence_keys = input_pipeline.SEQUENCE_FEATURES + sequence_packing.SEQUENCE_FEATURES
+    sequence_keys = input_pipeline.SEQUENCE_FEATURES + row_packing.SEQUENCE_FEATURES
     needs_labels = True
     text_pairs = True
     one_label_regresses = True
@@ -460,17 +458,18 @@ class ClassificationTask(base.FinetuningTask):
                              tokenizer, path, doc_stride=self.task_options.doc_stride,
                              multi_label=self.multi_label, pack_sequences=self.packs(is_training))
         if self.packs(is_training):
-            self.examples_per_row = len(examples) / max(records.scan_records(path).num_records, 1)
+            records = record_integrity.scan_records(path).num_records
+            self.examples_per_row = len(examples) / max(records, 1)
 
     def feature_spec(self, seq_length, is_training):
         if self.packs(is_training):
-            return sequence_packing.packed_feature_spec(seq_length, self.is_regression)
+            return row_packing.packed_feature_spec(seq_length, self.is_regression)
         return feature_spec(seq_length, self.is_regression,
                             len(self.label_list) if self.multi_label else 1, self.windowed)
 
     def input_fn(self, path, is_training):
         """`base.FinetuningTask.input_fn`; packed training batches hold about
-        --train_batch_size examples (`sequence_packing.batches_of_examples`)."""
+        --train_batch_size examples (`row_packing.batches_of_examples`)."""
         input_fn = super().input_fn(path, is_training)
         if not self.packs(is_training):
             return input_fn
@@ -479,9 +478,9 @@ class ClassificationTask(base.FinetuningTask):
                      "of --train_batch_size=%d examples is about %d sequences.",
                      self.examples_per_row, options.model.max_seq_length,
                      options.train.train_batch_size,
-                     sequence_packing.rows_per_batch(options.train.train_batch_size,
+                     row_packing.rows_per_batch(options.train.train_batch_size,
                                                      self.examples_per_row))
-        return sequence_packing.batches_of_examples(input_fn, self.examples_per_row)
+        return row_packing.batches_of_examples(input_fn, self.examples_per_row)
 
     def example_outputs(self, logits, example_index, num_examples):
         """Per-example logits [N, C] from the records' logits (windows aggregated)."""

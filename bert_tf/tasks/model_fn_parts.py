@@ -15,7 +15,7 @@ def bert_from_features(bert_config, features, is_training, use_one_hot_embedding
                        compute_dtype=tf.float32, recompute_grad=False, padding_free=False,
                        pooled_only=False, sequence_positions=None):
     """A `BertModel` over the features input_ids, input_mask, segment_ids ([B, S] each; the
-    keys of docs/compatibility.md §3); packed records (`data.sequence_packing`) add
+    keys of docs/compatibility.md §3); packed records (`data.row_packing`) add
     position_ids [B, S] and cls_positions [B, K], and the pooled output is then [B * K, H].
     `padding_free`: the encoder layers run on the real tokens only; `pooled_only` and
     `sequence_positions`: the last layer runs at the positions the head reads only (all three

@@ -20,8 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import errors, modeling
-from bert_tf.data import dynamic_masking, input_pipeline
-from bert_tf.data import record_writing as tfrecords
+from bert_tf.data import dynamic_masking, input_pipeline, record_writing
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import base, heads, registry
 from bert_tf.training import estimator as estimator_lib
@@ -307,8 +306,8 @@ def check_pretraining_records(input_files, max_seq_length, max_predictions_per_s
         missing key if the file is not pre-training data, files of both kinds, or records
         of another `next_sentence_objective` (when given).
     """
-    dynamic_keys = set(tfrecords.pretraining_feature_spec(1, 1, dynamic=True))
-    static_keys = set(tfrecords.pretraining_feature_spec(1, 1))
+    dynamic_keys = set(record_writing.pretraining_feature_spec(1, 1, dynamic=True))
+    static_keys = set(record_writing.pretraining_feature_spec(1, 1))
     kinds = {}
     for path in input_files:
         feature = _first_example_features(path, flag)
@@ -362,8 +361,9 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
             return dynamic_masking.mask_batch(features, seed, max_predictions_per_seq,
                                               vocab_size)
     return input_pipeline.record_input_fn(
-        input_files, tfrecords.pretraining_feature_spec(max_seq_length, max_predictions_per_seq,
-                                                        dynamic=dynamic),
+        input_files,
+        record_writing.pretraining_feature_spec(max_seq_length, max_predictions_per_seq,
+                                                dynamic=dynamic),
         is_training, shuffle=shuffle, drop_remainder=True, num_cpu_threads=num_cpu_threads,
         record_limits=record_limits, skip_corrupt_records=skip_corrupt_records, flag=flag,
         map_batch=map_batch)

@@ -5,7 +5,7 @@
 the line a user can act on:
 
   DataLossError                  a corrupt TFRecord: the file, the byte offset and the fix
-                                 (`records.data_loss_message`; the input_fn's `input_files`
+                                 (`record_integrity.data_loss_message`; the input_fn's `input_files`
                                  and `flag` attributes, set by `input_pipeline.record_input_fn`, say
                                  which files it read);
   ResourceExhaustedError (OOM),  out of memory: the batch per replica and what shrinks it
@@ -24,7 +24,7 @@ import inspect
 
 import tensorflow as tf
 
-from bert_tf.data import record_integrity as records
+from bert_tf.data import record_integrity
 from bert_tf.errors import BertTfError, short_tf_error
 from bert_tf.training import checkpoints
 
@@ -64,7 +64,7 @@ def translate(error, mode, estimator, input_fn=None, batch_per_replica=None):
     if isinstance(error, BertTfError):
         return None
     if isinstance(error, tf.errors.DataLossError):
-        return BertTfError(records.data_loss_message(
+        return BertTfError(record_integrity.data_loss_message(
             error, getattr(input_fn, "input_files", None), getattr(input_fn, "flag", None)))
     if checkpoints.is_disk_full(error) or (isinstance(error, OSError) and
                                            error.errno in _WRITE_ERRNOS):
