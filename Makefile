@@ -23,6 +23,9 @@ DEMO_STEPS ?= 600
 DEMO_SEQ ?= 32
 DEMO_PREDS ?= 5
 
+# Continuation lines aligned with their bracket (pycodestyle's E12x; ruff has none of them).
+CONTINUATION_LINES := --select=E121,E122,E124,E125,E127,E128,E129,E131 --max-line-length=100
+
 .PHONY: test test-oldest-tf demo pretrain-example lint clean
 
 $(VENV)/.installed: setup.py
@@ -43,6 +46,7 @@ $(VENV)/.installed: setup.py
 
 test: $(VENV)/.installed
 	$(PY) -m ruff check bert_tf scripts tests
+	$(PY) -m pycodestyle $(CONTINUATION_LINES) bert_tf scripts tests benchmarks
 	# Two pytest workers, a file each at a time (module fixtures stay shared): much of the
 	# suite waits on subprocess start-up, deadlines and kills, so 2 cores run ~1.5x faster.
 	# --no-loadscope-reorder keeps conftest.py's order: the longest modules first.
@@ -82,6 +86,7 @@ pretrain-example: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check bert_tf scripts tests
+	$(PY) -m pycodestyle $(CONTINUATION_LINES) bert_tf scripts tests benchmarks
 
 clean:
 	rm -rf $(VENV) .venv-* *.egg-info .pytest_cache $(DEMO_DIR) $(RECIPE_DIR)

@@ -46,6 +46,7 @@ setuptools.setup(
             "tokenizers",
             "safetensors",
             "ruff",
+            "pycodestyle",  # make test / lint: the continuation-line rules ruff lacks
             "matplotlib",  # scripts/benchmark.py --output_plot (tests/test_benchmark.py)
             "sentencex>=1.0.32",
         ],

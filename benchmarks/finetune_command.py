@@ -88,11 +88,11 @@ def build_data(args, data_dir, tokenizer):
             "train_mean_word_pieces": statistics.mean(min(n, args.max_seq_length)
                                                       for n in lengths),
             "train_word_piece_quartiles": [lengths[len(lengths) * q // 4] for q in (1, 2, 3)],
-            "train_truncated_fraction": sum(n > args.max_seq_length for n in lengths) /
-                                        len(lengths),
-            "dev_majority_accuracy": max(sum(label == "dialogue" for _, label in dev),
-                                         sum(label == "narration" for _, label in dev)) /
-                                     len(dev)}
+            "train_truncated_fraction": (sum(n > args.max_seq_length for n in lengths)
+                                         / len(lengths)),
+            "dev_majority_accuracy": (max(sum(label == "dialogue" for _, label in dev),
+                                          sum(label == "narration" for _, label in dev))
+                                      / len(dev))}
 
 
 def run_bert_tf(args, paths, repeat):

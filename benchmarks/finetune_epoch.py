@@ -317,7 +317,7 @@ def prepare(args, work, cells):
         if cell == "bucketed" or cell in cells:
             shutil.rmtree(paths[key], ignore_errors=True)
             finetuning.run_finetuning(bert_tf_options(args, paths, paths[key], cell,
-                                                       do_train=True, num_train_steps=1))
+                                                      do_train=True, num_train_steps=1))
     return paths, data
 
 

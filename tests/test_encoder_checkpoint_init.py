@@ -55,7 +55,7 @@ def test_an_unreadable_checkpoint_names_the_path(tmp_path):
 
 
 def test_init_from_checkpoint_returns_what_it_initialized_and_loads_the_values(checkpoint,
-                                                                                caplog):
+                                                                               caplog):
     caplog.set_level("INFO")
     with tf.Graph().as_default():
         w = tf1.get_variable("bert/encoder/w", [2, 3])

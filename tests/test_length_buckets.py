@@ -357,7 +357,7 @@ def test_length_ordered_evaluation_and_prediction_write_what_input_order_writes(
     written = {}
     for bucket_by_length in (True, False):
         finetuning.run_finetuning(options("ner", do_eval=True, do_predict=True,
-                                           bucket_by_length=bucket_by_length, **common))
+                                          bucket_by_length=bucket_by_length, **common))
         written[bucket_by_length] = (
             [(out / name).read_text() for name in ("eval_predictions.txt",
                                                    "test_predictions.txt")],

@@ -155,8 +155,8 @@ def test_a_classifier_fine_tunes_with_words_added_to_the_vocab(tmp_path, minilm_
             r"--vocab_file .*vocab.txt has token id 30721 but vocab_size in .*bert_config.json "
             r"is 30522; .* set \"vocab_size\": 30722 in")):
         finetuning.run_finetuning(options("classifier", **base,
-                                           bert_config_file=files["bert_config_file"],
-                                           output_dir=str(tmp_path / "wrong")))
+                                          bert_config_file=files["bert_config_file"],
+                                          output_dir=str(tmp_path / "wrong")))
     config = json.load(open(files["bert_config_file"]))
     (grown / "bert_config.json").write_text(json.dumps(dict(config, vocab_size=30722)))
     results = finetuning.run_finetuning(options(

@@ -102,7 +102,7 @@ def test_a_run_trains_and_evaluates_as_on_the_padded_graph(tmp_path, vocab_file)
                   bert_config_file=str(config_file), vocab_file=vocab_file)
     start = tmp_path / "start"
     finetuning.run_finetuning(options("classifier", **common, output_dir=str(start),
-                                       do_train=True, num_train_steps=1))
+                                      do_train=True, num_train_steps=1))
     results, weights = {}, {}
     for padding_free in (False, True):
         out = tmp_path / f"padding_free_{padding_free}"

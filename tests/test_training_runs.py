@@ -108,7 +108,7 @@ def test_early_stopping_stops_where_the_patience_rule_says(tmp_path, vocab_file)
 def test_frozen_layers_do_not_move_and_have_no_slots(tmp_path, vocab_file):
     out = str(tmp_path / "out")
     finetuning.run_finetuning(_topics(tmp_path, vocab_file, num_train_steps=5,
-                                       freeze_layers=1, do_eval=False))
+                                      freeze_layers=1, do_eval=False))
     start = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-0"))
     end = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
     names = [name for name in end.get_variable_to_shape_map()
@@ -127,7 +127,7 @@ def test_frozen_layers_do_not_move_and_have_no_slots(tmp_path, vocab_file):
 def test_release_checkpoint_has_the_model_only_and_loads(tmp_path, vocab_file):
     out = str(tmp_path / "out")
     finetuning.run_finetuning(_topics(tmp_path, vocab_file, num_train_steps=2,
-                                       do_eval=False))
+                                      do_eval=False))
     training = tf.train.latest_checkpoint(out)
     release = tmp_path / "release"
     assert_ok(run_script("export_checkpoint.py", f"--init_checkpoint={out}",

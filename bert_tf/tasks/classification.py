@@ -479,7 +479,7 @@ class ClassificationTask(base.FinetuningTask):
                      self.examples_per_row, options.model.max_seq_length,
                      options.train.train_batch_size,
                      row_packing.rows_per_batch(options.train.train_batch_size,
-                                                     self.examples_per_row))
+                                                self.examples_per_row))
         return row_packing.batches_of_examples(input_fn, self.examples_per_row)
 
     def example_outputs(self, logits, example_index, num_examples):
