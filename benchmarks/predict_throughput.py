@@ -157,7 +157,7 @@ def _build_models(work_dir):
                    dict(task_name="tsv", text_a_column="sentence",
                         data_dir=TOPICS))
     if not os.path.isdir(export):
-        finetuning.run_finetuning(*options(
+        finetuning.run_finetuning(options(
             FLAGS.task, vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
             output_dir=out, export_dir=export, do_train=True, num_train_steps=1,
             train_batch_size=1, max_seq_length=FLAGS.max_seq_length, **task_values))
