@@ -19,7 +19,7 @@ load hits all alike): "fixed" (run_classifier's library path, --bucket_by_length
 "bucketed" (the same, --bucket_by_length=true), "packed" (--bucket_by_length with
 --pack_sequences: several examples a sequence of max_seq_length, batches of about
 --batch_size examples) and "hf" (benchmarks/hf_finetune_epoch.py in --torch_python).
-Timed: bert_tf's training call (`finetuning.run_finetuning` with --do_train:
+Timed: bert_tf's training call (`driver.run_task` with --do_train:
 graph, session, init checkpoint, one epoch, the final checkpoint; the TFRecords are written
 before, untimed) and the Hugging Face `trainer.train()`. Dev accuracy is measured after each
 bert_tf run (untimed, --do_eval on the held-out split) and after each HF run.
@@ -192,7 +192,7 @@ def bert_tf_options(args, paths, output_dir, cell, **values):
 
 def run_bert_tf(args, paths, cell, repeat):
     """One timed bert_tf training epoch, then (untimed) its dev accuracy."""
-    from bert_tf.runs import finetuning
+    from bert_tf.runs import driver
 
     output_dir = os.path.join(paths["work"], f"{cell}-{repeat}")
     shutil.rmtree(output_dir, ignore_errors=True)
@@ -208,13 +208,13 @@ def run_bert_tf(args, paths, cell, repeat):
     absl_logging.set_verbosity(absl_logging.INFO)
     try:
         started = time.perf_counter()
-        finetuning.run_finetuning(task)
+        driver.run_task(task)
         seconds = time.perf_counter() - started
     finally:
         absl_logging.set_verbosity(absl_logging.WARNING)
         logging.getLogger("absl").removeHandler(startup)
-    results = finetuning.run_finetuning(bert_tf_options(args, paths, output_dir, cell,
-                                                        do_eval=True))
+    results = driver.run_task(bert_tf_options(args, paths, output_dir, cell,
+                                              do_eval=True))
     assert results["global_step"] == steps, results
     return {"train_seconds": seconds, "steps": steps,
             "examples_per_second": steps * args.batch_size / seconds,
@@ -306,7 +306,7 @@ def minilm_checkpoints(work):
 def prepare(args, work, cells):
     """Converts MiniLM, writes the data and, in untimed one-step runs, the features."""
     from bert_tf import tokenization
-    from bert_tf.runs import finetuning
+    from bert_tf.runs import driver
 
     paths = {"work": work, "data": os.path.join(work, "data"),
              "features": os.path.join(work, "warmup"),
@@ -316,8 +316,8 @@ def prepare(args, work, cells):
     for cell, key in (("bucketed", "features"), ("packed", "packed_features")):
         if cell == "bucketed" or cell in cells:
             shutil.rmtree(paths[key], ignore_errors=True)
-            finetuning.run_finetuning(bert_tf_options(args, paths, paths[key], cell,
-                                                      do_train=True, num_train_steps=1))
+            driver.run_task(bert_tf_options(args, paths, paths[key], cell,
+                                            do_train=True, num_train_steps=1))
     return paths, data
 
 

@@ -146,7 +146,7 @@ def _build_models(work_dir):
     """(export path, output dir, onnx fp32, onnx int8): a 1-step model, exported."""
     from finetune_helpers import FINETUNE_DATA, TOPICS, only_export, options
 
-    from bert_tf.runs import finetuning
+    from bert_tf.runs import driver
     from bert_tf.serving import onnx_export
 
     work_dir = os.path.join(work_dir, FLAGS.task)
@@ -157,7 +157,7 @@ def _build_models(work_dir):
                    dict(task_name="tsv", text_a_column="sentence",
                         data_dir=TOPICS))
     if not os.path.isdir(export):
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             FLAGS.task, vocab_file=FLAGS.vocab_file, bert_config_file=FLAGS.bert_config_file,
             output_dir=out, export_dir=export, do_train=True, num_train_steps=1,
             train_batch_size=1, max_seq_length=FLAGS.max_seq_length, **task_values))

@@ -120,7 +120,7 @@ def _classifier_exports(work_dir):
 
     from bert_tf import options as bert_options
     from bert_tf.cli import flags as bert_flags
-    from bert_tf.runs import finetuning
+    from bert_tf.runs import driver
     from bert_tf.serving import export
     from bert_tf.tasks import classification
     from bert_tf.tools import conversion
@@ -139,7 +139,7 @@ def _classifier_exports(work_dir):
             data_dir=os.path.join(ROOT, "data", "topics"), vocab_file=vocab_file,
             bert_config_file=config_file, max_seq_length=MAX_SEQ_LENGTH,
             output_dir=output_dir, **values)
-        finetuning.run_finetuning(
+        driver.run_task(
             classification.ClassificationTask(
                 bert_options.ClassifierOptions.from_flags(flag_values),
                 bert_options.FinetuneOptions.from_flags(flag_values)))

@@ -280,7 +280,7 @@ class EvalOptions(_FromFlags):
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneOptions(_FromFlags):
-    """A fine-tuning run (`bert_tf.runs.finetuning.run_finetuning`)."""
+    """A fine-tuning run (`bert_tf.runs.driver.run_task`)."""
 
     do_predict: bool = flag_field(False, "Whether to run prediction.")
     predict_batch_size: int = flag_field(8, "Total batch size for prediction.")

@@ -19,7 +19,7 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf.cli import flags as bert_flags
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.tasks import classification
 
 bert_flags.define_classifier_flags()
@@ -27,7 +27,7 @@ bert_flags.define_finetuning_flags()
 
 
 def main(_):
-    finetuning.run_finetuning_process(classification.ClassificationTask(
+    driver.run_task_process(classification.ClassificationTask(
         options.ClassifierOptions.from_flags(flags.FLAGS),
         options.FinetuneOptions.from_flags(flags.FLAGS)))
 

@@ -14,7 +14,7 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf.cli import flags as bert_flags
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.tasks import multiple_choice
 
 bert_flags.define_multiple_choice_flags()
@@ -22,7 +22,7 @@ bert_flags.define_finetuning_flags()
 
 
 def main(_):
-    finetuning.run_finetuning_process(multiple_choice.MultipleChoiceTask(
+    driver.run_task_process(multiple_choice.MultipleChoiceTask(
         options.MultipleChoiceOptions.from_flags(flags.FLAGS),
         options.FinetuneOptions.from_flags(flags.FLAGS)))
 

@@ -18,7 +18,7 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf.cli import flags as bert_flags
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.tasks import ner
 
 bert_flags.define_ner_flags()
@@ -26,7 +26,7 @@ bert_flags.define_finetuning_flags()
 
 
 def main(_):
-    finetuning.run_finetuning_process(ner.NerTask(
+    driver.run_task_process(ner.NerTask(
         options.NerOptions.from_flags(flags.FLAGS),
         options.FinetuneOptions.from_flags(flags.FLAGS)))
 

@@ -14,7 +14,7 @@ from absl import flags
 
 from bert_tf import errors, options
 from bert_tf.cli import flags as bert_flags
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.tasks import squad
 
 bert_flags.define_squad_flags()
@@ -23,7 +23,7 @@ bert_flags.define_finetuning_flags(max_seq_length=options.SquadOptions.MAX_SEQ_L
 
 
 def main(_):
-    finetuning.run_finetuning_process(squad.SquadTask(
+    driver.run_task_process(squad.SquadTask(
         options.SquadOptions.from_flags(flags.FLAGS),
         options.FinetuneOptions.from_flags(flags.FLAGS)))
 

@@ -84,7 +84,7 @@ def _tasks():
 
 
 def options(kind, **values):
-    """The task for `finetuning.run_finetuning` (its `options`: the FinetuneOptions), as
+    """The task for `driver.run_task` (its `options`: the FinetuneOptions), as
     run_classifier / run_squad / run_ner / run_multiple_choice ("classifier", "squad", "ner",
     "multiple_choice") build it from the script's own flag groups: the flag defaults, then
     `_TEST_VALUES`, then `values`."""
@@ -132,7 +132,7 @@ def run_script(name, *args, timeout=300, cwd=ROOT, env=None, ran_ops_file=None):
                              timeout=timeout)
 
 
-# What a run_*.py run that does not train logs (bert_tf.runs.finetuning.run_finetuning_process).
+# What a run_*.py run that does not train logs (bert_tf.runs.driver.run_task_process).
 PACKED_WEIGHTS_LINE = "Not training: oneDNN keeps each matmul's weights packed"
 
 
@@ -182,10 +182,10 @@ def fine_tune_minilm(directory, minilm_converted, kind, **values):
     """Fine-tunes the converted MiniLM (conftest `minilm_converted`) for `kind` ("classifier",
     "squad", ...) with --export_dir under `directory`: a namespace of the output_dir, the
     export path and the run's results."""
-    from bert_tf.runs import finetuning
+    from bert_tf.runs import driver
 
     output_dir, export_dir = os.path.join(directory, "out"), os.path.join(directory, "export")
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         kind, **minilm_files(minilm_converted), output_dir=output_dir, export_dir=export_dir,
         do_train=True, keep_checkpoint_max=1, **values))
     return types.SimpleNamespace(output_dir=output_dir, export=only_export(export_dir),

@@ -39,7 +39,7 @@ from envs import BEHAVIOUR_VARIABLES
 RUNTIME_VARIABLES = frozenset(BEHAVIOUR_VARIABLES) | {"PYTEST_CURRENT_TEST"}
 
 # What every script imports; a child then finds these modules loaded.
-_PRELOAD = ("bert_tf", "tensorflow", "bert_tf.runs.finetuning", "bert_tf.runs.pretraining",
+_PRELOAD = ("bert_tf", "tensorflow", "bert_tf.runs.driver", "bert_tf.runs.pretraining",
             "bert_tf.tasks.classification", "bert_tf.tasks.squad", "bert_tf.tasks.ner",
             "bert_tf.tasks.multiple_choice", "bert_tf.cli.flags", "bert_tf.errors")
 

@@ -16,7 +16,7 @@ from bert_tf.data import classification_features as classification_data
 from bert_tf.data import multiple_choice as mc_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import classification_scores as metrics
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.tasks import classification, heads
 
 
@@ -181,7 +181,7 @@ def test_bad_values_name_the_flag(tmp_path, values, fragment):
                 bert_config_file=config, output_dir=str(tmp_path / "out"), do_train=True)
     args.update(values)
     with pytest.raises(BertTfError) as error:
-        finetuning.run_finetuning(options("classifier", **args))
+        driver.run_task(options("classifier", **args))
     assert fragment in str(error.value)
     assert not os.path.exists(tmp_path / "out")
 

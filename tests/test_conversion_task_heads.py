@@ -2,7 +2,7 @@
 
 The reference is transformers itself (no torch at test time): tests/fixtures/
 make_task_head_reference.py fine-tuned, for each task, pretraining_tiny's encoder for a few
-steps with bert_tf (run_finetuning on the tiny data sets of fixtures/task_heads/, whose
+steps with bert_tf (run_task on the tiny data sets of fixtures/task_heads/, whose
 99-word vocab.txt fits pretraining_tiny), kept the run's variables (task_heads/finetuned.npz),
 converted the run's directory with `convert_tf_to_hf(task=...)`, loaded the result into the
 task's transformers class (no missing or unexpected keys) and saved its logits, its
@@ -28,7 +28,7 @@ from finetune_helpers import assert_ok, load_json, options, run_script
 
 from bert_tf import modeling
 from bert_tf.errors import BertTfError
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.serving.predictor import Predictor
 from bert_tf.tasks import classification, multiple_choice, ner, squad
 from bert_tf.tools import conversion
@@ -340,7 +340,7 @@ def test_labels_other_than_the_heads_are_a_clear_error(tmp_path, encoder):
     would put every probability under the wrong label: it stops first."""
     tf_dir = _fine_tuned_dir(tmp_path / "tf", "classifier", encoder)
     with pytest.raises(BertTfError, match="--labels=negative,neutral,positive") as error:
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             "classifier", task_name="tsv", data_dir=os.path.join(TASK_DATA, "classifier"),
             text_a_column="sentence", labels=["positive", "neutral", "negative"],
             vocab_file=VOCAB_FILE, bert_config_file=str(tf_dir / "bert_config.json"),

@@ -18,7 +18,7 @@ from finetune_helpers import (
 )
 
 from bert_tf import modeling
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.serving.predictor import Predictor
 from bert_tf.tasks import classification, model_fn_parts, ner, squad
 from bert_tf.training import estimator as estimator_lib
@@ -36,19 +36,19 @@ def _train_and_export(kind, directory, vocab_file, precision="fp32"):
                   train_batch_size=4, precision=precision)
     bert_config = modeling.BertConfig.from_json_file(config_file)
     if kind == "classifier":
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             "classifier", task_name="tsv", text_a_column="sentence",
             data_dir=TOPICS, **common))
         model_fn = classification.model_fn_builder(
             model_fn_parts.Encoder(bert_config, compute_dtype=tf.as_dtype(
                 {"fp32": "float32", "bf16": "bfloat16"}[precision])), 2)
     elif kind == "squad":
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             "squad", train_file=os.path.join(DATA, "squad", "windows_v2.json"),
             version_2_with_negative=True, doc_stride=8, max_query_length=6, **common))
         model_fn = squad.model_fn_builder(model_fn_parts.Encoder(bert_config))
     else:
-        finetuning.run_finetuning(options("ner", data_dir=os.path.join(DATA, "ner"), **common))
+        driver.run_task(options("ner", data_dir=os.path.join(DATA, "ner"), **common))
         model_fn = ner.model_fn_builder(model_fn_parts.Encoder(bert_config), 7)
     return model_fn, common["output_dir"], only_export(common["export_dir"])
 

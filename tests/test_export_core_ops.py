@@ -23,7 +23,7 @@ from finetune_helpers import (
 
 from bert_tf import tokenization
 from bert_tf.data import multiple_choice as mc_data
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 
 SEQ = 16
 STRINGS = ["Größe: ¡Ünïcödé! 中文 naïve", "a second, rather longer text " * 4]
@@ -113,7 +113,7 @@ def exports(tmp_path_factory, vocab_file):
     paths = {}
     for kind, (task, values) in kinds.items():
         directory = tmp_path_factory.mktemp(kind)
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             task, vocab_file=vocab_file, bert_config_file=write_tiny_config(directory),
             output_dir=str(directory / "out"), export_dir=str(directory / "export"),
             do_train=True, num_train_steps=1, train_batch_size=4, max_seq_length=SEQ,

@@ -27,7 +27,7 @@ import os
 import pytest
 from finetune_helpers import FINETUNE_DATA, minilm_files, options, write_tiny_config
 
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 
 pytestmark = pytest.mark.slow
 
@@ -36,7 +36,7 @@ def test_long_documents_need_windows(tmp_path, vocab_file):
     config = write_tiny_config(tmp_path)
 
     def run(name, doc_stride, steps):
-        return finetuning.run_finetuning(options(
+        return driver.run_task(options(
             "classifier", task_name="tsv", text_a_column="text",
             data_dir=os.path.join(FINETUNE_DATA, "long_docs"), vocab_file=vocab_file,
             bert_config_file=config, output_dir=str(tmp_path / name), do_train=True,
@@ -59,7 +59,7 @@ def test_long_documents_need_windows(tmp_path, vocab_file):
 
 def test_multi_label_learns_above_all_negative_baseline(tmp_path, vocab_file):
     config = write_tiny_config(tmp_path)
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "classifier", task_name="tsv", text_a_column="text", label_column="labels",
         multi_label=True, data_dir=os.path.join(FINETUNE_DATA, "multi_label"),
         vocab_file=vocab_file, bert_config_file=config, output_dir=str(tmp_path / "out"),
@@ -80,7 +80,7 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path, vocab_file):
 
     def rare_recall(class_weights, seed):
         # Equal weights are the unweighted loss and also report each class's recall.
-        return finetuning.run_finetuning(options(
+        return driver.run_task(options(
             "classifier", task_name="tsv", text_a_column="text",
             data_dir=os.path.join(FINETUNE_DATA, "imbalanced"), vocab_file=vocab_file,
             bert_config_file=config, output_dir=str(tmp_path / f"{class_weights}{seed}"),
@@ -107,7 +107,7 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path, vocab_file):
 
 
 def test_multiple_choice_learns_above_chance_with_minilm(tmp_path, minilm_converted):
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "multiple_choice", task_name="swag", data_dir=os.path.join(FINETUNE_DATA, "swag"),
         **minilm_files(minilm_converted),
         output_dir=str(tmp_path / "out"), do_train=True, do_eval=True, max_seq_length=32,

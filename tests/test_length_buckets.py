@@ -25,7 +25,7 @@ from bert_tf import modeling
 from bert_tf import options as bert_options
 from bert_tf.cli import flags as bert_flags
 from bert_tf.data import input_pipeline, record_integrity
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.tasks import classification, model_fn_parts, multiple_choice, ner
 from bert_tf.training import estimator as estimator_lib
 
@@ -353,11 +353,11 @@ def test_length_ordered_evaluation_and_prediction_write_what_input_order_writes(
     config = write_tiny_config(tmp_path)
     common = dict(data_dir=str(data_dir), vocab_file=vocab_file, bert_config_file=config,
                   output_dir=str(out), eval_batch_size=3, predict_batch_size=3)
-    finetuning.run_finetuning(options("ner", do_train=True, num_train_steps=3, **common))
+    driver.run_task(options("ner", do_train=True, num_train_steps=3, **common))
     written = {}
     for bucket_by_length in (True, False):
-        finetuning.run_finetuning(options("ner", do_eval=True, do_predict=True,
-                                          bucket_by_length=bucket_by_length, **common))
+        driver.run_task(options("ner", do_eval=True, do_predict=True,
+                                bucket_by_length=bucket_by_length, **common))
         written[bucket_by_length] = (
             [(out / name).read_text() for name in ("eval_predictions.txt",
                                                    "test_predictions.txt")],
@@ -388,7 +388,7 @@ def test_length_ordered_prediction_writes_test_results_in_input_order(tmp_path,
         results = {}
         for bucket_by_length in (True, False):
             out = tmp_path / f"out{len(windows)}{bucket_by_length}"
-            finetuning.run_finetuning(options(
+            driver.run_task(options(
                 "classifier", task_name="tsv", text_a_column="sentence", labels=["a", "b"],
                 data_dir=str(data_dir), output_dir=str(out), do_predict=True,
                 predict_batch_size=3, bucket_by_length=bucket_by_length,
@@ -492,7 +492,7 @@ def test_bucketed_minilm_run_learns_the_unseen_topics(tmp_path, minilm_converted
         return {**cut, "input_ids": ids}
 
     monkeypatch.setattr(input_pipeline, "trim_to_bucket", spy)
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "classifier", task_name="tsv", text_a_column="sentence",
         data_dir=TOPICS,
         **minilm_files(minilm_converted),
@@ -518,7 +518,7 @@ _MIRRORED_RUN = textwrap.dedent("""
     logging.set_verbosity(logging.INFO)
     from finetune_helpers import options, write_tiny_config, TOPICS
     from bert_tf.data import input_pipeline
-    from bert_tf.runs import finetuning
+    from bert_tf.runs import driver
 
     shapes, trim_to_bucket = [], input_pipeline.trim_to_bucket
 
@@ -532,7 +532,7 @@ _MIRRORED_RUN = textwrap.dedent("""
         return {{**cut, "input_ids": ids}}
 
     input_pipeline.trim_to_bucket = spy
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "classifier", task_name="tsv", text_a_column="sentence", data_dir={data!r},
         vocab_file={vocab!r}, bert_config_file=write_tiny_config({out!r}),
         output_dir=os.path.join({out!r}, "run"), do_train=True, do_eval=True,

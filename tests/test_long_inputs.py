@@ -25,7 +25,7 @@ from finetune_helpers import (
 )
 
 from bert_tf import tokenization
-from bert_tf.runs import finetuning, pretraining
+from bert_tf.runs import driver, pretraining
 
 pytestmark = pytest.mark.slow
 
@@ -76,7 +76,7 @@ def test_minilm_fine_tunes_at_1024_tokens_with_copied_positions(tmp_path, minilm
     caplog.set_level(logging.INFO)
     files = minilm_files(minilm_converted)
     output_dir = tmp_path / "out"
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "classifier", task_name="tsv", text_a_column="text",
         data_dir=os.path.join(FINETUNE_DATA, "long_docs"), **files,
         output_dir=str(output_dir), do_train=True, do_eval=True, max_seq_length=1024,
@@ -154,12 +154,12 @@ def test_a_classifier_fine_tunes_with_words_added_to_the_vocab(tmp_path, minilm_
     with pytest.raises(Exception, match=(
             r"--vocab_file .*vocab.txt has token id 30721 but vocab_size in .*bert_config.json "
             r"is 30522; .* set \"vocab_size\": 30722 in")):
-        finetuning.run_finetuning(options("classifier", **base,
-                                          bert_config_file=files["bert_config_file"],
-                                          output_dir=str(tmp_path / "wrong")))
+        driver.run_task(options("classifier", **base,
+                                bert_config_file=files["bert_config_file"],
+                                output_dir=str(tmp_path / "wrong")))
     config = json.load(open(files["bert_config_file"]))
     (grown / "bert_config.json").write_text(json.dumps(dict(config, vocab_size=30722)))
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "classifier", **base, bert_config_file=str(grown / "bert_config.json"),
         output_dir=str(tmp_path / "out")))
     print(f"new words: {results}, {dict(counts)}")

@@ -13,7 +13,7 @@ from finetune_helpers import TOPICS, options, tiny_config
 
 from bert_tf import modeling, optimization
 from bert_tf import options as bert_options
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.tasks import model_fn_parts, squad
 from bert_tf.training import estimator as estimator_lib
 
@@ -101,12 +101,12 @@ def test_a_run_trains_and_evaluates_as_on_the_padded_graph(tmp_path, vocab_file)
     common = dict(task_name="tsv", text_a_column="sentence", data_dir=TOPICS,
                   bert_config_file=str(config_file), vocab_file=vocab_file)
     start = tmp_path / "start"
-    finetuning.run_finetuning(options("classifier", **common, output_dir=str(start),
-                                      do_train=True, num_train_steps=1))
+    driver.run_task(options("classifier", **common, output_dir=str(start),
+                            do_train=True, num_train_steps=1))
     results, weights = {}, {}
     for padding_free in (False, True):
         out = tmp_path / f"padding_free_{padding_free}"
-        results[padding_free] = finetuning.run_finetuning(options(
+        results[padding_free] = driver.run_task(options(
             "classifier", **common, output_dir=str(out), do_train=True, do_eval=True,
             num_train_steps=6, init_checkpoint=str(start / "model.ckpt-0"),
             padding_free=padding_free))

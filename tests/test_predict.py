@@ -27,7 +27,7 @@ from bert_tf.data import classification_features as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.data import squad as squad_data
 from bert_tf.errors import BertTfError
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.serving import export
 from bert_tf.serving.predictor import Predictor
 
@@ -44,7 +44,7 @@ def _train(kind, directory, vocab_file, **values):
                   output_dir=str(directory / "out"), export_dir=str(directory / "export"),
                   do_train=True, do_predict=True, num_train_steps=2, max_seq_length=SEQ,
                   train_batch_size=4, predict_batch_size=5)
-    finetuning.run_finetuning(options(kind, **common, **values))
+    driver.run_task(options(kind, **common, **values))
     return common["output_dir"], only_export(common["export_dir"]), config_file
 
 
@@ -98,7 +98,7 @@ def test_multi_label_and_windowed_classifiers_match_run_classifier(values, tmp_p
                                                                    vocab_file):
     config_file = write_tiny_config(tmp_path)
     out, export = str(tmp_path / "out"), str(tmp_path / "export")
-    finetuning.run_finetuning(options(
+    driver.run_task(options(
         "classifier", task_name="tsv", vocab_file=vocab_file, bert_config_file=config_file,
         output_dir=out, export_dir=export, do_train=True, do_predict=True, num_train_steps=2,
         train_batch_size=4, predict_batch_size=5, **{"max_seq_length": SEQ, **values}))

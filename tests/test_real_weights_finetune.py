@@ -23,7 +23,7 @@ from finetune_helpers import (
     options,
 )
 
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def test_pretrained_minilm_learns_unseen_topics_random_init_does_not(
         tmp_path, minilm_converted, minilm_topics_classifier):
     # The pre-trained run is the session's (conftest.minilm_topics_classifier); the same run
     # from random weights here.
-    random_init = finetuning.run_finetuning(options(
+    random_init = driver.run_task(options(
         "classifier", task_name="tsv", text_a_column="sentence",
         data_dir=TOPICS,
         output_dir=str(tmp_path / "random_init"), do_train=True, do_eval=True,

@@ -24,7 +24,7 @@ from finetune_helpers import (
 )
 
 from bert_tf import errors
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.runs.pretraining import run_pretraining
 
 
@@ -134,7 +134,7 @@ def test_classifier_on_ram_trains_predicts_exports_and_resumes(tmp_path, ram_dir
                   do_eval=True, do_predict=True, num_train_steps=6, save_checkpoints_steps=3,
                   eval_every_n_steps=3, best_checkpoint_metric="eval_accuracy",
                   max_seq_length=24)
-    first = finetuning.run_finetuning(options("classifier", **values))
+    first = driver.run_task(options("classifier", **values))
     files = _files(f"{ram_dir}/out")
     for name in ("model.ckpt-6.index", "eval_results.txt", "test_results.tsv", "label_list.txt",
                  "best/best_eval.json", "train.tf_record.meta.json"):
@@ -152,7 +152,7 @@ def test_classifier_on_ram_trains_predicts_exports_and_resumes(tmp_path, ram_dir
     assert probabilities.shape == (1, 2)
 
     # The same command again: the cached features are reused and nothing is retrained.
-    again = finetuning.run_finetuning(options("classifier", **values))
+    again = driver.run_task(options("classifier", **values))
     assert again == first
     assert _checkpoint_steps(f"{ram_dir}/out")[-1] == 6
 

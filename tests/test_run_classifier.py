@@ -23,7 +23,7 @@ from finetune_helpers import (
 from bert_tf.data import classification_features as classification_data
 from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.tasks import classification
 
 
@@ -101,7 +101,7 @@ def test_regression_metrics_match_numpy_on_predictions(tmp_path, vocab_file):
     out = tmp_path / "out"
     # Enough steps to learn the scores: after 40 every prediction was 2.718 +- 1e-4, and the
     # correlations of such near-constant values swing by 1e-4 with float rounding alone.
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "classifier", task_name="csv", data_dir=str(data_dir), text_a_column="text",
         label_column="score", regression=True, vocab_file=vocab_file,
         bert_config_file=write_tiny_config(tmp_path), output_dir=str(out), do_train=True,
@@ -128,7 +128,7 @@ def test_glue_sentence_pair_task_writes_its_metrics(tmp_path, vocab_file):
 
     out = tmp_path / "out"
     mrpc = os.path.join(DATA, "glue", "MRPC")
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "classifier", task_name="MRPC", data_dir=mrpc, vocab_file=vocab_file,
         bert_config_file=write_tiny_config(tmp_path), output_dir=str(out), do_train=True,
         do_eval=True, num_train_steps=2, train_batch_size=2, max_seq_length=64))
@@ -191,7 +191,7 @@ def _bad_run(tmp_path, vocab, **values):
               "vocab_file": vocab, "bert_config_file": write_tiny_config(tmp_path),
               "output_dir": str(tmp_path / "out"), "do_train": True, **values}
     with pytest.raises(BertTfError) as raised:
-        finetuning.run_finetuning(options("classifier", **values))
+        driver.run_task(options("classifier", **values))
     return str(raised.value)
 
 

@@ -19,7 +19,7 @@ from finetune_helpers import (
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
 from bert_tf.metrics import ner as ner_metrics
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 
 NER_DATA = os.path.join(DATA, "ner")
 
@@ -98,7 +98,7 @@ def test_words_cut_by_max_seq_length_are_predicted_o(tmp_path, vocab_file):
     data_dir = _data_dir(tmp_path)
     out = tmp_path / "out"
     examples = ner_data.NerProcessor().get_dev_examples(str(data_dir))
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "ner", data_dir=str(data_dir), vocab_file=vocab_file,
         bert_config_file=write_tiny_config(tmp_path), output_dir=str(out), do_train=True,
         do_eval=True, max_seq_length=6, num_train_steps=40, train_batch_size=2,
@@ -139,7 +139,7 @@ def test_dev_tag_not_in_train_labels_names_file_and_line(tmp_path, vocab_file):
     with open(data_dir / "dev.txt", "a") as f:
         f.write("\nAcme B-COMPANY\nrocks O\n")
     with pytest.raises(BertTfError, match=r"dev\.txt:\d+: tag 'B-COMPANY'"):
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             "ner", data_dir=str(data_dir), vocab_file=vocab_file,
             bert_config_file=write_tiny_config(tmp_path), output_dir=str(tmp_path / "out"),
             do_train=True, do_eval=True))
@@ -161,7 +161,7 @@ def _long_document(tmp_path, num_words=300):
 def test_doc_stride_predicts_every_word_of_a_long_document(tmp_path, vocab_file):
     data_dir, words = _long_document(tmp_path)
     out = tmp_path / "out"
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "ner", data_dir=str(data_dir), vocab_file=vocab_file,
         bert_config_file=write_tiny_config(tmp_path), output_dir=str(out), do_train=True,
         do_eval=True, do_predict=True, max_seq_length=64, doc_stride=32, num_train_steps=4,
@@ -184,7 +184,7 @@ def test_doc_stride_predicts_every_word_of_a_long_document(tmp_path, vocab_file)
 def test_doc_stride_as_long_as_a_window_is_refused(tmp_path, vocab_file):
     data_dir, _ = _long_document(tmp_path, num_words=6)
     with pytest.raises(BertTfError, match=r"--doc_stride=62 must be smaller than a window"):
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             "ner", data_dir=str(data_dir), vocab_file=vocab_file,
             bert_config_file=write_tiny_config(tmp_path), output_dir=str(tmp_path / "out"),
             do_train=True, max_seq_length=64, doc_stride=62))

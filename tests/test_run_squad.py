@@ -20,7 +20,7 @@ from finetune_helpers import (
 )
 
 from bert_tf.errors import BertTfError
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 
 WINDOWS_V2 = os.path.join(DATA, "squad", "windows_v2.json")
 SMALL_V1 = os.path.join(FINETUNE_DATA, "squad_small.json")
@@ -61,7 +61,7 @@ def test_predict_v1_over_several_windows(tmp_path, vocab_file):
     """Prediction only (random weights): the long paragraph is cut into several windows and
     every question still gets exactly one answer from its own context."""
     out = tmp_path / "out"
-    results = finetuning.run_finetuning(options(
+    results = driver.run_task(options(
         "squad", vocab_file=vocab_file, bert_config_file=write_tiny_config(tmp_path),
         output_dir=str(out), do_predict=True, predict_file=SMALL_V1, max_seq_length=40,
         doc_stride=16, max_query_length=12, predict_batch_size=5, n_best_size=20,
@@ -95,7 +95,7 @@ def test_non_squad_json_exits_2_naming_the_flag(tmp_path, vocab_file):
 ])
 def test_bad_inputs_stop_early(tmp_path, vocab_file, values, fragment):
     with pytest.raises(BertTfError, match=fragment):
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             "squad", vocab_file=vocab_file, bert_config_file=write_tiny_config(tmp_path),
             output_dir=str(tmp_path / "out"), **{"max_seq_length": 64, "max_query_length": 16,
                                                  **values}))

@@ -21,7 +21,7 @@ from finetune_helpers import PRETRAINING_TINY as TINY
 
 from bert_tf import options as bert_options
 from bert_tf.errors import BertTfError
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.runs.pretraining import run_pretraining
 
 tf1 = tf.compat.v1
@@ -72,7 +72,7 @@ def _run(kind, values, files, output_dir):
                 "squad": dict(train_file=os.path.join(FINETUNE_DATA, "squad_small.json"),
                               max_query_length=8)}[kind]
         task = options(kind, vocab_file=files["vocab"], **common, **data)
-        call = lambda: finetuning.run_finetuning(task)  # noqa: E731
+        call = lambda: driver.run_task(task)  # noqa: E731
     with pytest.raises(BertTfError) as error:
         call()
     return str(error.value)

@@ -343,7 +343,7 @@ def test_minilm_fine_tuned_by_run_step_predicts_as_the_graph_mode_step(tmp_path,
     (run_squad.py's model_fn) on the same batches with the same dropout masks."""
     from finetune_helpers import options as finetune_options
 
-    from bert_tf.runs import finetuning
+    from bert_tf.runs import driver
 
     files = minilm_files(minilm_converted)
     step_options = options.ExportStepOptions(
@@ -366,7 +366,7 @@ def test_minilm_fine_tuned_by_run_step_predicts_as_the_graph_mode_step(tmp_path,
     np.testing.assert_allclose(record["losses"], graph_losses, rtol=1e-3)
 
     def predict(checkpoint, name):
-        return finetuning.run_finetuning(finetune_options(
+        return driver.run_task(finetune_options(
             "squad", **{**files, "init_checkpoint": checkpoint},
             output_dir=os.path.join(tmp_path, name), do_predict=True,
             predict_file=os.path.join(FINETUNE_DATA, "squad_small.json"), max_seq_length=64,

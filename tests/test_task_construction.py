@@ -7,7 +7,7 @@ import os
 import pytest
 from finetune_helpers import DATA, FINETUNE_DATA, options
 
-from bert_tf.tasks import base, classification, multiple_choice, ner, squad
+from bert_tf.tasks import base, classification, multiple_choice, ner, pretraining, squad
 
 # kind -> (the minimum beside the script's flag defaults, the fields the hooks read).
 CASES = {
@@ -54,9 +54,33 @@ def test_the_label_list_is_the_data_files():
 
 @pytest.mark.parametrize("task_class", [classification.ClassificationTask, ner.NerTask,
                                         squad.SquadTask, multiple_choice.MultipleChoiceTask,
-                                        base.FinetuningTask])
+                                        base.FinetuningTask, pretraining.PretrainingTask])
 def test_the_hooks_take_no_options(task_class):
-    for name in ("check", "read_examples", "write_features", "input_fn", "metric_names",
-                 "evaluate", "write_eval_files", "predict"):
+    names = ("check", "read_examples", "training_schedule", "model_fn", "split_input_fn",
+             "metric_names", "evaluate", "write_eval_files", "predict")
+    if issubclass(task_class, base.FinetuningTask):
+        names += ("write_features", "input_fn")
+    for name in names:
         parameters = inspect.signature(getattr(task_class, name)).parameters
         assert "options" not in parameters, f"{task_class.__name__}.{name}"
+
+
+def test_pretraining_is_a_task_the_driver_runs(tmp_path):
+    """run_pretraining is `driver.run_task` on a PretrainingTask: the record checks run as its
+    `read_examples`, before anything is written."""
+    from bert_tf import options as options_lib
+    from bert_tf.errors import BertTfError
+    from bert_tf.runs import driver
+
+    assert issubclass(pretraining.PretrainingTask, base.TrainableTask)
+    task = pretraining.PretrainingTask(None, options_lib.PretrainOptions(
+        input_file=str(tmp_path / "missing-*.tfrecord"),
+        model=options_lib.ModelOptions(bert_config_file=os.path.join(
+            os.path.dirname(__file__), "..", "configs", "bert_tiny.json")),
+        train=options_lib.TrainOptions(do_train=True),
+        run=options_lib.RunOptions(output_dir=str(tmp_path / "out"))))
+    assert task.tokenizer_options is None and task.requested == {"do_train": True,
+                                                                 "do_eval": False}
+    with pytest.raises(BertTfError, match="--input_file"):
+        driver.run_task(task)
+    assert not (tmp_path / "out").exists()

@@ -31,7 +31,7 @@ from finetune_helpers import (
 from script_runner import start_python_script
 
 from bert_tf import modeling
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.runs.pretraining import run_pretraining
 
 tf1 = tf.compat.v1
@@ -63,7 +63,7 @@ def _history(output_dir):
 
 def test_eval_every_n_steps_keeps_the_best_checkpoint_and_uses_it(tmp_path, vocab_file):
     out = str(tmp_path / "out")
-    results = finetuning.run_finetuning(_topics(
+    results = driver.run_task(_topics(
         tmp_path, vocab_file, num_train_steps=30, eval_every_n_steps=10,
         best_checkpoint_metric="eval_loss", save_checkpoints_steps=1000))
     history = _history(out)
@@ -94,21 +94,21 @@ def test_early_stopping_stops_where_the_patience_rule_says(tmp_path, vocab_file)
     values = dict(num_train_steps=40, eval_every_n_steps=2, learning_rate=1e-12,
                   best_checkpoint_metric="eval_accuracy", early_stopping_patience=2,
                   save_checkpoints_steps=1000)
-    finetuning.run_finetuning(_topics(tmp_path, vocab_file, **values))
+    driver.run_task(_topics(tmp_path, vocab_file, **values))
     history = _history(out)
     # Best at the first evaluation (step 2); steps 4 and 6 do not improve: stop after 6.
     assert [entry["global_step"] for entry in history] == [2, 4, 6]
     assert tf.train.latest_checkpoint(out).endswith("model.ckpt-6")
     # The same command again trains no further.
-    finetuning.run_finetuning(_topics(tmp_path, vocab_file, **values))
+    driver.run_task(_topics(tmp_path, vocab_file, **values))
     assert tf.train.latest_checkpoint(out).endswith("model.ckpt-6")
     assert len(_history(out)) == 3
 
 
 def test_frozen_layers_do_not_move_and_have_no_slots(tmp_path, vocab_file):
     out = str(tmp_path / "out")
-    finetuning.run_finetuning(_topics(tmp_path, vocab_file, num_train_steps=5,
-                                      freeze_layers=1, do_eval=False))
+    driver.run_task(_topics(tmp_path, vocab_file, num_train_steps=5,
+                            freeze_layers=1, do_eval=False))
     start = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-0"))
     end = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
     names = [name for name in end.get_variable_to_shape_map()
@@ -126,8 +126,8 @@ def test_frozen_layers_do_not_move_and_have_no_slots(tmp_path, vocab_file):
 
 def test_release_checkpoint_has_the_model_only_and_loads(tmp_path, vocab_file):
     out = str(tmp_path / "out")
-    finetuning.run_finetuning(_topics(tmp_path, vocab_file, num_train_steps=2,
-                                      do_eval=False))
+    driver.run_task(_topics(tmp_path, vocab_file, num_train_steps=2,
+                            do_eval=False))
     training = tf.train.latest_checkpoint(out)
     release = tmp_path / "release"
     assert_ok(run_script("export_checkpoint.py", f"--init_checkpoint={out}",

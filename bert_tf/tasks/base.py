@@ -4,11 +4,11 @@ A `Task` answers what serving, the Predictor, scripts/predict.py, the benchmarks
 checkpoint converter ask of it: its name (found in `registry`), its export's inputs and
 predict settings, its PREDICT outputs and answer records, its step's features and FLOPs, its
 head's Hugging Face layout. A fine-tuning task (classification, NER, SQuAD, multiple choice)
-is a `FinetuningTask`: it adds only what differs between tasks in training: its own checks,
-reading examples, the model_fn, writing features, the input_fn, computing metrics and
-writing predictions, and the files its export carries.
-`bert_tf.runs.finetuning.run_finetuning` runs any of them the same way. See
-docs/architecture.md.
+is a `FinetuningTask`, pre-training a `PretrainingTask`; both are `TrainableTask`s, which add
+only what differs between tasks in a run: their own checks, reading their data, the model_fn,
+the input_fn (a fine-tuning task writes features first), computing metrics and writing
+predictions, and the files an export carries. `bert_tf.runs.driver.run_task` runs any of
+them the same way. See docs/architecture.md.
 """
 
 import os
@@ -19,7 +19,8 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.data import input_pipeline
 from bert_tf.errors import BertTfError
-from bert_tf.training import checkpoints
+from bert_tf.tasks import model_fn_parts
+from bert_tf.training import checkpoints, runner
 from bert_tf.training import estimator as estimator_lib
 
 tf1 = tf.compat.v1
@@ -142,13 +143,159 @@ class Task:
     infer_mode = estimator_lib.ModeKeys.PREDICT
 
 
-class FinetuningTask(Task):
-    """What a fine-tuning task supplies to `run_finetuning`. Subclasses override the hooks.
+class TrainableTask(Task):
+    """What `bert_tf.runs.driver.run_task` asks of a task it runs: pre-training and every
+    fine-tuning task. Made once per run with its options, complete after construction; the
+    hooks read `self.options`. Subclasses override the hooks that differ.
 
     Attributes:
-      actions: the action flags the task's script offers (one must be set, or --export_dir).
+      actions: the action flags the task's script offers (one must be set, or --export_dir
+        where the script has it).
       eval_split, eval_flags: the split `evaluate` runs on during training, and the flags
         that provide it.
+      writes_features: whether `split_input_fn` writes feature files (into --output_dir on the
+        chief, a private temporary directory on the other workers).
+    """
+
+    actions = ("do_train", "do_eval")
+    # The split evaluated during training (--eval_every_n_steps) and the flag that gives it.
+    eval_split = "eval"
+    eval_flags = "--do_eval"
+    writes_features = False
+
+    def __init__(self, task_options, options):
+        """Made once per run, with everything the hooks read: `task_options` (the task's own
+        options, e.g. `bert_tf.options.ClassifierOptions`; None for a task without any) and
+        `options` (the run's: `bert_tf.options.FinetuneOptions` or `PretrainOptions`). A
+        subclass sets every field its hooks need here (or computes it on first use from the
+        data files: a cached property)."""
+        self.task_options = task_options
+        self.options = options
+
+    @property
+    def requested(self):
+        """{action flag: whether the run asks for it}: each of `actions`, and export_dir
+        where the task's script has it."""
+        options = self.options
+        return {"do_train": options.train.do_train, "do_eval": options.evaluation.do_eval}
+
+    @property
+    def tokenizer_options(self):
+        """`options.TokenizerOptions` of a task that tokenizes text (None: its inputs are
+        token ids already)."""
+        return None
+
+    @property
+    def eval_batch_size(self):
+        evaluation = self.options.evaluation
+        return evaluation and evaluation.eval_batch_size
+
+    @property
+    def predict_batch_size(self):
+        return None
+
+    def check_options(self):
+        """Raises BertTfError for bad run flags; the first thing a run does."""
+        requested = self.requested
+        if not any(requested[action] for action in self.actions) and not requested.get(
+                "export_dir"):
+            listed = ", ".join(f"--{action}" for action in self.actions)
+            also = " or --export_dir" if "export_dir" in requested else ""
+            raise BertTfError(f"nothing to do: pass at least one of {listed}{also}.")
+        runner.check_train_options(self.options.train, self.options.model.max_seq_length)
+        self.check_batch_sizes()
+        self.check()
+
+    def check_batch_sizes(self):
+        """Raises BertTfError for a batch size flag (or a like count) that is not positive."""
+        if self.options.evaluation is not None:
+            runner.check_positive(self.options.evaluation, "eval_batch_size")
+
+    def check(self):
+        """Raises BertTfError for bad task flags; runs after the shared checks, before any
+        other work."""
+
+    def padding_free(self):
+        """Whether the encoder runs on the real tokens of a batch only (`model_fn_parts`)."""
+        return False
+
+    def read_examples(self):
+        """(train, dev, test) data for --do_train / --do_eval / --do_predict (None where not
+        asked for), all read and checked before any work so bad data stops the run early."""
+        raise NotImplementedError
+
+    def training_schedule(self, train_examples):
+        """(num_train_steps, num_warmup_steps) in optimizer updates."""
+        raise NotImplementedError
+
+    def model_fn(self, encoder, training):
+        """The model_fn over `encoder` (a `model_fn_parts.Encoder`) that trains with `training`
+        (a `training_step.TrainingStep`, from `TrainingStep.from_options`)."""
+        raise NotImplementedError
+
+    def split_input_fn(self, split, examples, feature_dir, tokenizer, is_training):
+        """The input_fn of one split ("train", "eval" or "predict"): `examples` as
+        `read_examples` gave them; `feature_dir` (with `writes_features`) where its feature
+        files go; `tokenizer` a `FullTokenizer` (None without `tokenizer_options`)."""
+        raise NotImplementedError
+
+    def describe(self, examples):
+        """The training log's words for the train split, e.g. "120 examples"."""
+        return f"{len(examples)} examples"
+
+    def run_files(self):
+        """{file name: text} the chief writes to --output_dir before training."""
+        return {}
+
+    def can_evaluate(self, splits):
+        """Whether `evaluate` has data: {split: examples or None} of `read_examples`."""
+        return splits[self.eval_split] is not None
+
+    def metric_names(self):
+        """The names of the metrics `evaluate` returns (None: not known before it runs)."""
+        return None
+
+    def evaluate(self, estimator, input_fn, examples, checkpoint_path=None):
+        """Evaluates `checkpoint_path` (default: the latest) on the `eval_split` examples;
+        returns the metrics (dict), writing nothing."""
+        raise NotImplementedError
+
+    def evaluation_checkpoint(self, estimator, checkpoint):
+        """What evaluation and export restore after training: `checkpoint` (None: the latest
+        of --output_dir)."""
+        del estimator
+        return checkpoint
+
+    def write_eval_files(self, examples, results):
+        """After the final `evaluate`: writes the task's files about it (e.g. NER's
+        predictions) and adds to `results` (a dict) what it computes beside the metrics."""
+
+    def results_header(self):
+        """Lines for the top of eval_results.txt (written `# line`): settings that shaped the
+        results, e.g. class weights."""
+        return []
+
+    def predict(self, estimator, input_fn, examples, checkpoint_path=None):
+        """Predicts the test examples with `checkpoint_path` (default: the latest) and writes
+        the predictions; returns eval results when the task computes them from its
+        predictions (SQuAD), else None."""
+        raise NotImplementedError
+
+    def export_files(self):
+        """{file name: text} written to the export's assets.extra/ (e.g. the label list)."""
+        return {}
+
+    def predict_settings(self):
+        """The task's settings a Predictor needs beyond the shared ones (see
+        `prediction_assets`), e.g. SQuAD's windowing; JSON-serializable."""
+        return {}
+
+
+class FinetuningTask(TrainableTask):
+    """A fine-tuning task: examples read from text, written as TFRecord features, trained,
+    evaluated, predicted and exported. Subclasses override the hooks.
+
+    Attributes:
       feature_files: the cached feature file of each split in the output directory.
       sequence_keys: the [B, S] features cut to each eval / predict batch's longest example
         and to each training batch's length bucket (`input_pipeline.record_input_fn`).
@@ -162,9 +309,7 @@ class FinetuningTask(Task):
     """
 
     actions = ("do_train", "do_eval", "do_predict")
-    # The split evaluated during training (--eval_every_n_steps) and the flag that gives it.
-    eval_split = "eval"
-    eval_flags = "--do_eval"
+    writes_features = True
     feature_files = {"train": "train.tf_record", "eval": "eval.tf_record",
                      "predict": "predict.tf_record"}
     sequence_keys = input_pipeline.SEQUENCE_FEATURES
@@ -173,26 +318,39 @@ class FinetuningTask(Task):
     label_list = None
     cached_features = None
 
-    def __init__(self, task_options, options):
-        """Made once per run, with everything the hooks read: `task_options` (the task's own
-        options, e.g. `bert_tf.options.ClassifierOptions`) and `options`
-        (`bert_tf.options.FinetuneOptions`). A subclass sets every field its hooks need
-        here (or computes it on first use from the data files: a cached property)."""
-        self.task_options = task_options
-        self.options = options
+    @property
+    def requested(self):
+        options = self.options
+        return {"do_train": options.train.do_train, "do_eval": options.do_eval,
+                "do_predict": options.do_predict, "export_dir": bool(options.export_dir)}
 
-    def check(self):
-        """Raises BertTfError for bad task flags; runs before any other work."""
+    @property
+    def tokenizer_options(self):
+        return self.options.tokenizer
 
-    def read_examples(self):
-        """(train, dev, test) examples for --do_train / --do_eval / --do_predict (None where
-        not asked for), all read before any work so bad data stops the run early."""
-        raise NotImplementedError
+    @property
+    def predict_batch_size(self):
+        return self.options.predict_batch_size
 
-    def model_fn(self, encoder, training):
-        """The model_fn over `encoder` (a `model_fn_parts.Encoder`) that trains with `training`
-        (a `training_step.TrainingStep`, from `TrainingStep.from_options`)."""
-        raise NotImplementedError
+    def check_batch_sizes(self):
+        runner.check_positive(self.options, "predict_batch_size")
+        super().check_batch_sizes()
+
+    def padding_free(self):
+        return model_fn_parts.run_padding_free(self.options.padding_free, self.options.run)
+
+    def training_schedule(self, train_examples):
+        return runner.finetuning_schedule(self.options, train_examples)
+
+    def split_input_fn(self, split, examples, feature_dir, tokenizer, is_training):
+        path = os.path.join(feature_dir, self.feature_files[split])
+        self.write_features(examples, path, tokenizer, is_training)
+        return self.input_fn(path, is_training)
+
+    def evaluation_checkpoint(self, estimator, checkpoint):
+        # Without training: the latest of --output_dir, else --init_checkpoint itself, so a
+        # trained run re-exports from a new --output_dir.
+        return checkpoint or runner.untrained_run_checkpoint(estimator, self.options)
 
     def write_features(self, examples, path, tokenizer, is_training):
         """Writes `examples` as TFRecord features to `path` (whole or not at all). By default
@@ -224,46 +382,6 @@ class FinetuningTask(Task):
             shuffle=options.run.shuffle_train_input, trim_keys=self.sequence_keys,
             skip_corrupt_records=options.run.skip_corrupt_records, bucket_boundaries=buckets,
             sequences_per_example=self.sequences_per_example)
-
-    def run_files(self):
-        """{file name: text} the chief writes to --output_dir before training."""
-        return {}
-
-    def can_evaluate(self, splits):
-        """Whether `evaluate` has data: {split: examples or None} of `read_examples`."""
-        return splits[self.eval_split] is not None
-
-    def metric_names(self):
-        """The names of the metrics `evaluate` returns (None: not known before it runs)."""
-        return None
-
-    def evaluate(self, estimator, input_fn, examples, checkpoint_path=None):
-        """Evaluates `checkpoint_path` (default: the latest) on the `eval_split` examples;
-        returns the metrics (dict), writing nothing."""
-        raise NotImplementedError
-
-    def write_eval_files(self, examples):
-        """Writes the task's files about the last `evaluate` (e.g. NER's predictions)."""
-
-    def results_header(self):
-        """Lines for the top of eval_results.txt (written `# line`): settings that shaped the
-        results, e.g. class weights."""
-        return []
-
-    def predict(self, estimator, input_fn, examples, checkpoint_path=None):
-        """Predicts the test examples with `checkpoint_path` (default: the latest) and writes
-        the predictions; returns eval results when the task computes them from its
-        predictions (SQuAD), else None."""
-        raise NotImplementedError
-
-    def export_files(self):
-        """{file name: text} written to the export's assets.extra/ (e.g. the label list)."""
-        return {}
-
-    def predict_settings(self):
-        """The task's settings a Predictor needs beyond the shared ones (see
-        `prediction_assets`), e.g. SQuAD's windowing; JSON-serializable."""
-        return {}
 
 
 LABEL_LIST_FILE = "label_list.txt"

@@ -243,7 +243,8 @@ class NerTask(base.FinetuningTask):
         results.update(self._evaluation.to_dict())
         return results
 
-    def write_eval_files(self, examples):
+    def write_eval_files(self, examples, results):
+        del results  # Entity F1 and the rest are in it already.
         ner_data.write_conll_predictions(
             os.path.join(self.options.run.output_dir, "eval_predictions.txt"), examples,
             self._eval_predicted)

@@ -16,14 +16,19 @@ keys and masked in the input pipeline (`bert_tf.data.dynamic_masking`), afresh e
 """
 
 
+import dataclasses
+import functools
+
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
-from bert_tf import errors, modeling
-from bert_tf.data import dynamic_masking, input_pipeline, record_writing
+from bert_tf import errors, fileio, modeling
+from bert_tf.data import dynamic_masking, input_pipeline, record_integrity, record_writing
 from bert_tf.errors import BertTfError
 from bert_tf.tasks import base, heads, registry
 from bert_tf.training import estimator as estimator_lib
+from bert_tf.training import runner
 from bert_tf.training.training_step import TrainingStep
 
 tf1 = tf.compat.v1
@@ -155,14 +160,113 @@ def model_fn_builder(encoder, training=None, next_sentence_objective="nsp"):
     return model_fn
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordSplit:
+    """The pre-training records of one split, checked (`PretrainingTask.read_examples`).
+
+    Attributes:
+      files: the TFRecord files.
+      dynamic: whether they are dynamic-masking records (masked in the input pipeline).
+      flag: the flag that named them, for messages.
+      record_limits: {path: whole records} of damaged files read only partly
+        (`record_integrity.check_record_files`, --skip_corrupt_records).
+    """
+
+    files: list
+    dynamic: bool
+    flag: str
+    record_limits: dict
+
+
 @registry.register
-class PretrainingTask(base.Task):
-    """Masked LM + next sentence pre-training, as the benchmarks and exported steps build it
-    (scripts/run_pretraining.py runs it through `bert_tf.runs.pretraining`)."""
+class PretrainingTask(base.TrainableTask):
+    """Masked LM + next sentence (or sentence order) pre-training, as scripts/run_pretraining.py
+    runs it (`bert_tf.runs.driver.run_task`) and the benchmarks and exported steps build it.
+
+    Made with `PretrainingTask(None, options)`, `options` a `bert_tf.options.PretrainOptions`:
+    it reads checked record files (no tokenizer: the records hold token ids), trains for
+    --num_train_steps and evaluates --max_eval_steps batches of the held-out records.
+    """
 
     name = "pretraining"
     benchmarks = 3
     infer_mode = estimator_lib.ModeKeys.EVAL  # Its forward with losses; no PREDICT head.
+
+    def check_batch_sizes(self):
+        runner.check_positive(self.options, "max_predictions_per_seq")
+        super().check_batch_sizes()
+
+    def read_examples(self):
+        """(train, eval, None) `RecordSplit`s: every record file checked first (its features'
+        lengths and its objective), then the damaged ones measured."""
+        options = self.options
+        check = functools.partial(check_pretraining_records,
+                                  max_seq_length=options.model.max_seq_length,
+                                  max_predictions_per_seq=options.max_predictions_per_seq,
+                                  next_sentence_objective=options.next_sentence_objective)
+        skip = options.run.skip_corrupt_records
+        input_files = fileio.expand_input_files(options.input_file, what=RECORDS)
+        record_limits = record_integrity.check_record_files(input_files, "input_file", skip)
+        train = evaluation = RecordSplit(input_files, check(input_files), "input_file",
+                                         record_limits)
+        if options.eval_input_file:
+            eval_files = fileio.expand_input_files(options.eval_input_file,
+                                                   flag="eval_input_file", what=RECORDS)
+            record_limits.update(
+                record_integrity.check_record_files(eval_files, "eval_input_file", skip))
+            evaluation = RecordSplit(eval_files, check(eval_files, flag="eval_input_file"),
+                                     "eval_input_file", record_limits)
+        logging.info("Input files: %d for training (%s masking), %d for eval", len(input_files),
+                     "dynamic" if train.dynamic else "static", len(evaluation.files))
+        return train, evaluation, None
+
+    def metric_names(self):
+        return metric_names(self.options.next_sentence_objective)
+
+    def training_schedule(self, train_examples):
+        del train_examples  # The schedule is in steps.
+        return self.options.train.num_train_steps, self.options.num_warmup_steps
+
+    def model_fn(self, encoder, training):
+        return model_fn_builder(encoder, training,
+                                next_sentence_objective=self.options.next_sentence_objective)
+
+    def split_input_fn(self, split, examples, feature_dir, tokenizer, is_training):
+        del split, feature_dir, tokenizer  # Records of token ids, read where they are.
+        options = self.options
+        return input_fn_builder(
+            examples.files, options.model.max_seq_length, options.max_predictions_per_seq,
+            is_training, shuffle=options.run.shuffle_train_input,
+            record_limits=examples.record_limits,
+            skip_corrupt_records=options.run.skip_corrupt_records, flag=examples.flag,
+            dynamic=examples.dynamic, vocab_size=self.vocab_size,
+            random_seed=options.run.random_seed)
+
+    @functools.cached_property
+    def vocab_size(self):
+        """The config's vocab_size: the range of dynamic masking's random replacement ids."""
+        return runner.load_bert_config(self.options.model).vocab_size
+
+    def describe(self, examples):
+        return f"{len(examples.files)} record files"
+
+    def evaluate(self, estimator, input_fn, examples, checkpoint_path=None):
+        del examples  # Held in `input_fn`.
+        return runner.evaluate(estimator, input_fn, steps=self.options.max_eval_steps,
+                               checkpoint_path=checkpoint_path)
+
+    def write_eval_files(self, examples, results):
+        """With --report_majority_baseline: logs the masked-LM accuracy of always predicting
+        the training data's most frequent masked token, and adds it to `results`."""
+        if not self.options.report_majority_baseline:
+            return
+        train_files = self.options.input_file and fileio.expand_input_files(
+            self.options.input_file, what=RECORDS)
+        token_id, accuracy = masked_lm_majority_baseline(train_files, examples.files)
+        logging.info("  majority baseline: always predicting token id %d gives "
+                     "masked_lm_accuracy = %.4f (model: %.4f)", token_id, accuracy,
+                     results["masked_lm_accuracy"])
+        results["majority_baseline_accuracy"] = accuracy
 
     @classmethod
     def step_model_fn(cls, encoder, training, num_labels):

@@ -1,6 +1,6 @@
 """The set-up every training run shares, pre-training and fine-tuning alike.
 
-A run (`runs.pretraining.run_pretraining`, `runs.finetuning.run_finetuning`) goes through the
+A run (`runs.pretraining.run_pretraining`, `runs.driver.run_task`) goes through the
 same steps, each done here once:
 
   1. check the options (`check_train_options`, `check_positive`) and the files
