@@ -31,9 +31,9 @@ def encoder_model_fn(bert_config, pooling, compute_dtype=tf.float32):
     over input_ids, input_mask, segment_ids [B, S]."""
     encoder = model_fn_parts.Encoder(bert_config, compute_dtype=compute_dtype)
 
-    def model_fn(features, labels, mode, params, purpose=None):
+    @estimator_lib.purpose_from_mode
+    def model_fn(features, labels, mode, params, purpose):
         del labels, params  # The export only predicts.
-        purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
 
         def head(model, _):
             sequence = tf.cast(model.get_sequence_output(), tf.float32)

@@ -122,9 +122,9 @@ def model_fn_builder(encoder, num_labels, training=None, is_regression=False,
         return classifier_logits(model.get_pooled_output(), num_labels, is_training,
                                  initializer_range)
 
-    def model_fn(features, labels, mode, params, purpose=None):
+    @estimator_lib.purpose_from_mode
+    def model_fn(features, labels, mode, params, purpose):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
-        purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
         logits = encoder.build(features, purpose, head, pooled_only=True)
 
         if mode == estimator_lib.ModeKeys.PREDICT:

@@ -64,9 +64,9 @@ def model_fn_builder(encoder, num_choices, training=None):
     training = training or TrainingStep()
     initializer_range = encoder.bert_config.initializer_range
 
-    def model_fn(features, labels, mode, params, purpose=None):
+    @estimator_lib.purpose_from_mode
+    def model_fn(features, labels, mode, params, purpose):
         del labels, params
-        purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
         logits = encoder.build(
             flatten_choices(features, num_choices), purpose,
             lambda model, is_training: choice_logits(model.get_pooled_output(), num_choices,

@@ -82,9 +82,9 @@ def model_fn_builder(encoder, num_labels, training=None, eval_collector=None):
     training = training or TrainingStep()
     initializer_range = encoder.bert_config.initializer_range
 
-    def model_fn(features, labels, mode, params, purpose=None):
+    @estimator_lib.purpose_from_mode
+    def model_fn(features, labels, mode, params, purpose):
         del labels, params
-        purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
         logits = encoder.build(features, purpose, lambda model, is_training: token_logits(
             model.get_sequence_output(), num_labels, is_training, initializer_range))
         tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)

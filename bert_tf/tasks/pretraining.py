@@ -122,9 +122,9 @@ def model_fn_builder(encoder, training=None, next_sentence_objective="nsp"):
     bert_config = encoder.bert_config
     has_sentence_head = next_sentence_objective != "none"
 
-    def model_fn(features, labels, mode, params, purpose=None):
+    @estimator_lib.purpose_from_mode
+    def model_fn(features, labels, mode, params, purpose):
         del labels, params  # Labels travel in `features`, as in the TFRecords.
-        purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
 
         def heads_fn(model, is_training):
             del is_training  # The pre-training heads have no dropout of their own.

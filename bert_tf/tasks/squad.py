@@ -67,9 +67,9 @@ def model_fn_builder(encoder, training=None):
     # The span softmax runs over every position, padding included, as in Google's run_squad.
     encoder = dataclasses.replace(encoder, padding_free=False)
 
-    def model_fn(features, labels, mode, params, purpose=None):
+    @estimator_lib.purpose_from_mode
+    def model_fn(features, labels, mode, params, purpose):
         del labels, params
-        purpose = purpose or estimator_lib.Purpose.of(mode)  # A call outside the Estimator.
         start_logits, end_logits = encoder.build(
             features, purpose, lambda model, _: squad_logits(model.get_sequence_output(),
                                                              initializer_range))

@@ -41,6 +41,7 @@ join the first step, then at most `step_timeout_secs` per step; each ends in a `
 import collections
 import contextlib
 import dataclasses
+import functools
 import inspect
 import os
 import signal
@@ -102,6 +103,19 @@ class Purpose:
         name = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "evaluate",
                 ModeKeys.PREDICT: "export" if export else "predict"}[mode]
         return cls(name, mode, restores_checkpoint)
+
+
+def purpose_from_mode(model_fn):
+    """Decorates `model_fn(features, labels, mode, params, purpose)` so that it is also a
+    model_fn of Google's four arguments: called without `purpose` (outside the Estimator),
+    it gets `Purpose.of(mode)`. The Estimator, which reads the signature, still passes its
+    own."""
+
+    @functools.wraps(model_fn)
+    def model_fn_with_purpose(features, labels, mode, params, purpose=None):
+        return model_fn(features, labels, mode, params, purpose or Purpose.of(mode))
+
+    return model_fn_with_purpose
 
 
 _SPEC_FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
