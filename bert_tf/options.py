@@ -455,7 +455,8 @@ class SquadEvaluateOptions(_FromFlags):
     language: str = flag_field(
         "auto", "Which metric: en = the official SQuAD one (words); zh = the official CMRC "
         "2018 one, also used for DRCD (characters, longest common substring); auto = zh when "
-        "the gold answers are mostly CJK ideographs, else en (said in the log).",
+        "the contexts are mostly CJK ideographs (and not --version_2), else en (said in the "
+        "log).",
         choices=["auto", "en", "zh"])
 
 

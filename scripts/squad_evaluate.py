@@ -9,7 +9,7 @@ The official v2.0 script's spellings work too (`--na-prob-file`, `--na-prob-thre
   python scripts/squad_evaluate.py dev-v2.0.json predictions.json --na-prob-file null_odds.json
 
 Chinese data (CMRC 2018, DRCD) is scored by the official CMRC 2018 rules with --language=zh
-(the default --language=auto picks them when the gold answers are mostly CJK ideographs).
+(the default --language=auto picks them when the contexts are mostly CJK ideographs).
 
 Prints one JSON line: v1.1 {"exact_match", "f1"}; CMRC 2018 {"exact_match", "f1", "average",
 "total", "skip"}; v2.0 {"exact", "f1", "total", "HasAns_*",

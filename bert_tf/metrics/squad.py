@@ -13,7 +13,7 @@ A question without gold answers is answered correctly only by "". A prediction c
 when its no-answer probability exceeds `na_prob_thresh`.
 
 Chinese data (CMRC 2018, DRCD) is scored by `bert_tf.metrics.squad_zh` instead (`evaluate`
-and `evaluate_files` with language="zh", or "auto" to choose from the gold answers).
+and `evaluate_files` with language="zh", or "auto" to choose from the contexts).
 """
 
 import collections
@@ -260,9 +260,9 @@ def resolve_language(language, dataset, version_2=False, source="SQuAD data"):
     """The metric's language: "en" (SQuAD) or "zh" (CMRC 2018, `bert_tf.metrics.squad_zh`).
 
     Args:
-      language: one of `LANGUAGES`; "auto" is "zh" when the gold answers of `dataset` read
-        as Chinese (`squad_zh.gold_answers_are_chinese`) and it is not v2.0, else "en" (said
-        in the log).
+      language: one of `LANGUAGES`; "auto" is "zh" when the contexts of `dataset` read as
+        Chinese (`squad_zh.dataset_is_chinese`) and it is not v2.0, else "en" (said in the
+        log).
       dataset: the list under "data" of the SQuAD JSON file.
       version_2: whether the v2.0 metric is asked for (it has no Chinese form).
       source: names the data in messages.
@@ -279,9 +279,9 @@ def resolve_language(language, dataset, version_2=False, source="SQuAD data"):
             "an answer); drop --version_2 / --na_prob_file, or use --language=en.")
     if language != "auto":
         return language
-    chinese, share = squad_zh.gold_answers_are_chinese(dataset)
+    chinese, share = squad_zh.dataset_is_chinese(dataset)
     resolved = "zh" if chinese and not version_2 else "en"
-    logging.info("--language=auto: %.1f%% of the gold answers' characters of %s are CJK "
+    logging.info("--language=auto: %.1f%% of the context characters of %s are CJK "
                  "ideographs: the %s metric.", 100.0 * share, source,
                  "CMRC 2018 (zh)" if resolved == "zh" else "SQuAD (en)")
     return resolved
