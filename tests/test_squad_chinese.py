@@ -295,6 +295,35 @@ def test_every_nbest_answer_is_a_substring_of_its_context(chinese_vocab):
         assert text == predictions[example.qas_id]
 
 
+def test_predictor_offsets_point_at_the_answer_in_a_chinese_context(chinese_vocab):
+    """Predictor.answer's "start" / "end": the character offsets of the answer in the context
+    (checked on the postprocessing's spans, without a model)."""
+    from bert_tf.serving import predictor
+
+    tokenizer = tokenization.FullTokenizer(chinese_vocab, do_lower_case=True)
+    contexts = [context for _, context, _ in squad_questions(SMALL)]
+    examples, starts = [], []
+    for i, context in enumerate(contexts):
+        words = squad.context_words(context)
+        examples.append(squad.SquadExample(str(i), "？", words.doc_tokens,
+                                           follows_space=words.follows_space))
+        starts.append(predictor._word_starts(words.char_to_word_offset, len(words.doc_tokens)))
+    features = squad.convert_examples_to_features(
+        examples, tokenizer, max_seq_length=64, doc_stride=24, max_query_length=4,
+        is_training=False)
+    rng = random.Random(1)
+    results = [squad_postprocess.RawResult(
+        f.unique_id, [rng.gauss(0, 1) for _ in range(64)], [rng.gauss(0, 1) for _ in range(64)])
+        for f in features]
+    spans = {}
+    predictions, _, _ = squad_postprocess.compute_predictions(
+        examples, features, results, n_best_size=20, max_answer_length=12,
+        do_lower_case=True, spans=spans)
+    for example, context, word_starts in zip(examples, contexts, starts, strict=True):
+        start, end = predictor._context_offsets(example, spans[example.qas_id], word_starts)
+        assert context[start:end] == predictions[example.qas_id]
+
+
 def test_run_squad_trains_predicts_and_scores_chinese(tmp_path, chinese_vocab):
     with open(chinese_vocab, encoding="utf-8") as f:
         vocab_size = sum(1 for _ in f)
