@@ -244,12 +244,26 @@ def chinese_vocab(tmp_path_factory):
     return _write_vocab(tmp_path_factory.mktemp("vocab") / "vocab.txt")
 
 
+def _decoded(pieces):
+    return "".join(piece.removeprefix("##") for piece in pieces)
+
+
 def test_every_training_window_covers_exactly_the_answer(chinese_vocab):
+    """The pieces of each window's span spell the answer, and start where the answer starts:
+    the document's pieces before them spell as many characters as the context has (spaces
+    aside) before `answer_start` (so a repeated answer text is not taken at another place)."""
     tokenizer = tokenization.FullTokenizer(chinese_vocab, do_lower_case=True)
     examples = squad.read_squad_examples(SMALL, is_training=True)
     assert len(examples) == 40  # no answer skipped
+    answer_starts = {}
+    with open(SMALL, encoding="utf-8") as f:
+        for paragraph in (p for a in json.load(f)["data"] for p in a["paragraphs"]):
+            for qa in paragraph["qas"]:
+                before = paragraph["context"][:qa["answers"][0]["answer_start"]]
+                answer_starts[qa["id"]] = len("".join(before.split()))
+    doc_stride = 16
     features = squad.convert_examples_to_features(
-        examples, tokenizer, max_seq_length=48, doc_stride=16, max_query_length=16,
+        examples, tokenizer, max_seq_length=48, doc_stride=doc_stride, max_query_length=16,
         is_training=True)
     assert len(features) > len(examples)  # long paragraphs take several windows
     covered = set()
@@ -259,10 +273,44 @@ def test_every_training_window_covers_exactly_the_answer(chinese_vocab):
         if (feature.start_position, feature.end_position) == (0, 0):
             continue
         pieces = feature.tokens[feature.start_position:feature.end_position + 1]
-        decoded = "".join(piece.removeprefix("##") for piece in pieces)
-        assert decoded == example.orig_answer_text.lower().replace(" ", ""), example.qas_id
+        assert _decoded(pieces) == example.orig_answer_text.lower().replace(" ", ""), (
+            example.qas_id)
+        doc_pieces = [p for token in example.doc_tokens for p in tokenizer.tokenize(token)]
+        doc_offset = feature.tokens.index("[SEP]") + 1
+        window_start = feature.doc_span_index * doc_stride
+        window = feature.tokens[doc_offset:-1]
+        assert doc_pieces[window_start:window_start + len(window)] == window
+        pieces_before = doc_pieces[:window_start + feature.start_position - doc_offset]
+        assert len(_decoded(pieces_before)) == answer_starts[example.qas_id], example.qas_id
         covered.add(example.qas_id)
     assert covered == {e.qas_id for e in examples}
+
+
+def test_an_unknown_character_in_the_answer_still_gives_the_answer(chinese_vocab, tmp_path):
+    """A span with [UNK] cannot be found in the tokenized original text, so the answer falls
+    back to the span's doc tokens: with a doc token per ideograph, exactly the span's text
+    (with the context as one doc token it would be the whole paragraph)."""
+    vocab = tmp_path / "vocab.txt"
+    with open(chinese_vocab, encoding="utf-8") as f:
+        vocab.write_text("".join(line for line in f if line.strip() not in ("鸿", "##鸿")),
+                         encoding="utf-8")
+    tokenizer = tokenization.FullTokenizer(str(vocab), do_lower_case=True)
+    example = next(e for e in squad.read_squad_examples(SMALL, is_training=False)
+                   if e.qas_id == "zh-27")
+    features = squad.convert_examples_to_features(
+        [example], tokenizer, max_seq_length=128, doc_stride=64, max_query_length=16,
+        is_training=False)
+    (feature,) = features
+    start = feature.tokens.index("[UNK]")
+    assert feature.tokens[start + 1] == "蒙"
+    start_logits = [-10.0] * 128
+    end_logits = [-10.0] * 128
+    start_logits[start] = end_logits[start + 1] = 10.0
+    predictions, _, _ = squad_postprocess.compute_predictions(
+        [example], features, [squad_postprocess.RawResult(feature.unique_id, start_logits,
+                                                          end_logits)],
+        n_best_size=5, max_answer_length=10, do_lower_case=True)
+    assert predictions["zh-27"] == "鸿蒙"
 
 
 def test_every_nbest_answer_is_a_substring_of_its_context(chinese_vocab):

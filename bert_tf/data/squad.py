@@ -22,6 +22,7 @@ Mapping predicted spans back to the original text is in `bert_tf.tasks.squad_pos
 import collections
 import dataclasses
 import json
+import re
 
 from absl import logging
 
@@ -38,6 +39,9 @@ FIRST_UNIQUE_ID = 1000000000
 # characters (Chinese paragraphs: well above half; English ones with a few names in Chinese:
 # a few percent at most).
 CJK_SHARE = 0.3
+# Characters from the first ideograph's code point on (the only ones that can be ideographs).
+_MAYBE_CJK_RE = re.compile(
+    f"[{chr(min(low for low, _ in tokenization.CHINESE_CHAR_RANGES))}-\U0010ffff]")
 
 
 class SquadExample:
@@ -183,10 +187,9 @@ def cjk_share(texts):
     characters of `texts` (an iterable of str): a float in [0, 1], 0.0 when there are none."""
     cjk = total = 0
     for text in texts:
-        for c in text:
-            if not c.isspace():
-                total += 1
-                cjk += tokenization.is_chinese_char(ord(c))
+        total += len("".join(text.split()))
+        cjk += sum(1 for c in _MAYBE_CJK_RE.findall(text)
+                   if tokenization.is_chinese_char(ord(c)))
     return cjk / total if total else 0.0
 
 
