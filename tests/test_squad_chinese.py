@@ -221,14 +221,16 @@ def test_chinese_context_gives_each_ideograph_a_doc_token():
 def _write_vocab(path):
     """A vocab covering cmrc_small.json: every character (and "##" + it), Latin words of up to 4
     letters whole (longer ones come out as pieces)."""
-    basic = tokenization.BasicTokenizer(do_lower_case=True)
     tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
-    for _, context, _ in squad_questions(SMALL):
-        for word in basic.tokenize(context):
-            tokens.update(word)
-            tokens.update("##" + c for c in word)
-            if len(word) <= 4:
-                tokens.add(word)
+    for lower in (True, False):  # Uncased and cased pieces.
+        basic = tokenization.BasicTokenizer(do_lower_case=lower)
+        for _, context, _ in squad_questions(SMALL):
+            for word in basic.tokenize(context):
+                tokens.update(word)
+                tokens.update("##" + c for c in word)
+                if len(word) <= 4:
+                    tokens.add(word)
+    basic = tokenization.BasicTokenizer(do_lower_case=True)
     with open(SMALL, encoding="utf-8") as f:
         for paragraph in (p for a in json.load(f)["data"] for p in a["paragraphs"]):
             for qa in paragraph["qas"]:
@@ -313,10 +315,24 @@ def test_an_unknown_character_in_the_answer_still_gives_the_answer(chinese_vocab
     assert predictions["zh-27"] == "鸿蒙"
 
 
-def test_every_nbest_answer_is_a_substring_of_its_context(chinese_vocab):
+@pytest.mark.parametrize("pred_text, orig_text, do_lower_case, expected", [
+    ("ｎｂａ 总 决 赛", "，ＮＢＡ总决赛", True, "ＮＢＡ总决赛"),   # full-width, lower-cased
+    ("ＮＢＡ 总", "，ＮＢＡ总", False, "ＮＢＡ总"),
+    ("《 三 体 》", "《三体》。", True, "《三体》"),            # Chinese punctuation kept inside
+    ("三 体", "《三体》。", True, "三体"),
+    ("tim cook", "（Tim Cook）", True, "Tim Cook"),          # Latin words inside Chinese
+    ("2011 年 6 月", "2011年6月30日", True, "2011年6月"),
+    ("8848 . 86 米", "8848.86米。", True, "8848.86米"),
+])
+def test_get_final_text_maps_chinese_back(pred_text, orig_text, do_lower_case, expected):
+    assert squad_postprocess.get_final_text(pred_text, orig_text, do_lower_case) == expected
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_every_nbest_answer_is_a_substring_of_its_context(chinese_vocab, do_lower_case):
     """Random logits put the n best anywhere in the document: every span maps back to text of
     the context, cased and with its punctuation, and the predicted one to its place."""
-    tokenizer = tokenization.FullTokenizer(chinese_vocab, do_lower_case=True)
+    tokenizer = tokenization.FullTokenizer(chinese_vocab, do_lower_case=do_lower_case)
     examples = squad.read_squad_examples(SMALL, is_training=False)
     contexts = {qid: context for qid, context, _ in squad_questions(SMALL)}
     features = squad.convert_examples_to_features(
@@ -329,7 +345,8 @@ def test_every_nbest_answer_is_a_substring_of_its_context(chinese_vocab):
     spans = {}
     predictions, nbest, _ = squad_postprocess.compute_predictions(
         examples, features, results, n_best_size=20, max_answer_length=12,
-        do_lower_case=True, spans=spans)
+        do_lower_case=do_lower_case, spans=spans)
+    assert not any("[UNK]" in f.tokens for f in features)
     texts = [entry["text"] for entries in nbest.values() for entry in entries]
     assert len(texts) > 20 * len(examples) * 0.8
     for qid, entries in nbest.items():
