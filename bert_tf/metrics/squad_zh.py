@@ -19,7 +19,8 @@ The official script splits the text between ideographs and marks with NLTK's
 of letters, digits and combining marks (a number keeps its inner "." and ",": "3.5",
 "1,000"), every other character being a word of its own. That is what `word_tokenize` gives on
 Latin words, numbers and punctuation; it differs on English contractions and abbreviations
-("don't", "U.S."), which NLTK keeps together or splits differently.
+("don't", "U.S."), which NLTK keeps together or splits differently, and on the few symbols
+NLTK leaves attached to a word (a full-width "％").
 
 Note the official mark list: Chinese marks and some ASCII ones (`- : _ * ^ / \\ ~ ` + =`), but
 not `, . ! ? ( ) " '` and the like, which stay (as words for F1, as characters for EM); and
