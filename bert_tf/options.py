@@ -449,6 +449,18 @@ class SquadOptions(_FromFlags):
 
 
 @dataclasses.dataclass(frozen=True)
+class SquadEvaluateOptions(_FromFlags):
+    """The options of squad_evaluate.py beyond the official scripts' (`bert_tf.metrics.squad`)."""
+
+    language: str = flag_field(
+        "auto", "Which metric: en = the official SQuAD one (words); zh = the official CMRC "
+        "2018 one, also used for DRCD (characters, longest common substring); auto = zh when "
+        "the contexts are mostly CJK ideographs (and not --version_2), else en (said in the "
+        "log).",
+        choices=["auto", "en", "zh"])
+
+
+@dataclasses.dataclass(frozen=True)
 class PredictOptions(_FromFlags):
     """scripts/predict.py: which model answers, on what input (see `bert_tf.serving.predictor`)."""
 

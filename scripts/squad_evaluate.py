@@ -8,7 +8,11 @@ The official v2.0 script's spellings work too (`--na-prob-file`, `--na-prob-thre
 `--out-file`), so the original README's command runs as typed:
   python scripts/squad_evaluate.py dev-v2.0.json predictions.json --na-prob-file null_odds.json
 
-Prints one JSON line: v1.1 {"exact_match", "f1"}; v2.0 {"exact", "f1", "total", "HasAns_*",
+Chinese data (CMRC 2018, DRCD) is scored by the official CMRC 2018 rules with --language=zh
+(the default --language=auto picks them when the contexts are mostly CJK ideographs).
+
+Prints one JSON line: v1.1 {"exact_match", "f1"}; CMRC 2018 {"exact_match", "f1", "average",
+"total", "skip"}; v2.0 {"exact", "f1", "total", "HasAns_*",
 "NoAns_*"} and, with --na_prob_file, {"best_exact", "best_exact_thresh", "best_f1",
 "best_f1_thresh"}. Scores are percentages, as in the official scripts.
 """
@@ -17,8 +21,9 @@ import json
 
 from absl import flags
 
-from bert_tf import errors, fileio
+from bert_tf import errors, fileio, options
 from bert_tf.cli import flags as bert_flags
+from bert_tf.cli import option_flags
 from bert_tf.metrics import squad as squad_metrics
 
 FLAGS = flags.FLAGS
@@ -34,6 +39,7 @@ bert_flags.define_path("out_file", None, "Also write the JSON result to this fil
 for _official, _ours in (("na-prob-file", "na_prob_file"), ("na-prob-thresh", "na_prob_thresh"),
                          ("out-file", "out_file")):
     flags.DEFINE_alias(_official, _ours)
+option_flags.define_fields(options.SquadEvaluateOptions)
 
 
 def main(argv):
@@ -41,12 +47,13 @@ def main(argv):
         raise errors.BertTfError(
             f"expected 2 arguments DATA_FILE PRED_FILE, got {len(argv) - 1}; usage: "
             "squad_evaluate.py DATA_FILE PRED_FILE [--version_2] [--na_prob_file F] "
-            "[--na_prob_thresh T].")
+            "[--na_prob_thresh T] [--language=auto|en|zh].")
     result = squad_metrics.evaluate_files(
         fileio.user_path(argv[1]), fileio.user_path(argv[2]),
         version_2=FLAGS.version_2 or bool(FLAGS.na_prob_file),
         na_prob_file=FLAGS.na_prob_file,
-        na_prob_thresh=FLAGS.na_prob_thresh)
+        na_prob_thresh=FLAGS.na_prob_thresh,
+        language=options.SquadEvaluateOptions.from_flags(FLAGS).language)
     print(json.dumps(result))
     if FLAGS.out_file:
         fileio.atomic_write_text(FLAGS.out_file, json.dumps(result) + "\n")

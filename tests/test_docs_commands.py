@@ -105,6 +105,8 @@ SHRINK = {
     ("docs/fine-tuning.md", "--task_name=MRPC"): {"run_classifier.py": _FEW_STEPS},
     ("docs/fine-tuning.md", "--train_file=tests/data/finetune/squad_small.json"):
         {"run_squad.py": _FEW_STEPS + ["--max_seq_length=128", "--doc_stride=64"]},
+    ("docs/fine-tuning.md", "--train_file=tests/data/chinese/cmrc_small.json"):
+        {"run_squad.py": _FEW_STEPS + ["--max_seq_length=128", "--doc_stride=64"]},
     ("docs/fine-tuning.md", "--data_dir=tests/data/ner"): {"run_ner.py": _FEW_STEPS},
     ("docs/fine-tuning.md", "long_docs"): {"run_classifier.py": _FEW_STEPS},
     ("docs/fine-tuning.md", "--multi_label"): {"run_classifier.py": _FEW_STEPS},
@@ -165,6 +167,9 @@ WRITES = {
         ["mrpc_out/eval_results.txt", "mrpc_out/test_results.tsv"],
     ("docs/fine-tuning.md", "--train_file=tests/data/finetune/squad_small.json"):
         ["squad_out/predictions.json", "squad_out/nbest_predictions.json"],
+    ("docs/fine-tuning.md", "--train_file=tests/data/chinese/cmrc_small.json"):
+        ["cmrc_out/predictions.json", "cmrc_out/nbest_predictions.json",
+         "cmrc_out/eval_results.json"],
     ("docs/fine-tuning.md", "--data_dir=tests/data/ner"):
         ["ner_out/eval_results.txt", "ner_out/eval_predictions.txt",
          "ner_out/test_predictions.txt"],

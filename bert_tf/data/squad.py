@@ -4,7 +4,11 @@ The semantics are those of the original Google BERT `run_squad.py`:
 
 - `read_squad_examples` splits each context on whitespace into "doc tokens" and maps every
   character to the doc token it belongs to, so that an answer's character offset becomes a
-  doc-token span.
+  doc-token span. A Chinese context (CJK ideographs make up at least `CJK_SHARE` of its
+  non-whitespace characters, see `is_mostly_cjk`) is written without spaces, so there every CJK
+  ideograph is a doc token of its own too, as `FullTokenizer` sees it; the text between
+  ideographs (Latin words, numbers, punctuation) still splits on whitespace only. Other
+  contexts split exactly as in the original.
 - `convert_examples_to_features` WordPiece-tokenizes question and doc tokens and cuts the
   document into windows of `max_seq_length` tokens (`[CLS] question [SEP] doc-window [SEP]`)
   that start `doc_stride` tokens apart. A doc token seen in several windows is scored in the
@@ -18,6 +22,7 @@ Mapping predicted spans back to the original text is in `bert_tf.tasks.squad_pos
 import collections
 import dataclasses
 import json
+import re
 
 from absl import logging
 
@@ -29,6 +34,14 @@ from bert_tf.data.bert_inputs import DocSpan, check_is_max_context, compute_doc_
 
 # First `unique_id` given to a feature, as in the original (ids are unique within one run).
 FIRST_UNIQUE_ID = 1000000000
+
+# Text counts as Chinese when CJK ideographs make up at least this share of its non-whitespace
+# characters (Chinese paragraphs: well above half; English ones with a few names in Chinese:
+# a few percent at most).
+CJK_SHARE = 0.3
+# Characters from the first ideograph's code point on (the only ones that can be ideographs).
+_MAYBE_CJK_RE = re.compile(
+    f"[{chr(min(low for low, _ in tokenization.CHINESE_CHAR_RANGES))}-\U0010ffff]")
 
 
 class SquadExample:
@@ -43,10 +56,14 @@ class SquadExample:
       start_position, end_position: the answer's first and last doc-token index, inclusive
         (-1 for impossible questions; None when not training).
       is_impossible: True for a v2.0 question without an answer (only read when training).
+      follows_space: for each doc token, whether whitespace (or the start of the context)
+        comes before it in the context (list of bool, see `context_words`); None: all do, as
+        for whitespace-split text.
     """
 
     def __init__(self, qas_id, question_text, doc_tokens, orig_answer_text=None,
-                 start_position=None, end_position=None, is_impossible=False):
+                 start_position=None, end_position=None, is_impossible=False,
+                 follows_space=None):
         self.qas_id = qas_id
         self.question_text = question_text
         self.doc_tokens = doc_tokens
@@ -54,6 +71,18 @@ class SquadExample:
         self.start_position = start_position
         self.end_position = end_position
         self.is_impossible = is_impossible
+        self.follows_space = follows_space
+
+    def separator_before(self, index):
+        """The text between doc tokens `index - 1` and `index`: " " or "" (no whitespace)."""
+        return " " if self.follows_space is None or self.follows_space[index] else ""
+
+    def doc_text(self, first, last):
+        """Doc tokens `first` .. `last` (inclusive) as the context has them, every run of
+        whitespace written as one space (the original's `" ".join` for whitespace words)."""
+        if self.follows_space is None:
+            return " ".join(self.doc_tokens[first:last + 1])
+        return join_words(self.doc_tokens[first:last + 1], self.follows_space[first:last + 1])
 
     def __repr__(self):
         s = f"qas_id: {self.qas_id}, question_text: {self.question_text}, "
@@ -153,31 +182,90 @@ def _is_whitespace(c):
     return c in (" ", "\t", "\r", "\n") or ord(c) == 0x202F
 
 
-def split_context(paragraph_text):
-    """Splits a context on whitespace, keeping a map from characters to words.
+def cjk_share(texts):
+    """The share of CJK ideographs (`tokenization.is_chinese_char`) among the non-whitespace
+    characters of `texts` (an iterable of str): a float in [0, 1], 0.0 when there are none."""
+    cjk = total = 0
+    for text in texts:
+        total += len("".join(text.split()))
+        cjk += sum(1 for c in _MAYBE_CJK_RE.findall(text)
+                   if tokenization.is_chinese_char(ord(c)))
+    return cjk / total if total else 0.0
+
+
+def is_mostly_cjk(texts):
+    """Whether `texts` read as Chinese: CJK ideographs are at least `CJK_SHARE` of them."""
+    return cjk_share(texts) >= CJK_SHARE
+
+
+# A context cut into doc tokens (see `context_words`).
+ContextWords = collections.namedtuple(
+    "ContextWords", ["doc_tokens", "char_to_word_offset", "follows_space"])
+
+
+def context_words(paragraph_text):
+    """Splits a context into doc tokens, keeping a map from characters to doc tokens.
+
+    Doc tokens are the whitespace-separated words; in a Chinese context (`is_mostly_cjk`)
+    every CJK ideograph is a doc token of its own as well, e.g. "2018年NBA总决赛" -> "2018",
+    "年", "NBA", "总", "决", "赛".
 
     Args:
       paragraph_text: the context (str).
 
     Returns:
-      (doc_tokens, char_to_word_offset): the words (list of str), and for every character of
-      `paragraph_text` the index of the word it belongs to (a whitespace character belongs to
-      the word before it; leading whitespace maps to -1).
+      A `ContextWords`: `doc_tokens` (list of str); `char_to_word_offset`, for every character
+      of `paragraph_text` the index of the doc token it belongs to (a whitespace character
+      belongs to the doc token before it; leading whitespace maps to -1); `follows_space`, for
+      every doc token whether whitespace or the start of the text comes before it (list of
+      bool).
     """
+    split_cjk = is_mostly_cjk([paragraph_text])
     doc_tokens = []
     char_to_word_offset = []
+    follows_space = []
     prev_is_whitespace = True
+    prev_is_cjk = False
     for c in paragraph_text:
         if _is_whitespace(c):
             prev_is_whitespace = True
         else:
-            if prev_is_whitespace:
+            is_cjk = split_cjk and tokenization.is_chinese_char(ord(c))
+            if prev_is_whitespace or is_cjk or prev_is_cjk:
                 doc_tokens.append(c)
+                follows_space.append(prev_is_whitespace)
             else:
                 doc_tokens[-1] += c
             prev_is_whitespace = False
+            prev_is_cjk = is_cjk
         char_to_word_offset.append(len(doc_tokens) - 1)
-    return doc_tokens, char_to_word_offset
+    return ContextWords(doc_tokens, char_to_word_offset, follows_space)
+
+
+def split_context(paragraph_text):
+    """`context_words` without `follows_space`: (doc_tokens, char_to_word_offset).
+
+    Args:
+      paragraph_text: the context (str).
+
+    Returns:
+      (doc_tokens, char_to_word_offset): the doc tokens (list of str), and for every character
+      of `paragraph_text` the index of the doc token it belongs to (a whitespace character
+      belongs to the doc token before it; leading whitespace maps to -1).
+    """
+    words = context_words(paragraph_text)
+    return words.doc_tokens, words.char_to_word_offset
+
+
+def join_words(doc_tokens, follows_space):
+    """Joins doc tokens as the context has them: one space before each token that follows
+    whitespace (but the first), nothing before the others. A str."""
+    parts = []
+    for i, (token, spaced) in enumerate(zip(doc_tokens, follows_space, strict=True)):
+        if i and spaced:
+            parts.append(" ")
+        parts.append(token)
+    return "".join(parts)
 
 
 def read_squad_examples(input_file, is_training, version_2_with_negative=False, flag=None):
@@ -205,32 +293,32 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False, 
     examples = []
     for entry in input_data:
         for paragraph in entry["paragraphs"]:
-            doc_tokens, char_to_word_offset = split_context(paragraph["context"])
+            words = context_words(paragraph["context"])
             for qa in paragraph["qas"]:
                 answer = (None, None, None, False)  # Only training reads the answers.
                 if is_training:
-                    answer = _training_answer(qa, doc_tokens, char_to_word_offset,
-                                              version_2_with_negative, source)
+                    answer = _training_answer(qa, words, version_2_with_negative, source)
                     if answer is None:
                         continue
                 orig_answer_text, start_position, end_position, is_impossible = answer
                 examples.append(SquadExample(
                     qas_id=qa["id"],
                     question_text=qa["question"],
-                    doc_tokens=doc_tokens,
+                    doc_tokens=words.doc_tokens,
                     orig_answer_text=orig_answer_text,
                     start_position=start_position,
                     end_position=end_position,
-                    is_impossible=is_impossible))
+                    is_impossible=is_impossible,
+                    follows_space=words.follows_space))
     return examples
 
 
-def _training_answer(qa, doc_tokens, char_to_word_offset, version_2_with_negative, source):
+def _training_answer(qa, words, version_2_with_negative, source):
     """The answer of one training question, located in its context's doc tokens.
 
     Args:
       qa: the question's JSON object (`{"id": ..., "question": ..., "answers": [...]}`).
-      doc_tokens, char_to_word_offset: its context split by `split_context`.
+      words: its context's `ContextWords`.
       version_2_with_negative: whether the question may be impossible (SQuAD v2.0).
       source: the file as error messages name it.
 
@@ -244,6 +332,7 @@ def _training_answer(qa, doc_tokens, char_to_word_offset, version_2_with_negativ
       errors.BertTfError: the question does not have exactly one well-formed answer.
     """
     qas_id = qa["id"]
+    char_to_word_offset = words.char_to_word_offset
     is_impossible = bool(qa.get("is_impossible", False)) if version_2_with_negative else False
     answers = qa.get("answers", [])
     if len(answers) != 1 and not is_impossible:
@@ -269,7 +358,8 @@ def _training_answer(qa, doc_tokens, char_to_word_offset, version_2_with_negativ
     end_position = char_to_word_offset[answer_offset + answer_length - 1]
     # Only keep answers whose text can be recovered from the document; a mismatch is usually
     # odd Unicode, and the example is skipped.
-    actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
+    actual_text = join_words(words.doc_tokens[start_position:(end_position + 1)],
+                             words.follows_space[start_position:(end_position + 1)])
     cleaned_answer_text = " ".join(tokenization.whitespace_tokenize(orig_answer_text))
     if actual_text.find(cleaned_answer_text) == -1:
         logging.warning("Could not find answer: '%s' vs. '%s'",

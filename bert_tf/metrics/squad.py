@@ -11,6 +11,9 @@ v2.0 (`evaluate_v2`): {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "Has
 given no-answer probabilities, {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}.
 A question without gold answers is answered correctly only by "". A prediction counts as ""
 when its no-answer probability exceeds `na_prob_thresh`.
+
+Chinese data (CMRC 2018, DRCD) is scored by `bert_tf.metrics.squad_zh` instead (`evaluate`
+and `evaluate_files` with language="zh", or "auto" to choose from the contexts).
 """
 
 import collections
@@ -19,8 +22,11 @@ import re
 import string
 import sys
 
+from absl import logging
+
 from bert_tf import errors, fileio
 from bert_tf.data.squad import load_squad_dataset
+from bert_tf.metrics import squad_zh
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -247,8 +253,54 @@ def _load_json_dict(path, what, flag=None):
     return obj
 
 
+LANGUAGES = ("auto", "en", "zh")
+
+
+def resolve_language(language, dataset, version_2=False, source="SQuAD data"):
+    """The metric's language: "en" (SQuAD) or "zh" (CMRC 2018, `bert_tf.metrics.squad_zh`).
+
+    Args:
+      language: one of `LANGUAGES`; "auto" is "zh" when the contexts of `dataset` read as
+        Chinese (`squad_zh.dataset_is_chinese`) and it is not v2.0, else "en" (said in the
+        log).
+      dataset: the list under "data" of the SQuAD JSON file.
+      version_2: whether the v2.0 metric is asked for (it has no Chinese form).
+      source: names the data in messages.
+
+    Returns:
+      "en" or "zh".
+    """
+    if language not in LANGUAGES:
+        raise errors.BertTfError(
+            f"--language={language!r}: use one of {', '.join(LANGUAGES)}.")
+    if language == "zh" and version_2:
+        raise errors.BertTfError(
+            "--language=zh: the CMRC 2018 metric has no SQuAD v2.0 form (every question has "
+            "an answer); drop --version_2 / --na_prob_file, or use --language=en.")
+    if language != "auto":
+        return language
+    chinese, share = squad_zh.dataset_is_chinese(dataset)
+    resolved = "zh" if chinese and not version_2 else "en"
+    logging.info("--language=auto: %.1f%% of the context characters of %s are CJK "
+                 "ideographs: the %s metric.", 100.0 * share, source,
+                 "CMRC 2018 (zh)" if resolved == "zh" else "SQuAD (en)")
+    return resolved
+
+
+def evaluate(dataset, predictions, version_2=False, na_probs=None, na_prob_thresh=1.0,
+             language="en", source="SQuAD data"):
+    """The metric of `language` (`resolve_language`): `evaluate_v1`, `evaluate_v2` or
+    `squad_zh.evaluate` (arguments as theirs)."""
+    if resolve_language(language, dataset, version_2=version_2, source=source) == "zh":
+        return squad_zh.evaluate(dataset, predictions, source=source)
+    if version_2:
+        return evaluate_v2(dataset, predictions, na_probs=na_probs,
+                           na_prob_thresh=na_prob_thresh, source=source)
+    return evaluate_v1(dataset, predictions, source=source)
+
+
 def evaluate_files(data_file, pred_file, version_2=False, na_prob_file=None,
-                   na_prob_thresh=1.0):
+                   na_prob_thresh=1.0, language="en"):
     """Evaluates a predictions JSON file against a SQuAD JSON file (see the module docstring).
 
     Args:
@@ -257,6 +309,8 @@ def evaluate_files(data_file, pred_file, version_2=False, na_prob_file=None,
       version_2: use the v2.0 metric (else v1.1).
       na_prob_file: v2.0 only: JSON {question id: no-answer probability}, e.g. null_odds.json.
       na_prob_thresh: v2.0 only: threshold on the no-answer probability.
+      language: "en" (SQuAD), "zh" (CMRC 2018 / DRCD, `bert_tf.metrics.squad_zh`) or "auto"
+        (see `resolve_language`).
 
     Returns:
       The metric dict.
@@ -273,7 +327,8 @@ def evaluate_files(data_file, pred_file, version_2=False, na_prob_file=None,
         if na_prob_file:
             raise errors.BertTfError(
                 "--na_prob_file is only used by the SQuAD v2.0 metric; add --version_2.")
-        return evaluate_v1(dataset, predictions, source=source)
+        return evaluate(dataset, predictions, language=language, source=source)
+    resolve_language(language, dataset, version_2=True, source=source)
     na_probs = None
     if na_prob_file:
         na_probs = _load_json_dict(na_prob_file, "no-answer probability file")

@@ -323,10 +323,11 @@ class Predictor:
         c = self.config
         examples, word_starts = [], []
         for i, (question, context) in enumerate(zip(questions, contexts, strict=True)):
-            doc_tokens, char_to_word = squad_data.split_context(context)
+            words = squad_data.context_words(context)
             examples.append(squad_data.SquadExample(qas_id=str(i), question_text=question,
-                                                    doc_tokens=doc_tokens))
-            word_starts.append(_word_starts(char_to_word, len(doc_tokens)))
+                                                    doc_tokens=words.doc_tokens,
+                                                    follows_space=words.follows_space))
+            word_starts.append(_word_starts(words.char_to_word_offset, len(words.doc_tokens)))
         features = squad_data.convert_examples_to_features(
             examples, self.tokenizer, c.max_seq_length, c.doc_stride, c.max_query_length,
             is_training=False)
@@ -428,7 +429,7 @@ class Predictor:
 
 
 def _word_starts(char_to_word, num_words):
-    """The character offset of each doc token (`squad.split_context` words) in the context."""
+    """The character offset of each doc token (`squad.context_words`) in the context."""
     starts = [None] * num_words
     for offset, word in enumerate(char_to_word):
         if word >= 0 and starts[word] is None:
@@ -439,12 +440,14 @@ def _word_starts(char_to_word, num_words):
 def _context_offsets(example, span, starts):
     """(start, end) character offsets in the context of an `AnswerSpan`."""
     def offset(position):
-        # `position` indexes " ".join(doc_tokens[first:last + 1]); walk to its token.
+        # `position` indexes example.doc_text(first, last); walk to its token.
         for token in range(span.first_token, span.last_token + 1):
             length = len(example.doc_tokens[token])
             if position <= length:
                 return starts[token] + position
-            position -= length + 1
+            position -= length
+            if token < span.last_token:
+                position -= len(example.separator_before(token + 1))
         return None
 
     return offset(span.start), offset(span.end)

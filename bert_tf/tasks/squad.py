@@ -118,8 +118,8 @@ class SquadTask(base.FinetuningTask):
     null_odds.json (v2.0: null score minus best non-null score per question) and, when the
     predict file has answers, eval_results.json (the official metric, computed as
     `scripts/squad_evaluate.py PREDICT_FILE predictions.json [--version_2
-    --na_prob_file null_odds.json]` would); with --export_dir a SavedModel returning
-    start_logits and end_logits [batch, seq].
+    --na_prob_file null_odds.json]` would, so Chinese data gets the CMRC 2018 metric); with
+    --export_dir a SavedModel returning start_logits and end_logits [batch, seq].
     """
 
     actions = ("do_train", "do_predict")
@@ -272,9 +272,9 @@ class SquadTask(base.FinetuningTask):
             version_2_with_negative=t.version_2_with_negative,
             null_score_diff_threshold=t.null_score_diff_threshold)
         dataset = squad_data.load_squad_dataset(t.predict_file, flag="predict_file")
-        if t.version_2_with_negative:
-            return squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
-        return squad_metrics.evaluate_v1(dataset, predictions)
+        return squad_metrics.evaluate(dataset, predictions,
+                                      version_2=t.version_2_with_negative, na_probs=null_odds,
+                                      language="auto")
 
     def predict(self, estimator, input_fn, examples, checkpoint_path=None):
         t, options = self.task_options, self.options
@@ -292,7 +292,8 @@ class SquadTask(base.FinetuningTask):
             return None
         results = squad_metrics.evaluate_files(
             t.predict_file, paths["predictions.json"], version_2=t.version_2_with_negative,
-            na_prob_file=paths["null_odds.json"] if t.version_2_with_negative else None)
+            na_prob_file=paths["null_odds.json"] if t.version_2_with_negative else None,
+            language="auto")
         path = os.path.join(options.run.output_dir, "eval_results.json")
         fileio.atomic_write_text(path, json.dumps(results, indent=2, sort_keys=True) + "\n")
         logging.info("***** Eval results (%s): %s", path, json.dumps(results))

@@ -28,7 +28,8 @@ _NbestPrediction = collections.namedtuple(
     "NbestPrediction", ["text", "start_logit", "end_logit", "span"], defaults=[None])
 
 # An answer's place in the context: doc tokens first..last (inclusive) and the answer's
-# characters [start, end) in " ".join(those doc tokens).
+# characters [start, end) in `example.doc_text(first, last)` (those doc tokens joined as the
+# context has them: " ".join for whitespace-separated ones).
 AnswerSpan = collections.namedtuple("AnswerSpan", ["first_token", "last_token", "start", "end"])
 
 # The lowest null score (start + end logit at [CLS]) over an example's windows, and its window.
@@ -89,7 +90,8 @@ def final_text_range(pred_text, orig_text, do_lower_case, verbose_logging=False)
 
     Args:
       pred_text: the predicted text, from word pieces (str).
-      orig_text: the original doc tokens joined by single spaces (str).
+      orig_text: the original doc tokens as the context has them, one space for a run of
+        whitespace (str; `SquadExample.doc_text`).
       do_lower_case: the tokenizer's casing.
       verbose_logging: log why a mapping failed.
 
@@ -276,12 +278,11 @@ def _span_text(example, feature, pred, do_lower_case, verbose_logging):
     tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
     orig_doc_start = feature.token_to_orig_map[pred.start_index]
     orig_doc_end = feature.token_to_orig_map[pred.end_index]
-    orig_tokens = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
     # De-tokenize WordPieces that have been split off, and clean whitespace.
     tok_text = " ".join(tok_tokens)
     tok_text = tok_text.replace(" ##", "").replace("##", "")
     tok_text = " ".join(tok_text.strip().split())
-    orig_text = " ".join(orig_tokens)
+    orig_text = example.doc_text(orig_doc_start, orig_doc_end)
     start, end = final_text_range(tok_text, orig_text, do_lower_case, verbose_logging)
     return orig_text[start:end], AnswerSpan(orig_doc_start, orig_doc_end, start, end)
 
