@@ -109,8 +109,8 @@ def test_strings_model_fits_saves_loads_without_tensorflow_text_and_exports(voca
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     before = [w.numpy().copy() for w in model.trainable_weights]
     data = tf.data.Dataset.from_tensor_slices(((texts, texts_b), label_ids)).batch(8)
-    losses = model.fit(data, epochs=2, verbose=0).history["loss"]
-    assert len(losses) == 2 and np.isfinite(losses).all()
+    losses = model.fit(data, epochs=1, verbose=0).history["loss"]  # 2 steps
+    assert len(losses) == 1 and np.isfinite(losses).all()
     moved = max(np.abs(w.numpy() - b).max() for w, b in zip(model.trainable_weights, before,
                                                             strict=True))
     assert moved > 1e-4
