@@ -47,7 +47,8 @@ def _as_segments(inputs):
         tuple of one or two such tensors (a pair: first and second texts, row by row).
 
     Raises:
-      BertTfError: another number of segments, or a segment that is not strings [B] / [B, 1].
+      BertTfError: another number of segments, a segment that is not strings [B] / [B, 1], or
+        a pair whose segments have different (static) numbers of rows.
     """
     if isinstance(inputs, (list, tuple)) and inputs and all(
             isinstance(item, (str, bytes)) for item in inputs):
@@ -67,6 +68,10 @@ def _as_segments(inputs):
                 f"BertPreprocessor: segment {index} is {dtype} of shape {shape}; pass strings of "
                 "shape [batch] (keras.Input(shape=(), dtype='string')) or [batch, 1].")
         checked.append(segment)
+    rows = [segment.shape[0] for segment in checked]
+    if len(rows) == 2 and None not in rows and rows[0] != rows[1]:
+        raise BertTfError(f"BertPreprocessor: text_a and text_b have {rows[0]} and {rows[1]} "
+                          "rows; pass one text_b per text_a (an empty string for a single text).")
     return checked
 
 

@@ -170,3 +170,5 @@ def test_inputs_that_are_not_one_or_two_string_segments_are_named(vocab_file):
         preprocessor(tf.constant([[101, 102]]))
     with pytest.raises(BertTfError, match=r"segment 1 is string of shape \(2, 2\)"):
         preprocessor((text, tf.constant([["a", "b"], ["c", "d"]])))
+    with pytest.raises(BertTfError, match="have 2 and 1 rows"):
+        preprocessor((text, tf.constant(["a"])))
