@@ -44,13 +44,13 @@ def _as_segments(inputs):
 
     Args:
       inputs: strings [B] (or [B, 1]), a list of Python strings (one segment), or a list /
-        tuple of one or two such tensors (a pair: first and second texts, row by row).
+        tuple of one or two string tensors (a pair: first and second texts, row by row).
 
     Raises:
       BertTfError: another number of segments, a segment that is not strings [B] / [B, 1], or
         a pair whose segments have different (static) numbers of rows.
     """
-    if isinstance(inputs, (list, tuple)) and inputs and all(
+    if isinstance(inputs, list) and inputs and all(
             isinstance(item, (str, bytes)) for item in inputs):
         inputs = [tf.constant(list(inputs), tf.string)]
     segments = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]

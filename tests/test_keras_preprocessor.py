@@ -170,5 +170,9 @@ def test_inputs_that_are_not_one_or_two_string_segments_are_named(vocab_file):
         preprocessor(tf.constant([[101, 102]]))
     with pytest.raises(BertTfError, match=r"segment 1 is string of shape \(2, 2\)"):
         preprocessor((text, tf.constant([["a", "b"], ["c", "d"]])))
+    with pytest.raises(BertTfError, match=r"segment 0 is string of shape \(\)"):
+        preprocessor(("a pair", "of scalars"))  # A tuple is segments; a list of str, a batch.
+    np.testing.assert_array_equal(preprocessor(["a", "b"])["input_word_ids"],
+                                  preprocessor(text)["input_word_ids"])
     with pytest.raises(BertTfError, match="have 2 and 1 rows"):
         preprocessor((text, tf.constant(["a"])))
