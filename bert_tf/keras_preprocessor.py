@@ -62,7 +62,9 @@ def _as_segments(inputs):
         if not isinstance(segment, keras.KerasTensor):
             segment = tf.convert_to_tensor(segment)
         dtype = str(keras.backend.standardize_dtype(segment.dtype))
-        shape = tuple(segment.shape)
+        shape = segment.shape
+        if isinstance(shape, tf.TensorShape):  # Of unknown rank in some graphs: not checked.
+            shape = (None,) if shape.rank is None else tuple(shape)
         if dtype != "string" or len(shape) not in (1, 2) or shape[1:] not in ((), (1,)):
             raise BertTfError(
                 f"BertPreprocessor: segment {index} is {dtype} of shape {shape}; pass strings of "
@@ -103,11 +105,14 @@ class BertPreprocessor(keras.layers.Layer):
         _check_settings(vocab_file, vocabulary, do_lower_case, seq_length)
         if vocabulary is None:
             vocabulary = tokenization.vocab_tokens(vocab_file)
+        vocab = {token: index for index, token in enumerate(vocabulary)}
+        if vocab_file is not None:
+            tokenization.check_vocab_has_special_tokens(vocab, vocab_file,
+                                                        graph_tokenizer.REQUIRED_TOKENS)
         self.vocab_file = vocab_file
         self.do_lower_case = do_lower_case
         self.seq_length = seq_length
         self._vocabulary = list(vocabulary)
-        vocab = {token: index for index, token in enumerate(self._vocabulary)}
         self._tokenizer = graph_tokenizer.GraphTokenizer(vocab, do_lower_case)
         self.vocab_size = self._tokenizer.vocab_size
         self.cls_id, self.sep_id = self._tokenizer.cls_id, self._tokenizer.sep_id

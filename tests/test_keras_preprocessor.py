@@ -151,6 +151,17 @@ def test_a_missing_vocab_file_is_one_line_naming_it(tmp_path):
     assert missing in message and "\n" not in message
 
 
+def test_a_vocab_without_cls_is_one_line_naming_the_file(vocab_file, tmp_path):
+    no_cls = str(tmp_path / "no_cls.txt")
+    with open(vocab_file, encoding="utf-8") as f:
+        tokens = [line for line in f if line.strip() != "[CLS]"]
+    with open(no_cls, "w", encoding="utf-8") as f:
+        f.writelines(tokens)
+    with pytest.raises(BertTfError, match=r"\[CLS\]") as error:
+        bert_keras.BertPreprocessor(no_cls, True, 128)
+    assert no_cls in str(error.value) and "\n" not in str(error.value)
+
+
 @pytest.mark.parametrize("arguments, named", [
     ({"do_lower_case": "yes"}, "do_lower_case"), ({"seq_length": 2}, "seq_length"),
     ({"seq_length": 16.0}, "seq_length"),
