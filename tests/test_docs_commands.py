@@ -214,6 +214,8 @@ WRITES = {
     ("docs/speed.md", "--output_dir=step_minilm"):
         ["step_minilm/features-00000.safetensors", "trained/state.safetensors",
          "trained/model.ckpt-2.index"],
+    ("docs/encoder.md", "BertPreprocessor("):
+        ["topics_text.keras", "topics_text_export/saved_model.pb"],
 }
 
 
