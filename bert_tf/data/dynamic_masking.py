@@ -84,11 +84,11 @@ def _per_word_draws(per_word, word_ids, masked_positions, seed, draws):
     """
     batch_size, num_slots = tf.shape(word_ids)[0], word_ids.shape[1] + 1
     words = tf.gather(word_ids, masked_positions, batch_dims=1)  # [B, P]
-    seeds = tf.random.experimental.stateless_split(seed, num=len(draws) + 1)[1:]
+    seeds = tf.random.experimental.stateless_split(seed, num=len(draws) + 1)
     use_word = tf.broadcast_to(tf.not_equal(per_word, 0), tf.shape(masked_positions))
     out = []
-    for word_seed, draw in zip(seeds, draws, strict=True):
-        word_draw = tf.random.stateless_uniform([batch_size, num_slots], word_seed)
+    for k, draw in enumerate(draws):
+        word_draw = tf.random.stateless_uniform([batch_size, num_slots], seeds[k + 1])
         out.append(tf.where(use_word, tf.gather(word_draw, words, batch_dims=1), draw))
     return tuple(out)
 

@@ -224,6 +224,8 @@ class ChunkProcessor:
             if self.jieba is not None:
                 continuations = word_segmenters.chinese_continuations(self.jieba.words(line))
                 flags = word_segmenters.continuation_flags(chinese, continuations)
+                # As run_chinese_ref.py, which lists Chinese characters only: not [UNK].
+                flags = [f and t != "[UNK]" for t, f in zip(pieces, flags, strict=True)]
             else:
                 ref_line = next(line_numbers)
                 where = (f"'{chunk.ref[0]}' line {ref_line} (non-blank line {ref_line} of "

@@ -10,12 +10,13 @@ segmenter are grouped instead (Chinese-BERT-wwm), and Latin words keep the "##" 
   that is not blank (blank lines, the document breaks, have none), in input order. A list holds
   the positions of the pieces that continue a word, counted in the line's tokenized pieces with
   `[CLS]` at position 0 (the script tokenizes each line with `add_special_tokens=True`), so the
-  first piece is position 1; only Chinese-character pieces are listed, e.g. `[2, 4, 5]` for the
-  line "北京欢迎你们" segmented 北京 / 欢迎你们 ([CLS] 北 京 欢 迎 你 们 [SEP]).
+  first piece is position 1; only Chinese-character pieces are listed, e.g. `[2, 4, 6]` for the
+  line "北京欢迎你们" segmented 北京 / 欢迎 / 你们 ([CLS] 北 京 欢 迎 你 们 [SEP]).
 
 Both give, for each piece of a line, whether it continues the word of the piece before it: a
 Chinese-character piece whose word (of more than one character, all Chinese, as
-`run_chinese_ref.py`'s `get_chinese_word` keeps) started before it. The positions of a ref file
+`run_chinese_ref.py`'s `get_chinese_word` keeps) started before it (with jieba, not a piece
+that is [UNK], which that script never lists). The positions of a ref file
 are read as they stand; `run_chinese_ref.py` itself finds them by a longest match of the line's
 words anywhere in the line, which can group characters the segmenter split elsewhere in the
 same line; `jieba` here uses each word where jieba put it.
@@ -23,7 +24,7 @@ same line; `jieba` here uses each word where jieba put it.
 
 import json
 
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, missing_extra
 
 SEGMENTERS = ("none", "jieba", "ref_file")
 _REF_FORMAT = ("one JSON list per non-blank input line of the positions of the pieces that "
@@ -109,9 +110,7 @@ def import_jieba():
     try:
         import jieba
     except ImportError:
-        raise BertTfError("--word_segmenter=jieba: jieba is not installed; pip install "
-                          "bert_tf[chinese] (or pip install jieba), or pass "
-                          "--word_segmenter=ref_file.") from None
+        raise missing_extra("--word_segmenter=jieba needs jieba", "chinese", "jieba") from None
     import logging
 
     jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict" lines
