@@ -296,6 +296,18 @@ def test_dynamic_records_group_jieba_words(outputs, vocab_file, reference):
     assert 0.7 < all_mask / num_words < 0.9, (all_mask, num_words)
 
 
+def test_run_pretraining_reads_the_dynamic_records(outputs):
+    from bert_tf.tasks import pretraining
+
+    path = outputs["dynamic", "jieba"]
+    assert pretraining.check_pretraining_records([path], SEQ, PREDS) is True
+    input_fn = pretraining.input_fn_builder([path], SEQ, PREDS, is_training=True, dynamic=True,
+                                            vocab_size=1500, random_seed=3)
+    batch = next(iter(input_fn({"batch_size": 8})))
+    assert set(batch) == set(record_writing.pretraining_feature_spec(SEQ, PREDS))
+    assert batch["masked_lm_weights"].numpy().sum() > 8 * 5
+
+
 def test_word_ids_follow_the_words(outputs, vocab_file, reference):
     """Positions share a word id exactly when they are pieces of one reference word."""
     batch = _dynamic_batch(outputs["dynamic", "jieba"])

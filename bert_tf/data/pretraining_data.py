@@ -21,7 +21,7 @@ The algorithm is the one of Google's `create_pretraining_data.py`:
   are shuffled and written round-robin to the output files (tf.train.Example,
   docs/compatibility.md §3).
 
-Two choices beyond the original (`--next_sentence_objective`, `--masking`):
+Choices beyond the original (`--next_sentence_objective`, `--masking`, `--word_segmenter`):
 
 * `next_sentence_objective`: `nsp` is the above. `sop` (ALBERT's sentence-order prediction):
   A and B are always consecutive parts of the chunk (a chunk of one sentence is cut at a random
@@ -34,6 +34,12 @@ Two choices beyond the original (`--next_sentence_objective`, `--masking`):
   (`word_ids`, whole words under `do_whole_word_mask`) and the [MASK] id instead of
   masked_lm_* (`record_writing.DYNAMIC_FEATURES`); run_pretraining masks them afresh every epoch
   with the same rules (`bert_tf.data.dynamic_masking`).
+* `word_segmenter` (`jieba` or `ref_file`, with `do_whole_word_mask`): the characters of a
+  segmenter's Chinese word are one masking unit too, besides the "##" pieces
+  (`bert_tf.data.word_segmenters`), and the 80/10/10 choice is made once per unit: all [MASK],
+  all random tokens or all unchanged. Dynamic records then carry `whole_word_replacement` = 1.
+  A piece that continues such a word travels through packing and truncation as ~id (negative)
+  in the sentences; `_add_instance` turns it back into the id and a flag.
 
 What differs from the original, so that a corpus of any size streams through bounded memory
 on all cores:
