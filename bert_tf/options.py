@@ -775,7 +775,8 @@ class PrepareCorpusOptions(_FromFlags):
     text_key: str = flag_field("text", "jsonl: the key holding a document's text.")
     language: str = flag_field(
         "en", "Language code for sentence splitting (sentencex: ISO 639 codes of ~300 "
-        "languages; unknown ones fall back to related languages or English rules).")
+        "languages; unknown ones fall back to related languages or English rules). Chinese "
+        "(zh, zh-*, yue, wuu, lzh) is also split after 。！？； and their closing quotes.")
     num_workers: int = flag_field(
         os.cpu_count() or 1, "Worker processes that clean and split documents; the output is "
         "the same for any number.")
