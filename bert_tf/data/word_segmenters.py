@@ -160,7 +160,8 @@ def count_lines(path, start, end, non_blank):
             if not line:
                 break
             remaining -= len(line)
-            count += bool(line.strip()) if non_blank else 1
+            # Blank as str.strip() sees it (U+3000 too), as the input reader does.
+            count += bool(line.decode("utf-8", errors="replace").strip()) if non_blank else 1
     return count
 
 
