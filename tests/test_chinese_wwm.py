@@ -387,6 +387,33 @@ def test_prepare_corpus_splits_chinese_sentences(tmp_path):
         == ["他问：“真的吗？你去吗？”", "（注：是。）", "好"]
 
 
+def test_ref_files_for_several_inputs(tmp_path, vocab_file, ref_file):
+    """One ref file per input file, in the order the inputs expand to; a line of full-width
+    spaces is a blank line (a document break) in both readers."""
+    documents = open(CHINESE_TXT, encoding="utf-8").read().strip().split("\n\n")
+    refs = iter(open(ref_file).read().splitlines())
+    inputs, ref_files = [], []
+    for k, part in enumerate((documents[:20], documents[20:])):
+        text = "\n\u3000\u3000\n".join(part) + "\n"
+        (tmp_path / f"in{k}.txt").write_text(text, encoding="utf-8")
+        lines = [next(refs) for line in text.splitlines() if line.strip()]
+        (tmp_path / f"in{k}.ref").write_text("".join(f"{r}\n" for r in lines))
+        inputs.append(str(tmp_path / f"in{k}.txt"))
+        ref_files.append(str(tmp_path / f"in{k}.ref"))
+    written = []
+    for segmenter, ref in (("jieba", None), ("ref_file", ",".join(ref_files))):
+        config = options.PretrainingDataConfig(
+            vocab_file, do_whole_word_mask=True, max_seq_length=SEQ,
+            max_predictions_per_seq=PREDS, dupe_factor=1, word_segmenter=segmenter,
+            word_segmenter_ref_file=ref)
+        summary = pretraining_data.create_pretraining_data(
+            str(tmp_path / "in*.txt"), str(tmp_path / f"{segmenter}.tfrecord"), config,
+            num_workers=1, chunk_size_mb=CHUNK_MB, log_fn=lambda *a: None)
+        assert summary["documents"] == len(documents)
+        written.append((tmp_path / f"{segmenter}.tfrecord").read_bytes())
+    assert written[0] == written[1]
+
+
 def _bad_ref(tmp_path, lines):
     path = tmp_path / "bad.ref"
     path.write_text("".join(line + "\n" for line in lines))
