@@ -738,6 +738,17 @@ class PretrainingDataConfig:
         "80-10-10 / whole-word rules).", choices=["static", "dynamic"])
     # "sop" or "none" (see the module docstring); its flag is PretrainOptions'.
     next_sentence_objective: str = PretrainOptions.next_sentence_objective
+    word_segmenter: str = flag_field(
+        "none", "With --do_whole_word_mask: the words whose characters are masked together "
+        "(Chinese). none: '##' pieces only (the original). jieba: jieba's words (pip install "
+        "bert_tf[chinese]). ref_file: the words in --word_segmenter_ref_file. Latin words keep "
+        "the '##' rule; the 80-10-10 choice is made once per word.",
+        choices=["none", "jieba", "ref_file"])  # word_segmenters.SEGMENTERS
+    word_segmenter_ref_file: str | None = _path(
+        "--word_segmenter=ref_file: the word boundaries, one file per --input_file file "
+        "(comma-separated), in the format of Hugging Face's run_chinese_ref.py output: one JSON "
+        "list per non-blank input line of the positions of the pieces that continue a word, "
+        "counted in the line's pieces with [CLS] = 0.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -776,7 +787,8 @@ class PrepareCorpusOptions(_FromFlags):
     text_key: str = flag_field("text", "jsonl: the key holding a document's text.")
     language: str = flag_field(
         "en", "Language code for sentence splitting (sentencex: ISO 639 codes of ~300 "
-        "languages; unknown ones fall back to related languages or English rules).")
+        "languages; unknown ones fall back to related languages or English rules). Chinese "
+        "(zh, zh-*, yue, wuu, lzh) is also split after 。！？； and their closing quotes.")
     num_workers: int = flag_field(
         os.cpu_count() or 1, "Worker processes that clean and split documents; the output is "
         "the same for any number.")

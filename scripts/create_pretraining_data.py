@@ -5,6 +5,12 @@ Example:
     --output_file=/tmp/train.tfrecord --vocab_file=vocab.txt --do_lower_case=True \\
     --max_seq_length=128 --max_predictions_per_seq=20 --masked_lm_prob=0.15 \\
     --random_seed=12345 --dupe_factor=10 [--masking=dynamic] [--next_sentence_objective=sop]
+
+Chinese whole-word masking (the characters of a jieba word, or of a word in a ref file of
+Hugging Face's run_chinese_ref.py, masked together; docs/pretraining.md, "Chinese"):
+  python scripts/create_pretraining_data.py --input_file=corpus_zh.txt \\
+    --output_file=/tmp/zh.tfrecord --vocab_file=vocab_zh.txt --do_whole_word_mask=True \\
+    --word_segmenter=jieba  # or --word_segmenter=ref_file --word_segmenter_ref_file=ref.txt
 """
 
 from absl import flags

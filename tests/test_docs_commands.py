@@ -55,6 +55,10 @@ CANNOT_RUN = {
         "needs the English Wikipedia dump and a GPU cluster; `make pretrain-example` runs the "
         "same four stages on the shipped corpus (scripts/pretrain_recipe.py; tests/test_recipe.py "
         "runs it small)",
+    ("docs/pretraining.md", "--word_segmenter_ref_file=corpus_zh/ltp_ref.txt"):
+        "needs a ref file from Hugging Face's run_chinese_ref.py and LTP (not installed); "
+        "tests/test_chinese_wwm.py writes one from jieba's words in its format and gets the "
+        "records of --word_segmenter=jieba byte for byte",
     ("docs/training-runs.md", 'kill -TERM "$PID"'):
         "needs a run to stop at a chosen moment; tests/test_relative_paths.py and "
         "tests/test_faults.py send SIGTERM to real runs and resume them",
@@ -116,6 +120,9 @@ SHRINK = {
         "create_pretraining_data.py": ["--dupe_factor=1"],
         "run_pretraining.py": [_TINY, "--num_train_steps=2", "--train_batch_size=2",
                                "--eval_batch_size=2", "--max_eval_steps=2",
+                               "--num_warmup_steps=1"]},
+    ("docs/pretraining.md", "--word_segmenter=jieba --masking=dynamic"): {
+        "run_pretraining.py": ["--num_train_steps=2", "--train_batch_size=2",
                                "--num_warmup_steps=1"]},
     ("docs/training-runs.md", "--eval_every_n_steps=15"): {"run_classifier.py": [
         "--num_train_steps=30", "--train_batch_size=4"]},
@@ -185,6 +192,9 @@ WRITES = {
     ("docs/fine-tuning.md", "extract_features.py"): ["features.jsonl"],
     ("docs/pretraining.md", "--input_file=data/corpus/train.txt"):
         ["train.tfrecord", "pretrain_out/model.ckpt-2.index", "pretrain_out/eval_results.txt"],
+    ("docs/pretraining.md", "--word_segmenter=jieba --masking=dynamic"):
+        ["corpus_zh/corpus-00000-of-00001.txt", "vocab_zh.txt", "bert_config_zh.json",
+         "zh.tfrecord", "pretrain_zh/model.ckpt-2.index"],
     ("docs/training-runs.md", "--eval_every_n_steps=15"):
         ["topics_eval_out/eval_history.jsonl", "topics_eval_out/eval/events.out.tfevents.*"],
     ("docs/training-runs.md", "--best_checkpoint_metric=f1"):

@@ -17,7 +17,10 @@ bert_tf[corpus]`): Wikimedia's rule-based segmenter, kept up to date, for the ~3
 of Wikipedia, with a compiled core. Measured alternatives (docs/benchmarks-history.md):
 pysbd is pure Python, orders of magnitude slower, and unreleased since 2021; NLTK's
 punkt needs a model download at run time. sentencex does not split inside quotes or
-brackets, which is why it is given one paragraph (one line) at a time.
+brackets, which is why it is given one paragraph (one line) at a time. For Chinese
+(`--language=zh`, `zh-*`, `yue`, `wuu`, `lzh`) its sentences are split further after 。！？；
+(and !?; with their closing quotes and brackets, outside quotes and brackets), which sentencex
+leaves joined at ；and where no space or Chinese character follows (3.5元。iPhone很贵。).
 
 Work is spread over `num_workers` processes: the parent reads documents in batches of about
 `BATCH_BYTES`, workers clean and split them, the parent writes them in input order (document
@@ -271,11 +274,14 @@ class DocumentProcessor:
     def __init__(self, config):
         self.language = config.language
         self._segment = _sentence_splitter()
+        self._chinese = config.language.split("-")[0].lower() in CHINESE_LANGUAGES
 
     def sentences(self, paragraphs):
         """The sentences of a list of paragraphs."""
-        return [s for p in paragraphs for s in (x.strip() for x in
-                                                self._segment(self.language, p)) if s]
+        sentences = (x for p in paragraphs for x in self._segment(self.language, p))
+        if self._chinese:
+            sentences = (x for s in sentences for x in split_chinese_sentences(s))
+        return [s for s in (x.strip() for x in sentences) if s]
 
     def process(self, task):
         """task: (format, documents) -> list of documents, each a list of sentences (empty
@@ -284,6 +290,43 @@ class DocumentProcessor:
         if kind == "wiki_xml":
             documents = [clean_wikitext(text) for text in documents]
         return [s for s in (self.sentences(d) for d in documents) if s]
+
+
+# Language codes (before any "-") whose text ends sentences with 。！？；
+CHINESE_LANGUAGES = ("zh", "yue", "wuu", "lzh")
+_CHINESE_ENDS = frozenset("。！？；!?;")
+_OPENING = "“‘「『（(【《〈［"
+_CLOSING = "”’」』）)】》〉］"
+
+
+def split_chinese_sentences(text):
+    """`text` cut after each run of 。！？；!?; and the closing quotes and brackets right after
+    it, where that run is outside quotes and brackets (or its closing mark ends them, as in
+    他说：“走吧。”) and more text follows.
+
+    Returns:
+      A list of str that joined give `text`.
+    """
+    pieces, start, depth, i = [], 0, 0, 0
+    while i < len(text):
+        char = text[i]
+        i += 1
+        if char in _OPENING:
+            depth += 1
+            continue
+        if char in _CLOSING:
+            depth = max(depth - 1, 0)
+            ends = depth == 0 and i >= 2 and text[i - 2] in _CHINESE_ENDS
+        else:
+            ends = depth == 0 and char in _CHINESE_ENDS
+        if ends:
+            while i < len(text) and (text[i] in _CHINESE_ENDS or text[i] in _CLOSING):
+                i += 1
+            if i < len(text):
+                pieces.append(text[start:i])
+                start = i
+    pieces.append(text[start:])
+    return pieces
 
 
 def _sentence_splitter():

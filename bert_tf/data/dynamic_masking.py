@@ -13,7 +13,8 @@ so every epoch sees new masks. The rules are those of the static masks
   tokens) are visited in a uniformly random order and each is taken whole if it still fits,
   until enough positions are chosen;
 * a chosen token becomes [MASK] 80% of the time, a random id in [0, vocab_size) 10% and stays
-  unchanged 10%.
+  unchanged 10%; in records with `whole_word_replacement` = 1 (written with `--word_segmenter`)
+  that choice is made once per word: all its tokens [MASK], all random ids or all unchanged.
 
 The random draws are stateless (`tf.random.stateless_*`), seeded by (seed, batch index,
 input pipeline), so a run is repeatable and batch k of the second epoch gets other masks than
@@ -68,13 +69,38 @@ def _select_words(word_ids, num_to_predict, seed):
     return tf.gather(taken, tf.argsort(order, axis=1), batch_dims=1)
 
 
+def _per_word_draws(per_word, word_ids, masked_positions, seed, draws):
+    """The 80-10-10 draws of the rows with `per_word` (int [B, 1]) != 0 made once per word.
+
+    Args:
+      per_word: int [B, 1].
+      word_ids: int32 [B, S].
+      masked_positions: int32 [B, P].
+      seed: [2] stateless seed.
+      draws: per-position uniform draws, each float32 [B, P].
+
+    Returns:
+      The draws, each [B, P]: those of rows with per_word taken from the token's word.
+    """
+    batch_size, num_slots = tf.shape(word_ids)[0], word_ids.shape[1] + 1
+    words = tf.gather(word_ids, masked_positions, batch_dims=1)  # [B, P]
+    seeds = tf.random.experimental.stateless_split(seed, num=len(draws) + 1)
+    use_word = tf.broadcast_to(tf.not_equal(per_word, 0), tf.shape(masked_positions))
+    out = []
+    for k, draw in enumerate(draws):
+        word_draw = tf.random.stateless_uniform([batch_size, num_slots], seeds[k + 1])
+        out.append(tf.where(use_word, tf.gather(word_draw, words, batch_dims=1), draw))
+    return tuple(out)
+
+
 def mask_batch(features, seed, max_predictions_per_seq, vocab_size, masked_lm_prob=0.15):
     """Draws the masks of one batch of dynamic-masking records.
 
     Args:
       features: dict of int32 Tensors: input_ids, input_mask, segment_ids, word_ids [B, S],
         next_sentence_labels [B, 1], mask_token_id [B, 1] (as parsed from
-        `record_writing.DYNAMIC_FEATURES`).
+        `record_writing.DYNAMIC_FEATURES`), optionally whole_word_replacement [B, 1]
+        (`record_writing.OPTIONAL_DYNAMIC_FEATURES`; absent = 0).
       seed: [2] int seed of this batch (`batch_seed`).
       max_predictions_per_seq: P, the length of the masked_lm_* features.
       vocab_size: random replacements are drawn from [0, vocab_size).
@@ -110,6 +136,10 @@ def mask_batch(features, seed, max_predictions_per_seq, vocab_size, masked_lm_pr
     shape = tf.shape(masked_positions)
     draw = tf.random.stateless_uniform(shape, seeds[1])
     keep_or_random = tf.random.stateless_uniform(shape, seeds[2])
+    if "whole_word_replacement" in features:
+        draw, keep_or_random = _per_word_draws(
+            features["whole_word_replacement"], word_ids, masked_positions, seeds[1],
+            (draw, keep_or_random))
     random_ids = tf.random.stateless_uniform(shape, seeds[3], maxval=vocab_size,
                                              dtype=tf.int32)
     mask_id = tf.broadcast_to(features["mask_token_id"], shape)

@@ -21,7 +21,7 @@ The algorithm is the one of Google's `create_pretraining_data.py`:
   are shuffled and written round-robin to the output files (tf.train.Example,
   docs/compatibility.md §3).
 
-Two choices beyond the original (`--next_sentence_objective`, `--masking`):
+Choices beyond the original (`--next_sentence_objective`, `--masking`, `--word_segmenter`):
 
 * `next_sentence_objective`: `nsp` is the above. `sop` (ALBERT's sentence-order prediction):
   A and B are always consecutive parts of the chunk (a chunk of one sentence is cut at a random
@@ -34,6 +34,12 @@ Two choices beyond the original (`--next_sentence_objective`, `--masking`):
   (`word_ids`, whole words under `do_whole_word_mask`) and the [MASK] id instead of
   masked_lm_* (`record_writing.DYNAMIC_FEATURES`); run_pretraining masks them afresh every epoch
   with the same rules (`bert_tf.data.dynamic_masking`).
+* `word_segmenter` (`jieba` or `ref_file`, with `do_whole_word_mask`): the characters of a
+  segmenter's Chinese word are one masking unit too, besides the "##" pieces
+  (`bert_tf.data.word_segmenters`), and the 80/10/10 choice is made once per unit: all [MASK],
+  all random tokens or all unchanged. Dynamic records then carry `whole_word_replacement` = 1.
+  A piece that continues such a word travels through packing and truncation as ~id (negative)
+  in the sentences; `_add_instance` turns it back into the id and a flag.
 
 What differs from the original, so that a corpus of any size streams through bounded memory
 on all cores:
@@ -64,7 +70,7 @@ import time
 from absl import logging
 
 from bert_tf import fileio, tokenization
-from bert_tf.data import parallel, record_writing
+from bert_tf.data import parallel, record_writing, word_segmenters
 from bert_tf.errors import BertTfError
 from bert_tf.fileio import require_file
 
@@ -83,6 +89,8 @@ class Chunk:
     path: str
     start: int
     end: int
+    # --word_segmenter=ref_file: its lines for this chunk (`word_segmenters.plan_ref_files`).
+    ref: tuple = ()
 
 
 @dataclasses.dataclass
@@ -177,6 +185,12 @@ class ChunkProcessor:
         self.encoder = record_writing.PretrainingExampleEncoder(
             vocab_size, config.max_seq_length, config.max_predictions_per_seq,
             mask_token_id=self.mask_id)
+        # With a word segmenter a piece that continues a segmenter's word is stored as ~id
+        # (negative) in the sentences, so that it travels through packing and truncation.
+        self.segmented = config.word_segmenter != "none"
+        self.jieba = None
+        if config.word_segmenter == "jieba":
+            self.jieba = word_segmenters.JiebaSegmenter()
 
     def read_documents(self, chunk):
         """Returns (documents, number of sentences, bytes read); a document is a list of
@@ -186,6 +200,8 @@ class ChunkProcessor:
             data = reader.read(chunk.end - chunk.start)
         text = _decode_chunk(chunk, data)
         tokenize, vocab = self.tokenizer.tokenize, self.tokenizer.vocab
+        if self.segmented:
+            tokenize = self._segmented_tokenizer(chunk)
         documents, num_sentences = [[]], 0
         for line in text.split("\n"):
             line = line.strip()
@@ -194,10 +210,36 @@ class ChunkProcessor:
                     documents.append([])
                 continue
             tokens = tokenize(line)
-            if tokens:
+            if tokens and self.segmented:
+                documents[-1].append(tokens)  # ids already, ~id for a continuation
+                num_sentences += 1
+            elif tokens:
                 documents[-1].append([vocab[t] for t in tokens])
                 num_sentences += 1
         return [d for d in documents if d], num_sentences, len(data)
+
+    def _segmented_tokenizer(self, chunk):
+        """A function: non-blank line -> its token ids, ~id for a piece that continues a word
+        of the segmenter (jieba's words, or the chunk's lines of the ref file in turn)."""
+        tokenizer, vocab = self.tokenizer, self.tokenizer.vocab
+        ref_lines = iter(word_segmenters.read_ref_lines(chunk.ref) if chunk.ref else ())
+        line_numbers = iter(range(chunk.ref[3] if chunk.ref else 1, 1 << 62))
+
+        def tokenize(line):
+            pieces, chinese = word_segmenters.piece_chars(tokenizer, line)
+            if self.jieba is not None:
+                continuations = word_segmenters.chinese_continuations(self.jieba.words(line))
+                flags = word_segmenters.continuation_flags(chinese, continuations)
+                # As run_chinese_ref.py, which lists Chinese characters only: not [UNK].
+                flags = [f and t != "[UNK]" for t, f in zip(pieces, flags, strict=True)]
+            else:
+                ref_line = next(line_numbers)
+                where = (f"'{chunk.ref[0]}' line {ref_line} (non-blank line {ref_line} of "
+                         f"'{chunk.path}')")
+                flags = word_segmenters.parse_ref_line(next(ref_lines), chinese, where)
+            return [~vocab[t] if f else vocab[t] for t, f in zip(pieces, flags, strict=True)]
+
+        return tokenize
 
     def process(self, chunk):
         """Creates, shuffles and serializes the instances of `chunk`: a `ChunkResult`."""
@@ -308,6 +350,11 @@ class ChunkProcessor:
         its serialized example to `result` (unmasked, with word ids, for dynamic masking)."""
         input_ids = [self.cls_id, *tokens_a, self.sep_id]
         num_tokens_a = len(tokens_a)
+        continues = None
+        if self.segmented:
+            continues = [t < 0 for t in (*input_ids, *(tokens_b or ()))]
+            input_ids = [~t if t < 0 else t for t in input_ids]
+            tokens_b = tokens_b and [~t if t < 0 else t for t in tokens_b]
         if tokens_b is None:
             num_tokens_a = len(input_ids) - 2  # one segment: segment_ids all 0
             candidates = [p for p in range(1, len(input_ids) - 1) if input_ids[p] != self.sep_id]
@@ -317,12 +364,14 @@ class ChunkProcessor:
         if self.config.masking == "dynamic":
             positions = labels = ()
             word_ids = [0] * len(input_ids)
-            for word_id, group in enumerate(self._groups(input_ids, candidates), 1):
+            for word_id, group in enumerate(self._groups(input_ids, candidates, continues), 1):
                 for position in group:
                     word_ids[position] = word_id
-            record = self.encoder.encode_dynamic(input_ids, num_tokens_a, word_ids, label)
+            record = self.encoder.encode_dynamic(input_ids, num_tokens_a, word_ids, label,
+                                                 whole_word_replacement=self.segmented)
         else:
-            positions, labels = self._create_masked_lm_predictions(input_ids, candidates, rng)
+            positions, labels = self._create_masked_lm_predictions(input_ids, candidates, rng,
+                                                                   continues)
             record = self.encoder.encode(input_ids, num_tokens_a, positions, labels, label)
         if not result.records and not result.example_text:
             result.example_text = self._describe(input_ids, positions, labels, label)
@@ -331,8 +380,9 @@ class ChunkProcessor:
         result.num_masked += len(positions)
         result.num_random_next += label
 
-    def _groups(self, input_ids, candidates):
-        """The candidate positions in masking units: whole words ("##" pieces joined to the
+    def _groups(self, input_ids, candidates, continues=None):
+        """The candidate positions in masking units: whole words ("##" pieces, and with a word
+        segmenter the positions where `continues` (a bool per position) is True, joined to the
         position before, when that is a candidate too) with --do_whole_word_mask, else single
         positions."""
         if not self.config.do_whole_word_mask:
@@ -340,16 +390,19 @@ class ChunkProcessor:
         groups = []
         is_continuation = self.is_continuation
         for position in candidates:
-            if is_continuation[input_ids[position]] and groups and groups[-1][-1] == position - 1:
+            joins = is_continuation[input_ids[position]] or (continues and continues[position])
+            if joins and groups and groups[-1][-1] == position - 1:
                 groups[-1].append(position)
             else:
                 groups.append([position])
         return groups
 
-    def _create_masked_lm_predictions(self, input_ids, candidates, rng):
+    def _create_masked_lm_predictions(self, input_ids, candidates, rng, continues=None):
         """Masks `input_ids` in place; returns (sorted masked positions, their original ids).
 
         `candidates`: the positions that may be masked (all but [CLS] and [SEP]), ascending.
+        `continues`: with a word segmenter, a bool per position (see `_groups`); the 80-10-10
+        choice is then made once per word.
         Equivalent in distribution to the original, which shuffles all candidate groups and
         takes them in that order while they fit, with far fewer random draws: whole-word groups
         are visited in a Fisher-Yates shuffle stopped once enough positions are chosen, and
@@ -361,9 +414,9 @@ class ChunkProcessor:
                              max(1, int(round(num_tokens * config.masked_lm_prob))))
         random_draw = rng.random
         if config.do_whole_word_mask:
-            groups = self._groups(input_ids, candidates)
+            groups = self._groups(input_ids, candidates, continues)
             num_groups = len(groups)
-            masked = []
+            masked, words = [], []
             for k in range(num_groups):
                 if len(masked) >= num_to_predict:
                     break
@@ -372,7 +425,12 @@ class ChunkProcessor:
                 # Groups are disjoint, so the original's "already covered" check never fires.
                 if len(masked) + len(groups[k]) <= num_to_predict:
                     masked.extend(groups[k])
+                    words.append(groups[k])
             masked.sort()
+            if continues is not None:
+                labels = [input_ids[position] for position in masked]
+                self._replace_words(input_ids, sorted(words), random_draw)
+                return masked, labels
         else:
             # Single positions always fit, so the original takes the first num_to_predict of a
             # uniform shuffle: a uniform random subset, drawn here by rejection (few repeats).
@@ -390,6 +448,18 @@ class ChunkProcessor:
             elif random_draw() >= 0.5:  # 10%: a random token; the other 10%: unchanged
                 input_ids[position] = random_ids[int(random_draw() * len(random_ids))]
         return masked, labels
+
+    def _replace_words(self, input_ids, words, random_draw):
+        """The 80-10-10 rule once per word (a list of positions): all [MASK], all random
+        tokens or all unchanged."""
+        random_ids, mask_id = self.random_ids, self.mask_id
+        for word in words:
+            if random_draw() < 0.8:
+                for position in word:
+                    input_ids[position] = mask_id
+            elif random_draw() >= 0.5:
+                for position in word:
+                    input_ids[position] = random_ids[int(random_draw() * len(random_ids))]
 
     def _describe(self, input_ids, positions, labels, is_random_next):
         inv_vocab = self.tokenizer.inv_vocab
@@ -450,6 +520,8 @@ def _check_config(config, num_workers, chunk_size_mb):
         ("masking", config.masking in MASKING_CHOICES, " or ".join(MASKING_CHOICES)),
         ("next_sentence_objective", config.next_sentence_objective in OBJECTIVES,
          " or ".join(OBJECTIVES)),
+        ("word_segmenter", config.word_segmenter in word_segmenters.SEGMENTERS,
+         " or ".join(word_segmenters.SEGMENTERS)),
     ]
     values = {**dataclasses.asdict(config), "num_workers": num_workers,
               "chunk_size_mb": chunk_size_mb}
@@ -457,6 +529,24 @@ def _check_config(config, num_workers, chunk_size_mb):
         if not ok:
             raise BertTfError(f"--{flag}={values[flag]} is out of range; pass "
                               f"{requirement}.")
+    _check_segmenter_config(config)
+
+
+def _check_segmenter_config(config):
+    """BertTfError for --word_segmenter / --word_segmenter_ref_file that do not go together."""
+    segmenter, ref_file = config.word_segmenter, config.word_segmenter_ref_file
+    if segmenter != "none" and not config.do_whole_word_mask:
+        raise BertTfError(f"--word_segmenter={segmenter} groups the characters of a word for "
+                          "whole-word masking; pass --do_whole_word_mask=True too.")
+    if segmenter == "ref_file" and not ref_file:
+        raise BertTfError("--word_segmenter=ref_file: no --word_segmenter_ref_file given; pass "
+                          "the ref file(s) (run_chinese_ref.py's output), one per input file.")
+    if ref_file and segmenter != "ref_file":
+        raise BertTfError(f"--word_segmenter_ref_file is read only with --word_segmenter="
+                          f"ref_file (not {segmenter}); pass --word_segmenter=ref_file or drop "
+                          "--word_segmenter_ref_file.")
+    if segmenter == "jieba":
+        word_segmenters.import_jieba()  # a missing extra fails here, not in a worker
 
 
 def _output_files(output_file, input_paths):
@@ -539,6 +629,10 @@ def create_pretraining_data(input_file, output_file, config, num_workers=None,
         input_file, what="text files (comma-separated, globs allowed) with one sentence a line")
     output_paths = _output_files(output_file, input_paths)
     chunks = plan_chunks(input_paths, chunk_size_mb)
+    if config.word_segmenter == "ref_file":
+        plans = word_segmenters.plan_ref_files(config.word_segmenter_ref_file, input_paths,
+                                               chunks)
+        chunks = [dataclasses.replace(c, ref=plan) for c, plan in zip(chunks, plans, strict=True)]
     total_mb = sum(chunk.end - chunk.start for chunk in chunks) / 1e6
     log_fn("Reading %d input file(s), %.2f MB in %d chunk(s), with %d worker(s)",
            len(input_paths), total_mb, len(chunks), min(num_workers, max(len(chunks), 1)))

@@ -14,11 +14,16 @@ them afresh every epoch, `bert_tf.data.dynamic_masking`) have no masked_lm_* fea
 input_ids unmasked, plus:
 
   word_ids                                  int64 [max_seq_length]: the 1-based index of the
-                                            word each token belongs to ("##" pieces share
-                                            their word's index under whole-word masking;
-                                            otherwise every token is its own word), 0 for
-                                            [CLS], [SEP] and padding, which are never masked
+                                            word each token belongs to ("##" pieces, and
+                                            the characters of a segmenter's word with
+                                            --word_segmenter, share their word's index under
+                                            whole-word masking; otherwise every token is its
+                                            own word), 0 for [CLS], [SEP] and padding, which
+                                            are never masked
   mask_token_id                             int64 [1], the id of [MASK] in the vocab
+  whole_word_replacement                    int64 [1], only in records written with
+                                            --word_segmenter: 1 = the 80-10-10 choice is
+                                            made once per word (absent: once per token)
 
 TensorFlow is imported inside the functions that need it, so the worker processes of
 create_pretraining_data, which only encode records, start without loading TensorFlow.
@@ -51,6 +56,10 @@ DYNAMIC_FEATURES = _SEQUENCE_FEATURES + (
     ("next_sentence_labels", "int64", "one"),
     ("mask_token_id", "int64", "one"),
 )
+# Keys that dynamic-masking records may lack, parsed as 0 where absent.
+OPTIONAL_DYNAMIC_FEATURES = (
+    ("whole_word_replacement", "int64", "one"),
+)
 
 
 def create_int_feature(values):
@@ -70,15 +79,21 @@ def create_float_feature(values):
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq, dynamic=False):
     """The `tf.io.parse_example` spec of pre-training records: {name: FixedLenFeature}.
 
-    `dynamic`: the spec of records written for dynamic masking (`DYNAMIC_FEATURES`).
+    `dynamic`: the spec of records written for dynamic masking (`DYNAMIC_FEATURES`, and
+    `OPTIONAL_DYNAMIC_FEATURES` with default 0).
     """
     import tensorflow as tf
 
     lengths = {"max_seq_length": max_seq_length,
                "max_predictions_per_seq": max_predictions_per_seq, "one": 1}
     dtypes = {"int64": tf.int64, "float": tf.float32}
-    return {name: tf.io.FixedLenFeature([lengths[length]], dtypes[dtype])
+    spec = {name: tf.io.FixedLenFeature([lengths[length]], dtypes[dtype])
             for name, dtype, length in (DYNAMIC_FEATURES if dynamic else PRETRAINING_FEATURES)}
+    if dynamic:
+        spec.update({name: tf.io.FixedLenFeature([lengths[length]], dtypes[dtype],
+                                                 default_value=[0] * lengths[length])
+                     for name, dtype, length in OPTIONAL_DYNAMIC_FEATURES})
+    return spec
 
 
 def _varint(value):
@@ -163,6 +178,7 @@ class PretrainingExampleEncoder:
         self._word_ids_prefix = _KeyedCache(lambda n: _entry_prefix("word_ids", _TAG_3, n))
         self._mask_token_id = (_entry_prefix("mask_token_id", _TAG_3, len(_varint(mask_token_id)))
                                + _varint(mask_token_id))
+        self._whole_word_replacement = _entry_prefix("whole_word_replacement", _TAG_3, 1) + b"\x01"
 
     def _make_mask_and_segments(self, key):
         num_tokens, num_tokens_a = divmod(key, self.max_seq_length + 1)
@@ -215,7 +231,8 @@ class PretrainingExampleEncoder:
         varints = self._varints
         return _TAG_1 + (varints[length] if length < len(varints) else _varint(length)) + features
 
-    def encode_dynamic(self, input_ids, num_tokens_a, word_ids, next_sentence_label):
+    def encode_dynamic(self, input_ids, num_tokens_a, word_ids, next_sentence_label,
+                       whole_word_replacement=False):
         """Returns one serialized `tf.train.Example` for dynamic masking (`DYNAMIC_FEATURES`).
 
         Args:
@@ -224,6 +241,7 @@ class PretrainingExampleEncoder:
           num_tokens_a: tokens of segment A, as in `encode`.
           word_ids: one per token of `input_ids`, see the module docstring.
           next_sentence_label: 0 or 1.
+          whole_word_replacement: write `whole_word_replacement` = 1 (module docstring).
         """
         varints, zeros = self._varints, self._zeros
         num_tokens = len(input_ids)
@@ -236,6 +254,7 @@ class PretrainingExampleEncoder:
             self._word_ids_prefix[len(word_bytes) + num_pad], word_bytes, zeros[num_pad],
             self._labels[next_sentence_label],
             self._mask_token_id,
+            self._whole_word_replacement if whole_word_replacement else b"",
         )))
 
 

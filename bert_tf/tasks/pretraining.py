@@ -410,7 +410,7 @@ def check_pretraining_records(input_files, max_seq_length, max_predictions_per_s
         missing key if the file is not pre-training data, files of both kinds, or records
         of another `next_sentence_objective` (when given).
     """
-    dynamic_keys = set(record_writing.pretraining_feature_spec(1, 1, dynamic=True))
+    dynamic_keys = {name for name, _, _ in record_writing.DYNAMIC_FEATURES}
     static_keys = set(record_writing.pretraining_feature_spec(1, 1))
     kinds = {}
     for path in input_files:
