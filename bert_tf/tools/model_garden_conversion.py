@@ -1,0 +1,538 @@
+"""Converts BERT checkpoints between TensorFlow Model Garden's layout and the Google layout.
+
+Model Garden (tf-models-official, `official.nlp.modeling`) saves its encoders object-based,
+`tf.train.Checkpoint(encoder=...).save(...)`: each variable is named by its path through the
+Keras objects, e.g. `encoder/_transformer_layers/0/_attention_layer/_query_dense/kernel/
+.ATTRIBUTES/VARIABLE_VALUE`. Its two BERT encoders keep the same weights under different
+paths (below the encoder; L = num_hidden_layers):
+
+    Google name (bert/...)             BertEncoderV2                  BertEncoder
+    embeddings/word_embeddings         _embedding_layer/embeddings    layer_with_weights-0/...
+    embeddings/position_embeddings     _position_embedding_layer/...  layer_with_weights-1/...
+    embeddings/token_type_embeddings   _type_embedding_layer/...      layer_with_weights-2/...
+    embeddings/LayerNorm/{gamma,beta}  _embedding_norm_layer/...      layer_with_weights-3/...
+    encoder/layer_{i}/...              _transformer_layers/{i}/...    layer_with_weights-{4+i}/...
+    pooler/dense/{kernel,bias}         _pooler_layer/...              layer_with_weights-{4+L}/...
+
+Inside layer i: attention/self/{query,key,value} <-> _attention_layer/_{query,key,value}_dense
+(kernel [H, heads, head_size], bias [heads, head_size]: Google's [H, H] and [H] reshaped),
+attention/output/dense <-> _attention_layer/_output_dense (kernel [heads, head_size, H]),
+attention/output/LayerNorm <-> _attention_layer_norm, intermediate/dense <->
+_intermediate_dense, output/dense <-> _output_dense, output/LayerNorm <-> _output_layer_norm.
+Every mapping is a reshape (row-major, no transpose), so values travel bit for bit. The
+encoder may sit anywhere in the checkpoint (`encoder/`, `model/layer_with_weights-0/` of a
+`BertClassifier`, the root of a TF Hub SavedModel's `variables/`): it is found by these paths.
+
+Sizes come from the shapes: vocab, hidden, positions and token types from the tables, layers
+from the count of transformer blocks, heads from the attention kernels ([H, heads,
+head_size]), intermediate from the first dense kernel. What the shapes do not hold comes from
+a bert_config.json (given, or beside the checkpoint), read as every bert_config.json is read
+(`gelu` = exact erf); without one the dropouts and initializer range are BERT's and
+`hidden_act` is `gelu_new`: Model Garden's default activation (`tf_utils.get_activation
+("gelu")`, the tanh form). Layer norm epsilon: 1e-12, Model Garden's default. Encoders built
+with `embedding_width` != hidden size or `norm_first=True` are not this layout and are
+refused or, for `norm_first`, not detectable from the weights (the sizes match; the outputs
+would not).
+
+`convert_tf_to_model_garden` writes one checkpoint that `tf.train.Checkpoint(encoder=
+BertEncoderV2(...))` and `tf.train.Checkpoint(encoder=BertEncoder(...))` both restore: the
+encoder object holds each weight under both paths of the table (one object, two names). With
+the classifier head, `tf.train.Checkpoint(model=BertClassifier(...))` restores it too.
+
+Task head: Model Garden's `BertClassifier` (default `use_encoder_pooler=True`: dropout and
+one dense layer on the pooled output) stores `out_proj/kernel` [H, classes] and
+`out_proj/bias`; bert_tf's classifier head `output_weights` [classes, H] (transposed) and
+`output_bias`.
+
+bert_tf never imports Model Garden: the checkpoints are read and written with TensorFlow.
+"""
+
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from bert_tf import fileio, modeling
+from bert_tf.encoder import settings
+from bert_tf.errors import BertTfError
+from bert_tf.tools import conversion
+from bert_tf.training import checkpoints
+
+CHECKPOINT_NAME = conversion.TF_CHECKPOINT_NAME
+# What object-based checkpoints append to the path of a variable.
+_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+# Model Garden's default activation (approximate GELU) under its bert_tf name.
+DEFAULT_HIDDEN_ACT = "gelu_new"
+V2, V1 = "BertEncoderV2", "BertEncoder"
+# The query kernel of every transformer block, in each encoder's layout: (prefix, index).
+_BLOCK_PATTERNS = {
+    V2: re.compile(r"^(.*?)_transformer_layers/(\d+)/_attention_layer/_query_dense/kernel$"),
+    V1: re.compile(r"^(.*?)layer_with_weights-(\d+)/_attention_layer/_query_dense/kernel$"),
+}
+# V1 (a functional Keras model): the weighted layers before the first block.
+_V1_FIRST_BLOCK = 4
+_V2_EMBEDDINGS = ("_embedding_layer", "_position_embedding_layer", "_type_embedding_layer")
+_EMBEDDING_TABLES = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+# Google's part of a layer -> Model Garden's, inside the transformer block.
+_LAYER_PARTS = {
+    "attention/self/query": "_attention_layer/_query_dense",
+    "attention/self/key": "_attention_layer/_key_dense",
+    "attention/self/value": "_attention_layer/_value_dense",
+    "attention/output/dense": "_attention_layer/_output_dense",
+    "attention/output/LayerNorm": "_attention_layer_norm",
+    "intermediate/dense": "_intermediate_dense",
+    "output/dense": "_output_dense",
+    "output/LayerNorm": "_output_layer_norm",
+}
+_SIZE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+              "intermediate_size", "max_position_embeddings", "type_vocab_size")
+# The classifier head of a BertClassifier (its ClassificationHead's projection).
+_HEAD_PATTERN = re.compile(r"^(.*/)?out_proj/(kernel|bias)$")
+# The task heads a BertClassifier expresses: bert_tf's top-level output_weights / output_bias.
+MODEL_GARDEN_TASKS = ("classifier", "multi_label", "regression")
+
+
+def _block_path(kind, index):
+    return (f"_transformer_layers/{index}" if kind == V2
+            else f"layer_with_weights-{_V1_FIRST_BLOCK + index}")
+
+
+def _model_garden_path(google, kind, num_layers):
+    """The path below the encoder of the Google variable `google` (bert/...) in `kind`."""
+    parts = google.split("/")
+    if parts[1] == "embeddings" and parts[2] in _EMBEDDING_TABLES:
+        index = _EMBEDDING_TABLES.index(parts[2])
+        layer = _V2_EMBEDDINGS[index] if kind == V2 else f"layer_with_weights-{index}"
+        return f"{layer}/embeddings"
+    if parts[1] == "embeddings":  # LayerNorm/{gamma,beta}
+        layer = ("_embedding_norm_layer" if kind == V2
+                 else f"layer_with_weights-{_V1_FIRST_BLOCK - 1}")
+        return f"{layer}/{parts[-1]}"
+    if parts[1] == "pooler":
+        layer = "_pooler_layer" if kind == V2 else _block_path(V1, num_layers)
+        return f"{layer}/{parts[-1]}"
+    index = int(parts[2][len("layer_"):])
+    return f"{_block_path(kind, index)}/{_LAYER_PARTS['/'.join(parts[3:-1])]}/{parts[-1]}"
+
+
+def _model_garden_shape(weight, config):
+    """Model Garden's shape of a Google `WeightName` (attention kernels split by head)."""
+    heads = config.num_attention_heads
+    head_size = config.hidden_size // heads
+    name = weight.google
+    if "/attention/self/" in name:
+        return [config.hidden_size, heads, head_size] if name.endswith("kernel") else [
+            heads, head_size]
+    if "/attention/output/dense/kernel" in name:
+        return [heads, head_size, config.hidden_size]
+    return weight.shape
+
+
+def encoder_weights(config):
+    """[(`conversion.WeightName`, Model Garden shape)] of the encoder and pooler of `config`."""
+    return [(w, _model_garden_shape(w, config)) for w in conversion.weight_names(config)
+            if w.group in ("encoder", "pooler")]
+
+
+def checkpoint_prefix(path):
+    """The object-based checkpoint of `path`, or None when it has none.
+
+    Args:
+      path: a checkpoint prefix, a directory holding checkpoints (its `checkpoint` state
+        file, else `bert_model.ckpt`, else its one `.index` file), or a TF Hub SavedModel
+        directory (`saved_model.pb` + `variables/variables.*`).
+    """
+    if not path:
+        return None
+    if fileio.is_file(path + ".index"):
+        return path
+    if not fileio.is_dir(path):
+        return None
+    saved = os.path.join(path, "variables", "variables")
+    if fileio.is_file(os.path.join(path, "saved_model.pb")) and fileio.is_file(saved + ".index"):
+        return saved
+    latest = tf.train.latest_checkpoint(path)
+    if latest is not None:
+        return latest
+    if fileio.is_file(os.path.join(path, CHECKPOINT_NAME + ".index")):
+        return os.path.join(path, CHECKPOINT_NAME)
+    indexes = tf.io.gfile.glob(os.path.join(path, "*.index"))
+    return indexes[0][:-len(".index")] if len(indexes) == 1 else None
+
+
+def _variable_shapes(prefix):
+    """{path without the object-based suffix: shape} of the variables of `prefix`."""
+    shapes = checkpoints.reader_of(prefix).get_variable_to_shape_map()
+    return {name[:-len(_SUFFIX)]: list(shape) for name, shape in shapes.items()
+            if name.endswith(_SUFFIX) and "/.OPTIMIZER_SLOT/" not in name}
+
+
+def _find_encoders(paths):
+    """{(kind, prefix): sorted block indices} of the Model Garden encoders among `paths`."""
+    found = {}
+    for path in paths:
+        for kind, pattern in _BLOCK_PATTERNS.items():
+            match = pattern.match(path)
+            if match:
+                found.setdefault((kind, match.group(1)), []).append(int(match.group(2)))
+    return {key: sorted(indices) for key, indices in found.items()}
+
+
+def is_model_garden(path):
+    """Whether `path` is a Model Garden BERT encoder checkpoint or TF Hub SavedModel.
+
+    Args:
+      path: a checkpoint prefix or directory, or a SavedModel directory (see
+        `checkpoint_prefix`).
+
+    Returns:
+      True when its variables hold one Model Garden `BertEncoder` / `BertEncoderV2` (object-
+      based names such as `encoder/_transformer_layers/0/...`); False otherwise, also for
+      paths that do not exist or cannot be read.
+    """
+    try:
+        prefix = checkpoint_prefix(path)
+        return prefix is not None and len(_find_encoders(_variable_shapes(prefix))) == 1
+    except (tf.errors.OpError, ValueError, RuntimeError, OSError):
+        return False
+
+
+class _Source:
+    """One Model Garden encoder in a checkpoint: where it is, its layout and its sizes."""
+
+    def __init__(self, path):
+        self.path = path
+        self.prefix = checkpoint_prefix(path)
+        if self.prefix is None:
+            raise BertTfError(f"'{path}' holds no checkpoint; pass a Model Garden checkpoint "
+                              "prefix (e.g. .../ckpt-1), its directory or a TF Hub SavedModel "
+                              "directory (saved_model.pb + variables/).")
+        try:
+            self.shapes = _variable_shapes(self.prefix)
+        except (tf.errors.OpError, ValueError) as e:
+            raise BertTfError(f"cannot read checkpoint '{self.prefix}' "
+                              f"({str(e).splitlines()[0]}); pass a whole checkpoint.") from None
+        encoders = _find_encoders(self.shapes)
+        if len(encoders) != 1:
+            what = ("no Model Garden BertEncoder / BertEncoderV2 variables (such as "
+                    "'encoder/_transformer_layers/0/_attention_layer/_query_dense/kernel')"
+                    if not encoders else f"{len(encoders)} Model Garden encoders")
+            raise BertTfError(f"checkpoint '{self.prefix}' has {what}; pass the checkpoint of "
+                              "one Model Garden BERT encoder (or a Google-layout checkpoint "
+                              "without --direction=model_garden_to_tf).")
+        ((self.kind, self.scope), blocks), = encoders.items()
+        first = 0 if self.kind == V2 else _V1_FIRST_BLOCK
+        if blocks != list(range(first, first + len(blocks))):
+            raise BertTfError(f"checkpoint '{self.prefix}': the transformer blocks of its "
+                              f"{self.kind} are numbered {blocks}, not {first}, {first + 1}, "
+                              "...; only the BERT layout (embedding width = hidden size) "
+                              "converts.")
+        self.num_layers = len(blocks)
+
+    def shape(self, google):
+        """The stored shape of the Google variable `google`, or None if absent."""
+        return self.shapes.get(self.full_name(google)[:-len(_SUFFIX)])
+
+    def full_name(self, google):
+        """The checkpoint key of the Google variable `google` (bert/...)."""
+        return self.scope + _model_garden_path(google, self.kind, self.num_layers) + _SUFFIX
+
+    def sizes(self):
+        """{size key of bert_config.json: value} read off the shapes."""
+        table = [self.shape(f"bert/embeddings/{name}") for name in _EMBEDDING_TABLES]
+        query = self.shape("bert/encoder/layer_0/attention/self/query/kernel")
+        inner = self.shape("bert/encoder/layer_0/intermediate/dense/kernel")
+        if None in table or inner is None or len(query) != 3:
+            raise BertTfError(f"checkpoint '{self.prefix}': its {self.kind} lacks an embedding "
+                              "table or a dense kernel at the paths of the BERT layout; pass "
+                              "the checkpoint of a Model Garden BERT encoder.")
+        if table[0][1] != query[0]:
+            raise BertTfError(f"checkpoint '{self.prefix}': the word embeddings are "
+                              f"{table[0][1]} wide but the hidden size is {query[0]} "
+                              "(embedding_width); only encoders without an embedding "
+                              "projection convert.")
+        return {"vocab_size": table[0][0], "hidden_size": query[0],
+                "num_hidden_layers": self.num_layers, "num_attention_heads": query[1],
+                "intermediate_size": inner[1], "max_position_embeddings": table[1][0],
+                "type_vocab_size": table[2][0]}
+
+
+def _config_of(source, bert_config_file):
+    """The `modeling.BertConfig` of `source`: its sizes, the rest from `bert_config_file`
+    (None: a bert_config.json beside the checkpoint, else Model Garden's defaults)."""
+    sizes = source.sizes()
+    flag = "--bert_config_file" if bert_config_file else "bert_config.json"
+    if not bert_config_file:
+        beside = os.path.join(os.path.dirname(source.prefix), conversion.TF_CONFIG_NAME)
+        bert_config_file = beside if fileio.is_file(beside) else None
+    if bert_config_file is None:
+        values = dict(sizes, hidden_act=DEFAULT_HIDDEN_ACT, layer_norm_eps=1e-12)
+        logging.info("%s: no bert_config.json; sizes read from the shapes, hidden_act %s "
+                     "(Model Garden's default, tanh GELU).", source.prefix, DEFAULT_HIDDEN_ACT)
+        return modeling.BertConfig.from_dict(values)
+    fileio.require_file(bert_config_file, flag=flag.lstrip("-"), what="BERT config")
+    config = modeling.BertConfig.from_json_file(bert_config_file)
+    for key in _SIZE_KEYS:
+        if getattr(config, key) != sizes[key]:
+            raise BertTfError(f"{flag} {bert_config_file}: {key} is {getattr(config, key)} but "
+                              f"the Model Garden checkpoint '{source.prefix}' has "
+                              f"{sizes[key]}; pass the config of this checkpoint or none (the "
+                              "sizes are read from the checkpoint).")
+    _check_expressible(config, bert_config_file)
+    return config
+
+
+def _check_expressible(config, source):
+    """Raises for encoder variants Model Garden's BERT encoders do not compute."""
+    variant = settings.LayerVariant
+    for key in ("position_embedding_type", "layer_norm_type"):
+        if getattr(config, key) != getattr(variant, key):
+            raise BertTfError(f"{source}: {key} is '{getattr(config, key)}', which Model "
+                              "Garden's BertEncoder / BertEncoderV2 do not compute; only "
+                              f"'{getattr(variant, key)}' converts.")
+
+
+def _vocab_and_casing(source):
+    """(vocab file or None, do_lower_case or None) stored with the checkpoint."""
+    directory = os.path.dirname(source.prefix)
+    do_lower_case = None
+    if os.path.basename(directory) == "variables":  # A SavedModel: assets/ and a variable.
+        directory = os.path.join(os.path.dirname(directory), "assets")
+        key = "do_lower_case" + _SUFFIX
+        reader = checkpoints.reader_of(source.prefix)
+        if reader.has_tensor(key):
+            do_lower_case = bool(reader.get_tensor(key))
+    vocab = os.path.join(directory, conversion.VOCAB_NAME)
+    return (vocab if fileio.is_file(vocab) else None), do_lower_case
+
+
+def _read_encoder(source, config):
+    """{Google name: array} of the encoder and pooler of `source` (shapes checked)."""
+    reader = checkpoints.reader_of(source.prefix)
+    tensors = {}
+    for weight, shape in encoder_weights(config):
+        key = source.full_name(weight.google)
+        if not reader.has_tensor(key):
+            raise BertTfError(f"checkpoint '{source.prefix}' lacks '{key}' of its "
+                              f"{source.kind}; pass the whole checkpoint of a Model Garden "
+                              "BERT encoder.")
+        value = reader.get_tensor(key)
+        if list(value.shape) != shape:
+            raise BertTfError(f"checkpoint '{source.prefix}': '{key}' has shape "
+                              f"{list(value.shape)}, not {shape} as the other weights imply; "
+                              "pass the checkpoint of a Model Garden BERT encoder.")
+        tensors[weight.google] = value.reshape(weight.shape)
+    return tensors
+
+
+def read_model_garden(path, bert_config_file=None):
+    """Reads a Model Garden BERT encoder into the Google layout.
+
+    Args:
+      path: see `is_model_garden`.
+      bert_config_file: optional bert_config.json whose sizes must match the checkpoint's;
+        default: the one beside the checkpoint, if any.
+
+    Returns:
+      (google_tensors: {Google variable name such as
+      `bert/encoder/layer_0/attention/self/query/kernel`: float32 array in Google's shape},
+      bert_config: dict of bert_config.json keys, vocab_file: str or None (vocab.txt beside
+      the checkpoint, or the SavedModel's assets/vocab.txt), do_lower_case: bool or None (a
+      TF Hub SavedModel's `do_lower_case`)).
+
+    Raises:
+      BertTfError: in one line, for a path without a Model Garden encoder, sizes that differ
+        from `bert_config_file`, or missing weights.
+    """
+    source = _Source(path)
+    config = _config_of(source, bert_config_file)
+    tensors = _read_encoder(source, config)
+    vocab_file, do_lower_case = _vocab_and_casing(source)
+    logging.info("Read a Model Garden %s (%d layers, hidden %d) from %s.", source.kind,
+                 config.num_hidden_layers, config.hidden_size, source.prefix)
+    return tensors, conversion.bert_config_json(config), vocab_file, do_lower_case
+
+
+def read_classifier_head(path, hidden_size):
+    """{`output_weights` [classes, H], `output_bias` [classes]} of a `BertClassifier` at `path`.
+
+    Raises:
+      BertTfError: when the checkpoint has no or several classifier heads, or one with an
+        inner dense layer (`use_encoder_pooler=False`), which bert_tf's head does not have.
+    """
+    source = _Source(path)
+    heads = {}
+    for name, shape in source.shapes.items():
+        match = _HEAD_PATTERN.match(name)
+        if match:
+            heads.setdefault(match.group(1) or "", {})[match.group(2)] = (name, shape)
+    if len(heads) != 1 or len(next(iter(heads.values()))) != 2:
+        raise BertTfError(f"checkpoint '{source.prefix}' has {len(heads)} classifier heads "
+                          "(out_proj/kernel and bias); pass the checkpoint of one Model Garden "
+                          "BertClassifier, or convert the encoder alone (without --task).")
+    (scope, parts), = heads.items()
+    (kernel, kernel_shape), (bias, _) = parts["kernel"], parts["bias"]
+    if any(name.startswith(scope + "dense/") for name in source.shapes):
+        raise BertTfError(f"checkpoint '{source.prefix}': its classifier head has an inner "
+                          f"dense layer ('{scope}dense'; use_encoder_pooler=False), which "
+                          "bert_tf's classifier head lacks; convert the encoder alone.")
+    if len(kernel_shape) != 2 or kernel_shape[0] != hidden_size:
+        raise BertTfError(f"checkpoint '{source.prefix}': '{kernel}' has shape {kernel_shape}, "
+                          f"not [{hidden_size}, classes]; pass a BertClassifier checkpoint.")
+    reader = checkpoints.reader_of(source.prefix)
+    return {"output_weights": np.ascontiguousarray(reader.get_tensor(kernel + _SUFFIX).T),
+            "output_bias": reader.get_tensor(bias + _SUFFIX)}
+
+
+def _head(task):
+    """The `HfHead` of a `--task` a BertClassifier expresses."""
+    if task not in MODEL_GARDEN_TASKS:
+        raise BertTfError(f"--task={task}: Model Garden's counterpart is BertClassifier, which "
+                          f"has the head of {', '.join(MODEL_GARDEN_TASKS)} only; convert the "
+                          "encoder alone (without --task).")
+    return conversion.task_head(task)
+
+
+def convert_model_garden_to_tf(path, output_dir, bert_config_file=None, vocab_file=None,
+                               task=None):
+    """Converts a Model Garden encoder (or BertClassifier) into a Google BERT directory.
+
+    Writes `output_dir/bert_model.ckpt.*`, `bert_config.json` (`hidden_act` as the source
+    computes it; see the module docstring) and `vocab.txt` (`vocab_file`, else the one stored
+    with the checkpoint). With `task` (see `MODEL_GARDEN_TASKS`) the BertClassifier head too,
+    and the directory becomes a model directory as `conversion.convert_hf_to_tf` makes one.
+
+    Args:
+      path: see `is_model_garden`.
+      output_dir: directory to write (created if needed).
+      bert_config_file: optional config the checkpoint's sizes must match.
+      vocab_file: optional vocab.txt to copy.
+      task: None or a key of `MODEL_GARDEN_TASKS`.
+
+    Returns:
+      The checkpoint prefix written.
+    """
+    fileio.require_local(output_dir, "output_dir", "convert_checkpoint.py writes")
+    head = None if task is None else _head(task)
+    tensors, config_dict, stored_vocab, _ = read_model_garden(path, bert_config_file)
+    config = modeling.BertConfig.from_dict(config_dict)
+    if head is not None:
+        tensors.update(read_classifier_head(path, config.hidden_size))
+        conversion.make_model_dir(tensors, config, {}, head, output_dir)
+    prefix = os.path.join(output_dir, CHECKPOINT_NAME)
+    checkpoints.write_tf_checkpoint(tensors, prefix)
+    if head is not None:
+        checkpoints.write_state(output_dir, CHECKPOINT_NAME)
+    conversion.write_json(config_dict, os.path.join(output_dir, conversion.TF_CONFIG_NAME))
+    conversion.copy_if_present(_given_vocab(vocab_file) or stored_vocab,
+                               os.path.join(output_dir, conversion.VOCAB_NAME))
+    logging.info("Wrote %d variables to %s", len(tensors), prefix)
+    return prefix
+
+
+def _given_vocab(vocab_file):
+    if vocab_file and not fileio.is_file(vocab_file):
+        raise BertTfError(f"--vocab_file: '{vocab_file}' does not exist; pass the checkpoint's "
+                          "vocab.txt or leave the flag out.")
+    return vocab_file
+
+
+class _Node(tf.Module):
+    """One object of the written checkpoint; its attributes are its children's names."""
+
+
+def _object_graph(tensors, config):
+    """The encoder object whose variables lie at both encoders' paths (see the module
+    docstring), from Google-layout `tensors`."""
+    encoder, nodes = _Node(), {}
+
+    def node(path):
+        if path not in nodes:
+            parent, _, name = path.rpartition("/")
+            nodes[path] = _Node()
+            setattr(node(parent) if parent else encoder, name, nodes[path])
+        return nodes[path]
+
+    for weight, shape in encoder_weights(config):
+        path = _model_garden_path(weight.google, V2, config.num_hidden_layers)
+        parent, _, name = path.rpartition("/")
+        setattr(node(parent), name, tf.Variable(tensors[weight.google].reshape(shape)))
+    # The same objects under BertEncoder's names: its weighted layers in order.
+    layers = list(_V2_EMBEDDINGS) + ["_embedding_norm_layer"]
+    layers += [_block_path(V2, i) for i in range(config.num_hidden_layers)] + ["_pooler_layer"]
+    for index, path in enumerate(layers):
+        setattr(encoder, f"layer_with_weights-{index}", node(path))
+    return encoder
+
+
+def convert_tf_to_model_garden(bert_config_file, init_checkpoint, output_dir, vocab_file=None,
+                               task=None):
+    """Converts a Google BERT checkpoint into a Model Garden checkpoint.
+
+    Writes `output_dir/bert_model.ckpt.*` (object-based, with a `checkpoint` state file),
+    which `tf.train.Checkpoint(encoder=BertEncoderV2(...))` and `tf.train.Checkpoint(encoder=
+    BertEncoder(...))` restore, and with `task` also `tf.train.Checkpoint(model=
+    BertClassifier(...))`; beside it `bert_config.json` (the source's, unchanged) and
+    `vocab.txt`. Build the Model Garden encoder with the config's sizes and its activation
+    (Model Garden's default is tanh GELU, bert_tf's `gelu_new`; `gelu` is the exact erf form).
+
+    Args:
+      bert_config_file: the checkpoint's bert_config.json.
+      init_checkpoint: checkpoint prefix or directory (its latest checkpoint).
+      output_dir: directory to write (created if needed).
+      vocab_file: optional vocab.txt to copy (default: vocab.txt beside the config).
+      task: None or a key of `MODEL_GARDEN_TASKS`.
+
+    Returns:
+      The checkpoint prefix written.
+    """
+    fileio.require_local(output_dir, "output_dir", "convert_checkpoint.py writes")
+    head = None if task is None else _head(task)
+    config = modeling.BertConfig.from_json_file(bert_config_file)
+    _check_expressible(config, f"--bert_config_file {bert_config_file}")
+    names = [weight.google for weight, _ in encoder_weights(config)]
+    extra = ["output_weights", "output_bias"] if head is not None else []
+    tensors = checkpoints.read_tf_checkpoint(init_checkpoint, names + extra)
+    conversion.check_google_weights(tensors, config, f"checkpoint '{init_checkpoint}'",
+                                    groups=("encoder", "pooler"))
+    encoder = _object_graph(tensors, config)
+    root = {"encoder": encoder}
+    if head is not None:
+        root["model"] = _classifier_node(tensors, encoder, config, init_checkpoint, task)
+    os.makedirs(output_dir, exist_ok=True)
+    prefix = os.path.join(output_dir, CHECKPOINT_NAME)
+    tf.train.Checkpoint(**root).write(prefix)
+    checkpoints.write_state(output_dir, CHECKPOINT_NAME)
+    conversion.write_json(conversion.bert_config_json(config),
+                          os.path.join(output_dir, conversion.TF_CONFIG_NAME))
+    vocab_file = _given_vocab(vocab_file) or os.path.join(os.path.dirname(bert_config_file),
+                                                          conversion.VOCAB_NAME)
+    conversion.copy_if_present(vocab_file, os.path.join(output_dir, conversion.VOCAB_NAME))
+    logging.info("Wrote a Model Garden checkpoint (BertEncoderV2 and BertEncoder names%s) to "
+                 "%s; build the encoder with hidden_act %s.", ", BertClassifier" if head else "",
+                 prefix, config.hidden_act)
+    return prefix
+
+
+def _classifier_node(tensors, encoder, config, init_checkpoint, task):
+    """The BertClassifier object: the encoder, and the head from output_weights/_bias."""
+    for name in ("output_weights", "output_bias"):
+        if name not in tensors:
+            raise BertTfError(f"checkpoint '{init_checkpoint}' lacks '{name}'; pass the "
+                              f"checkpoint of a run of this task (--task={task}) or convert "
+                              "the encoder alone.")
+    weights = tensors["output_weights"]
+    if weights.ndim != 2 or weights.shape[1] != config.hidden_size:
+        raise BertTfError(f"checkpoint '{init_checkpoint}': 'output_weights' has shape "
+                          f"{list(weights.shape)}, not [classes, {config.hidden_size}]; pick "
+                          "the task it was fine-tuned for.")
+    head, projection, model = _Node(), _Node(), _Node()
+    projection.kernel = tf.Variable(np.ascontiguousarray(weights.T))
+    projection.bias = tf.Variable(tensors["output_bias"])
+    head.out_proj = projection
+    setattr(model, "layer_with_weights-0", encoder)
+    setattr(model, "layer_with_weights-1", head)
+    model.classifier = head
+    return model
