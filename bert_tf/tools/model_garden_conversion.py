@@ -21,7 +21,10 @@ attention/output/LayerNorm <-> _attention_layer_norm, intermediate/dense <->
 _intermediate_dense, output/dense <-> _output_dense, output/LayerNorm <-> _output_layer_norm.
 Every mapping is a reshape (row-major, no transpose), so values travel bit for bit. The
 encoder may sit anywhere in the checkpoint (`encoder/`, `model/layer_with_weights-0/` of a
-`BertClassifier`, the root of a TF Hub SavedModel's `variables/`): it is found by these paths.
+`BertClassifier`, inside the Keras model of a TF Hub SavedModel, whose `variables/` name each
+variable by the first path found, e.g. `variables/0`): the reader walks the checkpoint's
+object graph (`_CHECKPOINTABLE_OBJECT_GRAPH`, every object's named children) to the object
+that has the children of the table, so every other path to the same variables is ignored.
 
 Sizes come from the shapes: vocab, hidden, positions and token types from the tables, layers
 from the count of transformer blocks, heads from the attention kernels ([H, heads,
@@ -48,11 +51,11 @@ bert_tf never imports Model Garden: the checkpoints are read and written with Te
 """
 
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf import fileio, modeling
 from bert_tf.encoder import settings
@@ -61,16 +64,11 @@ from bert_tf.tools import conversion
 from bert_tf.training import checkpoints
 
 CHECKPOINT_NAME = conversion.TF_CHECKPOINT_NAME
-# What object-based checkpoints append to the path of a variable.
-_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+# The tensor of an object-based checkpoint that holds its object graph.
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 # Model Garden's default activation (approximate GELU) under its bert_tf name.
 DEFAULT_HIDDEN_ACT = "gelu_new"
 V2, V1 = "BertEncoderV2", "BertEncoder"
-# The query kernel of every transformer block, in each encoder's layout: (prefix, index).
-_BLOCK_PATTERNS = {
-    V2: re.compile(r"^(.*?)_transformer_layers/(\d+)/_attention_layer/_query_dense/kernel$"),
-    V1: re.compile(r"^(.*?)layer_with_weights-(\d+)/_attention_layer/_query_dense/kernel$"),
-}
 # V1 (a functional Keras model): the weighted layers before the first block.
 _V1_FIRST_BLOCK = 4
 _V2_EMBEDDINGS = ("_embedding_layer", "_position_embedding_layer", "_type_embedding_layer")
@@ -88,8 +86,6 @@ _LAYER_PARTS = {
 }
 _SIZE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
               "intermediate_size", "max_position_embeddings", "type_vocab_size")
-# The classifier head of a BertClassifier (its ClassificationHead's projection).
-_HEAD_PATTERN = re.compile(r"^(.*/)?out_proj/(kernel|bias)$")
 # The task heads a BertClassifier expresses: bert_tf's top-level output_weights / output_bias.
 MODEL_GARDEN_TASKS = ("classifier", "multi_label", "regression")
 
@@ -162,22 +158,51 @@ def checkpoint_prefix(path):
     return indexes[0][:-len(".index")] if len(indexes) == 1 else None
 
 
-def _variable_shapes(prefix):
-    """{path without the object-based suffix: shape} of the variables of `prefix`."""
-    shapes = checkpoints.reader_of(prefix).get_variable_to_shape_map()
-    return {name[:-len(_SUFFIX)]: list(shape) for name, shape in shapes.items()
-            if name.endswith(_SUFFIX) and "/.OPTIMIZER_SLOT/" not in name}
+class _ObjectGraph:
+    """The objects of an object-based checkpoint and their named children."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.reader = checkpoints.reader_of(prefix)
+        if not self.reader.has_tensor(_OBJECT_GRAPH_KEY):
+            self.nodes = []
+            return
+        graph = trackable_object_graph_pb2.TrackableObjectGraph()
+        graph.ParseFromString(self.reader.get_tensor(_OBJECT_GRAPH_KEY))
+        self.nodes = list(graph.nodes)
+
+    def child(self, node_id, path):
+        """The object at `path` ("a/b/c") below object `node_id`, or None."""
+        for name in path.split("/"):
+            node_id = next((ref.node_id for ref in self.nodes[node_id].children
+                            if ref.local_name == name), None)
+            if node_id is None:
+                return None
+        return node_id
+
+    def variable(self, node_id, path):
+        """The checkpoint key of the variable at `path` below object `node_id`, or None."""
+        found = self.child(node_id, path)
+        if found is None:
+            return None
+        return next((attribute.checkpoint_key for attribute in self.nodes[found].attributes
+                     if attribute.name == "VARIABLE_VALUE"), None)
+
+    def encoders(self):
+        """[(kind, object id)] of the Model Garden encoders: objects with a first transformer
+        block at BertEncoderV2's path (preferred: a checkpoint of ours has both) or
+        BertEncoder's."""
+        found = []
+        for node_id in range(len(self.nodes)):
+            for kind in (V2, V1):
+                if self.variable(node_id, f"{_block_path(kind, 0)}/{_FIRST_KERNEL}"):
+                    found.append((kind, node_id))
+                    break
+        return found
 
 
-def _find_encoders(paths):
-    """{(kind, prefix): sorted block indices} of the Model Garden encoders among `paths`."""
-    found = {}
-    for path in paths:
-        for kind, pattern in _BLOCK_PATTERNS.items():
-            match = pattern.match(path)
-            if match:
-                found.setdefault((kind, match.group(1)), []).append(int(match.group(2)))
-    return {key: sorted(indices) for key, indices in found.items()}
+# A variable every Model Garden transformer block has (below the block).
+_FIRST_KERNEL = "_attention_layer/_query_dense/kernel"
 
 
 def is_model_garden(path):
@@ -188,13 +213,13 @@ def is_model_garden(path):
         `checkpoint_prefix`).
 
     Returns:
-      True when its variables hold one Model Garden `BertEncoder` / `BertEncoderV2` (object-
-      based names such as `encoder/_transformer_layers/0/...`); False otherwise, also for
-      paths that do not exist or cannot be read.
+      True when its object graph holds one Model Garden `BertEncoder` / `BertEncoderV2`
+      (object-based names such as `encoder/_transformer_layers/0/...`); False otherwise, also
+      for paths that do not exist or cannot be read.
     """
     try:
         prefix = checkpoint_prefix(path)
-        return prefix is not None and len(_find_encoders(_variable_shapes(prefix))) == 1
+        return prefix is not None and len(_ObjectGraph(prefix).encoders()) == 1
     except (tf.errors.OpError, ValueError, RuntimeError, OSError):
         return False
 
@@ -203,41 +228,40 @@ class _Source:
     """One Model Garden encoder in a checkpoint: where it is, its layout and its sizes."""
 
     def __init__(self, path):
-        self.path = path
         self.prefix = checkpoint_prefix(path)
         if self.prefix is None:
             raise BertTfError(f"'{path}' holds no checkpoint; pass a Model Garden checkpoint "
                               "prefix (e.g. .../ckpt-1), its directory or a TF Hub SavedModel "
                               "directory (saved_model.pb + variables/).")
         try:
-            self.shapes = _variable_shapes(self.prefix)
+            self.graph = _ObjectGraph(self.prefix)
         except (tf.errors.OpError, ValueError) as e:
             raise BertTfError(f"cannot read checkpoint '{self.prefix}' "
                               f"({str(e).splitlines()[0]}); pass a whole checkpoint.") from None
-        encoders = _find_encoders(self.shapes)
+        encoders = self.graph.encoders()
         if len(encoders) != 1:
-            what = ("no Model Garden BertEncoder / BertEncoderV2 variables (such as "
+            what = ("no Model Garden BertEncoder / BertEncoderV2 (variables such as "
                     "'encoder/_transformer_layers/0/_attention_layer/_query_dense/kernel')"
                     if not encoders else f"{len(encoders)} Model Garden encoders")
             raise BertTfError(f"checkpoint '{self.prefix}' has {what}; pass the checkpoint of "
-                              "one Model Garden BERT encoder (or a Google-layout checkpoint "
-                              "without --direction=model_garden_to_tf).")
-        ((self.kind, self.scope), blocks), = encoders.items()
-        first = 0 if self.kind == V2 else _V1_FIRST_BLOCK
-        if blocks != list(range(first, first + len(blocks))):
-            raise BertTfError(f"checkpoint '{self.prefix}': the transformer blocks of its "
-                              f"{self.kind} are numbered {blocks}, not {first}, {first + 1}, "
-                              "...; only the BERT layout (embedding width = hidden size) "
-                              "converts.")
-        self.num_layers = len(blocks)
+                              "one Model Garden BERT encoder (a Google-layout checkpoint "
+                              "needs no conversion).")
+        (self.kind, self.node), = encoders
+        self.num_layers = 0
+        while self.graph.variable(self.node, f"{_block_path(self.kind, self.num_layers)}/"
+                                             f"{_FIRST_KERNEL}"):
+            self.num_layers += 1
+        self.shapes = self.graph.reader.get_variable_to_shape_map()
+
+    def key(self, google):
+        """The checkpoint key of the Google variable `google` (bert/...), or None."""
+        return self.graph.variable(self.node,
+                                   _model_garden_path(google, self.kind, self.num_layers))
 
     def shape(self, google):
         """The stored shape of the Google variable `google`, or None if absent."""
-        return self.shapes.get(self.full_name(google)[:-len(_SUFFIX)])
-
-    def full_name(self, google):
-        """The checkpoint key of the Google variable `google` (bert/...)."""
-        return self.scope + _model_garden_path(google, self.kind, self.num_layers) + _SUFFIX
+        key = self.key(google)
+        return None if key is None else list(self.shapes[key])
 
     def sizes(self):
         """{size key of bert_config.json: value} read off the shapes."""
@@ -246,8 +270,9 @@ class _Source:
         inner = self.shape("bert/encoder/layer_0/intermediate/dense/kernel")
         if None in table or inner is None or len(query) != 3:
             raise BertTfError(f"checkpoint '{self.prefix}': its {self.kind} lacks an embedding "
-                              "table or a dense kernel at the paths of the BERT layout; pass "
-                              "the checkpoint of a Model Garden BERT encoder.")
+                              "table or a dense kernel at the paths of the BERT layout (an "
+                              "embedding projection?); pass the checkpoint of a Model Garden "
+                              "BERT encoder whose embedding width is its hidden size.")
         if table[0][1] != query[0]:
             raise BertTfError(f"checkpoint '{self.prefix}': the word embeddings are "
                               f"{table[0][1]} wide but the hidden size is {query[0]} "
@@ -300,25 +325,24 @@ def _vocab_and_casing(source):
     do_lower_case = None
     if os.path.basename(directory) == "variables":  # A SavedModel: assets/ and a variable.
         directory = os.path.join(os.path.dirname(directory), "assets")
-        key = "do_lower_case" + _SUFFIX
-        reader = checkpoints.reader_of(source.prefix)
-        if reader.has_tensor(key):
-            do_lower_case = bool(reader.get_tensor(key))
+        key = source.graph.variable(0, "do_lower_case")  # An attribute of the root object.
+        if key is not None:
+            do_lower_case = bool(source.graph.reader.get_tensor(key))
     vocab = os.path.join(directory, conversion.VOCAB_NAME)
     return (vocab if fileio.is_file(vocab) else None), do_lower_case
 
 
 def _read_encoder(source, config):
     """{Google name: array} of the encoder and pooler of `source` (shapes checked)."""
-    reader = checkpoints.reader_of(source.prefix)
     tensors = {}
     for weight, shape in encoder_weights(config):
-        key = source.full_name(weight.google)
-        if not reader.has_tensor(key):
-            raise BertTfError(f"checkpoint '{source.prefix}' lacks '{key}' of its "
-                              f"{source.kind}; pass the whole checkpoint of a Model Garden "
-                              "BERT encoder.")
-        value = reader.get_tensor(key)
+        key = source.key(weight.google)
+        if key is None:
+            path = _model_garden_path(weight.google, source.kind, source.num_layers)
+            raise BertTfError(f"checkpoint '{source.prefix}': its {source.kind} lacks '{path}' "
+                              f"('{weight.google}'); pass the whole checkpoint of a Model "
+                              "Garden BERT encoder.")
+        value = source.graph.reader.get_tensor(key)
         if list(value.shape) != shape:
             raise BertTfError(f"checkpoint '{source.prefix}': '{key}' has shape "
                               f"{list(value.shape)}, not {shape} as the other weights imply; "
@@ -363,27 +387,24 @@ def read_classifier_head(path, hidden_size):
         inner dense layer (`use_encoder_pooler=False`), which bert_tf's head does not have.
     """
     source = _Source(path)
-    heads = {}
-    for name, shape in source.shapes.items():
-        match = _HEAD_PATTERN.match(name)
-        if match:
-            heads.setdefault(match.group(1) or "", {})[match.group(2)] = (name, shape)
-    if len(heads) != 1 or len(next(iter(heads.values()))) != 2:
+    graph = source.graph
+    heads = sorted({node_id for node_id in range(len(graph.nodes))
+                    if graph.variable(node_id, "out_proj/kernel")})
+    if len(heads) != 1:
         raise BertTfError(f"checkpoint '{source.prefix}' has {len(heads)} classifier heads "
-                          "(out_proj/kernel and bias); pass the checkpoint of one Model Garden "
+                          "(out_proj/kernel); pass the checkpoint of one Model Garden "
                           "BertClassifier, or convert the encoder alone (without --task).")
-    (scope, parts), = heads.items()
-    (kernel, kernel_shape), (bias, _) = parts["kernel"], parts["bias"]
-    if any(name.startswith(scope + "dense/") for name in source.shapes):
+    if graph.variable(heads[0], "dense/kernel"):
         raise BertTfError(f"checkpoint '{source.prefix}': its classifier head has an inner "
-                          f"dense layer ('{scope}dense'; use_encoder_pooler=False), which "
-                          "bert_tf's classifier head lacks; convert the encoder alone.")
-    if len(kernel_shape) != 2 or kernel_shape[0] != hidden_size:
-        raise BertTfError(f"checkpoint '{source.prefix}': '{kernel}' has shape {kernel_shape}, "
-                          f"not [{hidden_size}, classes]; pass a BertClassifier checkpoint.")
-    reader = checkpoints.reader_of(source.prefix)
-    return {"output_weights": np.ascontiguousarray(reader.get_tensor(kernel + _SUFFIX).T),
-            "output_bias": reader.get_tensor(bias + _SUFFIX)}
+                          "dense layer (use_encoder_pooler=False), which bert_tf's classifier "
+                          "head lacks; convert the encoder alone (without --task).")
+    kernel = graph.reader.get_tensor(graph.variable(heads[0], "out_proj/kernel"))
+    bias = graph.reader.get_tensor(graph.variable(heads[0], "out_proj/bias"))
+    if kernel.ndim != 2 or kernel.shape[0] != hidden_size or bias.shape != kernel.shape[1:]:
+        raise BertTfError(f"checkpoint '{source.prefix}': the classifier head's kernel has "
+                          f"shape {list(kernel.shape)}, not [{hidden_size}, classes]; pass a "
+                          "BertClassifier checkpoint.")
+    return {"output_weights": np.ascontiguousarray(kernel.T), "output_bias": bias}
 
 
 def _head(task):
