@@ -91,7 +91,7 @@ def _graph_mode_outputs(output_dir, inputs):
 
 
 def _max_diff(a, b):
-    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
 
 
 def _save(tmp_path, name, **objects):
@@ -160,7 +160,7 @@ def test_model_garden_to_tf_and_back(model_garden, tmp_path, kind, size):
     for weight in source.encoder.weights:
         weight.assign(tf.zeros_like(weight))
     tf.train.Checkpoint(encoder=source.encoder).read(back).assert_consumed()
-    for weight, original in zip(source.encoder.weights, source.weights):
+    for weight, original in zip(source.encoder.weights, source.weights, strict=True):
         assert np.array_equal(weight.numpy(), original), weight.name
     assert _read_config(str(tmp_path / "mg")) == config
 
@@ -252,7 +252,7 @@ def test_classifier_both_ways(tmp_path, kind):
     restored = _classifier(kind, seed=11)
     tf.train.Checkpoint(model=restored).read(back).assert_existing_objects_matched()
     assert _max_diff([restored(inputs, training=False).numpy()], [expected]) < TOLERANCE
-    for weight, original in zip(restored.weights, classifier.weights):
+    for weight, original in zip(restored.weights, classifier.weights, strict=True):
         assert np.array_equal(weight.numpy(), original.numpy()), weight.name
 
 
