@@ -230,9 +230,9 @@ class _Source:
     def __init__(self, path):
         self.prefix = checkpoint_prefix(path)
         if self.prefix is None:
-            raise BertTfError(f"'{path}' holds no checkpoint; pass a Model Garden checkpoint "
-                              "prefix (e.g. .../ckpt-1), its directory or a TF Hub SavedModel "
-                              "directory (saved_model.pb + variables/).")
+            raise BertTfError(f"--init_checkpoint: '{path}' holds no checkpoint; pass a Model "
+                              "Garden checkpoint prefix (e.g. .../ckpt-1), its directory or a "
+                              "TF Hub SavedModel directory (saved_model.pb + variables/).")
         try:
             self.graph = _ObjectGraph(self.prefix)
         except (tf.errors.OpError, ValueError) as e:
@@ -513,6 +513,9 @@ def convert_tf_to_model_garden(bert_config_file, init_checkpoint, output_dir, vo
     head = None if task is None else _head(task)
     config = modeling.BertConfig.from_json_file(bert_config_file)
     _check_expressible(config, f"--bert_config_file {bert_config_file}")
+    if is_model_garden(init_checkpoint):
+        raise BertTfError(f"--init_checkpoint: '{init_checkpoint}' is a Model Garden checkpoint "
+                          "already; convert it with --direction=model_garden_to_tf.")
     names = [weight.google for weight, _ in encoder_weights(config)]
     extra = ["output_weights", "output_bias"] if head is not None else []
     tensors = checkpoints.read_tf_checkpoint(init_checkpoint, names + extra)
