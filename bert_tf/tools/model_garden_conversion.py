@@ -285,19 +285,20 @@ class _Source:
 
 
 def _config_of(source, bert_config_file):
-    """The `modeling.BertConfig` of `source`: its sizes, the rest from `bert_config_file`
-    (None: a bert_config.json beside the checkpoint, else Model Garden's defaults)."""
+    """(`modeling.BertConfig` of `source`, where its other keys came from): the sizes of
+    the shapes, the rest from `bert_config_file` (None: a bert_config.json beside the
+    checkpoint, else Model Garden's defaults)."""
     sizes = source.sizes()
-    flag = "--bert_config_file" if bert_config_file else "bert_config.json"
-    if not bert_config_file:
-        beside = os.path.join(os.path.dirname(source.prefix), conversion.TF_CONFIG_NAME)
-        bert_config_file = beside if fileio.is_file(beside) else None
-    if bert_config_file is None:
-        values = dict(sizes, hidden_act=DEFAULT_HIDDEN_ACT, layer_norm_eps=1e-12)
-        logging.info("%s: no bert_config.json; sizes read from the shapes, hidden_act %s "
-                     "(Model Garden's default, tanh GELU).", source.prefix, DEFAULT_HIDDEN_ACT)
-        return modeling.BertConfig.from_dict(values)
-    fileio.require_file(bert_config_file, flag=flag.lstrip("-"), what="BERT config")
+    flag = "--bert_config_file"
+    if bert_config_file:
+        fileio.require_file(bert_config_file, flag="bert_config_file", what="BERT config")
+    else:
+        flag, bert_config_file = conversion.TF_CONFIG_NAME, os.path.join(
+            os.path.dirname(source.prefix), conversion.TF_CONFIG_NAME)
+        if not fileio.is_file(bert_config_file):
+            values = dict(sizes, hidden_act=DEFAULT_HIDDEN_ACT, layer_norm_eps=1e-12)
+            return (modeling.BertConfig.from_dict(values),
+                    "no bert_config.json: Model Garden's default activation")
     config = modeling.BertConfig.from_json_file(bert_config_file)
     for key in _SIZE_KEYS:
         if getattr(config, key) != sizes[key]:
@@ -306,7 +307,7 @@ def _config_of(source, bert_config_file):
                               f"{sizes[key]}; pass the config of this checkpoint or none (the "
                               "sizes are read from the checkpoint).")
     _check_expressible(config, bert_config_file)
-    return config
+    return config, f"the rest from {bert_config_file}"
 
 
 def _check_expressible(config, source):
@@ -371,11 +372,13 @@ def read_model_garden(path, bert_config_file=None):
         from `bert_config_file`, or missing weights.
     """
     source = _Source(path)
-    config = _config_of(source, bert_config_file)
+    config, origin = _config_of(source, bert_config_file)
     tensors = _read_encoder(source, config)
     vocab_file, do_lower_case = _vocab_and_casing(source)
-    logging.info("Read a Model Garden %s (%d layers, hidden %d) from %s.", source.kind,
-                 config.num_hidden_layers, config.hidden_size, source.prefix)
+    logging.info("Read a Model Garden %s from %s: %d layers, hidden %d, %d heads (read from "
+                 "the shapes); hidden_act %s (%s).", source.kind, source.prefix,
+                 config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+                 config.hidden_act, origin)
     return tensors, conversion.bert_config_json(config), vocab_file, do_lower_case
 
 
