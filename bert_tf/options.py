@@ -560,14 +560,23 @@ class ConversionOptions(_FromFlags):
     direction: str | None = flag_field(
         None, "hf_to_tf: Hugging Face config.json + model.safetensors -> bert_config.json + "
         "bert_model.ckpt. tf_to_hf: the reverse, in the BertForPreTraining layout (with --task: "
-        "the task's Hugging Face class).", choices=["hf_to_tf", "tf_to_hf"])
+        "the task's Hugging Face class). model_garden_to_tf: a Model Garden BertEncoder / "
+        "BertEncoderV2 checkpoint or TF Hub SavedModel (--init_checkpoint) -> bert_config.json "
+        "+ bert_model.ckpt. tf_to_model_garden: the reverse, an object-based checkpoint both "
+        "encoders restore (with --task: a BertClassifier).",
+        choices=["hf_to_tf", "tf_to_hf", "model_garden_to_tf", "tf_to_model_garden"])
     hf_dir: str | None = _path("hf_to_tf: Hugging Face BERT model directory.")
-    bert_config_file: str | None = _path("tf_to_hf: the checkpoint's bert_config.json.")
+    bert_config_file: str | None = _path(
+        "tf_to_hf, tf_to_model_garden: the checkpoint's bert_config.json. model_garden_to_tf: "
+        "optional; its sizes must match the checkpoint's (default: bert_config.json beside "
+        "the checkpoint, else the sizes read from it and Model Garden's tanh GELU).")
     init_checkpoint: str | None = _path(
-        "tf_to_hf: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's --output_dir (its "
-        "latest checkpoint).")
+        "tf_to_hf, tf_to_model_garden: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's "
+        "--output_dir (its latest checkpoint). model_garden_to_tf: the Model Garden checkpoint "
+        "prefix or directory, or a TF Hub SavedModel directory.")
     vocab_file: str | None = _path(
-        "tf_to_hf: vocab.txt to copy (default: vocab.txt beside --bert_config_file).")
+        "tf_to_hf, tf_to_model_garden: vocab.txt to copy (default: vocab.txt beside "
+        "--bert_config_file). model_garden_to_tf: default: the one stored with the checkpoint.")
     output_dir: str | None = _path("Directory to write the converted model to.")
     skip_unknown_keys: bool = flag_field(
         False, "hf_to_tf: drop keys that are not BERT weights (e.g. a classifier head) instead "

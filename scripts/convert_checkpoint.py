@@ -7,15 +7,22 @@
   # multiple_choice), for the matching Hugging Face class:
   python scripts/convert_checkpoint.py --direction=tf_to_hf --task=classifier \
       --bert_config_file=bert_config.json --init_checkpoint=RUN_OUTPUT_DIR --output_dir=OUT
+  # TensorFlow Model Garden (BertEncoder / BertEncoderV2 checkpoints, TF Hub SavedModels;
+  # --task=classifier for a BertClassifier):
+  python scripts/convert_checkpoint.py --direction=model_garden_to_tf \
+      --init_checkpoint=MODEL_GARDEN_CKPT_OR_SAVEDMODEL --output_dir=OUT
+  python scripts/convert_checkpoint.py --direction=tf_to_model_garden \
+      --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt --output_dir=OUT
 
-See `bert_tf/tools/conversion.py` for the name mapping and what each direction writes.
+See `bert_tf/tools/conversion.py` (Hugging Face) and `bert_tf/tools/model_garden_conversion.py`
+for the name mappings and what each direction writes.
 """
 
 from absl import flags
 
 from bert_tf import errors, fileio
 from bert_tf.cli import tool_flags
-from bert_tf.tools import conversion
+from bert_tf.tools import conversion, model_garden_conversion
 
 FLAGS = flags.FLAGS
 tool_flags.define_conversion_flags()
@@ -23,8 +30,8 @@ tool_flags.define_conversion_flags()
 
 def main(_):
     if not FLAGS.direction:
-        raise errors.BertTfError("--direction: not given; pass --direction=hf_to_tf or "
-                                 "--direction=tf_to_hf.")
+        raise errors.BertTfError("--direction: not given; pass --direction=hf_to_tf, tf_to_hf, "
+                                 "model_garden_to_tf or tf_to_model_garden.")
     if not FLAGS.output_dir:
         raise errors.BertTfError("--output_dir: not given; pass the directory to write to.")
     if FLAGS.direction == "hf_to_tf":
@@ -33,11 +40,21 @@ def main(_):
                                      "holding config.json and model.safetensors.")
         conversion.convert_hf_to_tf(FLAGS.hf_dir, FLAGS.output_dir,
                                     skip_unknown=FLAGS.skip_unknown_keys, task=FLAGS.task)
-    else:
+        return
+    if FLAGS.direction != "model_garden_to_tf":
         fileio.require_file(FLAGS.bert_config_file, flag="bert_config_file", what="BERT config")
-        if not FLAGS.init_checkpoint:
-            raise errors.BertTfError("--init_checkpoint: not given; pass the checkpoint prefix, "
-                                     "e.g. .../bert_model.ckpt.")
+    if not FLAGS.init_checkpoint:
+        raise errors.BertTfError("--init_checkpoint: not given; pass the checkpoint prefix, "
+                                 "e.g. .../bert_model.ckpt.")
+    if FLAGS.direction == "model_garden_to_tf":
+        model_garden_conversion.convert_model_garden_to_tf(
+            FLAGS.init_checkpoint, FLAGS.output_dir, bert_config_file=FLAGS.bert_config_file,
+            vocab_file=FLAGS.vocab_file, task=FLAGS.task)
+    elif FLAGS.direction == "tf_to_model_garden":
+        model_garden_conversion.convert_tf_to_model_garden(
+            FLAGS.bert_config_file, FLAGS.init_checkpoint, FLAGS.output_dir,
+            vocab_file=FLAGS.vocab_file, task=FLAGS.task)
+    else:
         conversion.convert_tf_to_hf(FLAGS.bert_config_file, FLAGS.init_checkpoint,
                                     FLAGS.output_dir, vocab_file=FLAGS.vocab_file,
                                     task=FLAGS.task, label_list_file=FLAGS.label_list)

@@ -277,7 +277,7 @@ def bert_config_to_hf_config(config, architecture="BertForPreTraining"):
     return hf_config
 
 
-def _bert_config_json(config):
+def bert_config_json(config):
     """The Google `bert_config.json` dict: the standard keys plus `layer_norm_eps` and the
     encoder-variant keys that differ from their defaults."""
     out = {key: getattr(config, key) for key in _GOOGLE_CONFIG_KEYS}
@@ -369,24 +369,45 @@ def google_to_hf_weights(google_tensors, config, source="checkpoint"):
     Raises:
       BertTfError: on missing encoder variables or shape mismatches.
     """
-    hf, missing = {}, []
+    check_google_weights(google_tensors, config, source)
+    hf = {}
     for weight in weight_names(config):
         value = google_tensors.get(weight.google)
         if value is None:
-            if weight.group == "encoder":
+            continue
+        key = weight.hf if weight.group == "heads" else _HF_PREFIX + weight.hf
+        value = value.T if weight.transpose else value
+        hf[key] = np.ascontiguousarray(value, dtype=np.float32)
+    return hf
+
+
+def check_google_weights(google_tensors, config, source="checkpoint", groups=("encoder",)):
+    """Raises unless `google_tensors` has every weight of `groups` and each weight it has
+    has the shape `config` implies.
+
+    Args:
+      google_tensors: dict TF variable name -> numpy array.
+      config: `modeling.BertConfig`.
+      source: what the tensors came from, for error messages.
+      groups: the `WeightName.group`s that must all be present.
+
+    Raises:
+      BertTfError: in one line, naming the first missing or misshapen variable.
+    """
+    missing = []
+    for weight in weight_names(config):
+        value = google_tensors.get(weight.google)
+        if value is None:
+            if weight.group in groups:
                 missing.append(weight.google)
             continue
         if list(value.shape) != weight.shape:
             raise BertTfError(f"{source}: variable '{weight.google}' has shape "
                               f"{list(value.shape)} but the BERT config implies {weight.shape}; "
                               "use the bert_config.json that came with the checkpoint.")
-        key = weight.hf if weight.group == "heads" else _HF_PREFIX + weight.hf
-        value = value.T if weight.transpose else value
-        hf[key] = np.ascontiguousarray(value, dtype=np.float32)
     if missing:
         raise BertTfError(f"{source}: lacks {len(missing)} BERT variables (e.g. '{missing[0]}'); "
                           "pass a BERT checkpoint with --init_checkpoint.")
-    return hf
 
 
 def read_hf_dir(hf_dir):
@@ -463,13 +484,13 @@ def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False, task=None):
     google.update(head_tensors)
     prefix = os.path.join(output_dir, TF_CHECKPOINT_NAME)
     if task is not None:
-        _make_model_dir(google, config, hf_config, task_head(task), output_dir)
+        make_model_dir(google, config, hf_config, task_head(task), output_dir)
     checkpoints.write_tf_checkpoint(google, prefix)
     if task is not None:
         # The state file makes the directory a model_dir whose latest checkpoint is this one.
         checkpoints.write_state(output_dir, TF_CHECKPOINT_NAME)
-    _write_json(_bert_config_json(config), os.path.join(output_dir, TF_CONFIG_NAME))
-    _copy_if_present(os.path.join(hf_dir, VOCAB_NAME), os.path.join(output_dir, VOCAB_NAME))
+    write_json(bert_config_json(config), os.path.join(output_dir, TF_CONFIG_NAME))
+    copy_if_present(os.path.join(hf_dir, VOCAB_NAME), os.path.join(output_dir, VOCAB_NAME))
     logging.info("Wrote %d variables to %s", len(google), prefix)
     return prefix
 
@@ -518,13 +539,13 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
         # transformers refuses safetensors files without this metadata.
         safetensors_numpy.save_file(hf, tmp_path, metadata={"format": "pt"})
         os.chmod(tmp_path, 0o644)  # safetensors makes the file owner-only; match the others.
-    _write_json(hf_config, os.path.join(output_dir, HF_CONFIG_NAME))
+    write_json(hf_config, os.path.join(output_dir, HF_CONFIG_NAME))
     if vocab_file is None:
         vocab_file = os.path.join(os.path.dirname(bert_config_file), VOCAB_NAME)
     elif not os.path.isfile(vocab_file):
         raise BertTfError(f"--vocab_file: '{vocab_file}' does not exist; pass the checkpoint's "
                           "vocab.txt or leave the flag out.")
-    _copy_if_present(vocab_file, os.path.join(output_dir, VOCAB_NAME))
+    copy_if_present(vocab_file, os.path.join(output_dir, VOCAB_NAME))
     logging.info("Wrote %d tensors to %s", len(hf), weights_path)
     return weights_path
 
@@ -605,7 +626,7 @@ def _split_hf_head(hf_tensors, head, config, source):
     return tensors, google
 
 
-def _make_model_dir(google, config, hf_config, head, output_dir):
+def make_model_dir(google, config, hf_config, head, output_dir):
     """Adds what our scripts need to evaluate / predict from `output_dir`: global_step, a
     zero pooler where the HF class has none, and label_list.txt from id2label."""
     google["global_step"] = np.zeros((), dtype=np.int64)
@@ -628,11 +649,11 @@ def _import_safetensors():
     return safetensors_numpy
 
 
-def _write_json(obj, path):
+def write_json(obj, path):
     fileio.make_parent_dir(path)
     fileio.atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def _copy_if_present(source, target):
+def copy_if_present(source, target):
     if source and fileio.is_file(source):
         fileio.copy_file(source, target)
