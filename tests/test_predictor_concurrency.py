@@ -1,6 +1,7 @@
 """One Predictor shared by 16 threads, 50 requests each of mixed lengths: every answer equals
 the answer the same Predictor gives the same request alone, with no error, for the
-checkpoint's session, the export's session, ONNX Runtime and LiteRT (tiny models)."""
+checkpoint's session, the export's session, ONNX Runtime and LiteRT (tiny models); with
+micro-batching, within float32 rounding, in fewer model calls."""
 
 import os
 import random
@@ -50,9 +51,11 @@ def tiny(tmp_path_factory, vocab_file):
                 export=export)
 
 
-def _hammer(predictor, call, requests):
+def _hammer(predictor, call, requests, same=None):
     """Runs `requests` from THREADS threads started together on a fresh `predictor`, then
-    one by one; asserts every concurrent answer equals the one-by-one answer."""
+    one by one; asserts every concurrent answer equals the one-by-one answer (`same(a, b)`,
+    default: bit for bit)."""
+    same = same or _same
     answers, errors = [None] * len(requests), []
     start = threading.Barrier(THREADS)
 
@@ -72,7 +75,7 @@ def _hammer(predictor, call, requests):
     assert not errors, errors[:3]
     for i, request in enumerate(requests):
         alone = call(predictor, request)
-        assert _same(answers[i], alone), f"request {i} ({request!r}) answered differently"
+        assert same(answers[i], alone), f"request {i} ({request!r}) answered differently"
 
 
 def _same(a, b):
@@ -99,6 +102,20 @@ def test_checkpoint_session_embeddings_and_labels(tiny, vocab_file):
 
 def test_export_session(tiny):
     _hammer(Predictor.from_saved_model(tiny["export"]), _embed, _requests(3))
+
+
+def test_micro_batching_merges_calls_and_answers_within_rounding(tiny):
+    predictor = Predictor.from_saved_model(tiny["export"], micro_batching=True)
+    requests = _requests(6)
+    calls = predictor._backend.model_calls  # noqa: SLF001 (the merged calls' counter)
+
+    def close(a, b):
+        return a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-6)
+
+    _hammer(predictor, _embed, requests, close)
+    # Every request is one model call alone, and was run alone once more after the threads.
+    concurrent_calls = predictor._backend.model_calls - calls - len(requests)  # noqa: SLF001
+    assert 0 < concurrent_calls < 0.9 * len(requests)
 
 
 def test_onnx_runtime(tiny):

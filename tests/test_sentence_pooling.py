@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 from finetune_helpers import encoder_export_options, write_tiny_config
 
-from bert_tf import modeling, tf2, tokenization
 from bert_tf import keras as bert_keras
+from bert_tf import modeling, tf2, tokenization
 from bert_tf.data import bert_inputs
 from bert_tf.errors import BertTfError
 from bert_tf.serving import backends
@@ -161,8 +161,8 @@ def test_keras_pooling_layer_equals_numpy_and_saves(model, tmp_path):
     encoded = layer(inputs)
     layer.load_checkpoint(model["checkpoint"])
     specs = [("max", -3, False), ("mean", -2, True), ("pooler", -1, True)]
-    pooled = {f"{p}{l}{n}": bert_keras.SentencePoolingLayer(p, l, n)(encoded, inputs["input_mask"])
-              for p, l, n in specs}
+    pooled = {"-".join(map(str, spec)): bert_keras.SentencePoolingLayer(*spec)(
+        encoded, inputs["input_mask"]) for spec in specs}
     keras_model = keras.Model(inputs, {**pooled, "layers": encoded["encoder_outputs"],
                                        "pooled": encoded["pooled_output"]})
     data = model["inputs"]
@@ -170,13 +170,14 @@ def test_keras_pooling_layer_equals_numpy_and_saves(model, tmp_path):
             "input_type_ids": data["segment_ids"]}
     outputs = {name: np.asarray(value) if not isinstance(value, list)
                else [np.asarray(v) for v in value] for name, value in keras_model(feed).items()}
-    for p, l, n in specs:
-        np.testing.assert_allclose(outputs[f"{p}{l}{n}"], numpy_pool(
-            outputs["layers"], data["input_mask"], outputs["pooled"], p, l, n), rtol=0,
+    for spec in specs:
+        np.testing.assert_allclose(outputs["-".join(map(str, spec))], numpy_pool(
+            outputs["layers"], data["input_mask"], outputs["pooled"], *spec), rtol=0,
             atol=1e-6)
     keras_model.save(str(tmp_path / "m.keras"))
     loaded = keras.models.load_model(str(tmp_path / "m.keras"))
-    np.testing.assert_array_equal(np.asarray(loaded(feed)["mean-2True"]), outputs["mean-2True"])
+    np.testing.assert_array_equal(np.asarray(loaded(feed)["mean--2-True"]),
+                                  outputs["mean--2-True"])
 
 
 def test_bad_settings_name_the_flag(model, vocab_file, tmp_path):
