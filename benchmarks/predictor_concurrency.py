@@ -167,10 +167,10 @@ def main(_):
             predictor.embed(texts[:1])
             results[backend + ("+mb" if micro_batching else "")] = _measure(
                 predictor, texts, ceiling=not micro_batching)
-    print(f"\n{'backend':<12}{'callers':<16}{'requests/s':>12}{'p50 ms':>10}{'p99 ms':>10}")
+    print(f"\n{'backend':<16}{'callers':<16}{'requests/s':>12}{'p50 ms':>10}{'p99 ms':>10}")
     for backend, rows in results.items():
         for name, row in rows.items():
-            print(f"{backend:<12}{name:<16}{row['requests_per_s']:>12.1f}"
+            print(f"{backend:<16}{name:<16}{row['requests_per_s']:>12.1f}"
                   f"{row['p50_ms']:>10.1f}{row['p99_ms']:>10.1f}")
     result = {"workload": {"pieces": PIECES, "max_seq_length": MAX_SEQ_LENGTH,
                            "requests_per_caller": FLAGS.requests_per_caller,
