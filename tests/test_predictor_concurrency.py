@@ -20,14 +20,18 @@ from bert_tf.training import checkpoints
 SEQ = 48
 THREADS = 16
 REQUESTS_PER_THREAD = 50
-WORDS = ("the cat sat on a mat while rain fell over old town hall and children played "
-         "football under grey skies antidisestablishmentarianism unbelievably").split()
+# Words of one word piece each.
+WORDS = tuple("the cat sat on a mat while rain fell over old town hall and children played "
+              "football under grey skies".split())
+# And of several.
+LONG_WORDS = ("antidisestablishmentarianism", "unbelievably")
 
 
-def _requests(seed):
-    """THREADS * REQUESTS_PER_THREAD requests: lists of 1 or 2 texts of 1 to 30 words."""
+def _requests(seed, word_counts=range(1, 31), words=WORDS + LONG_WORDS):
+    """THREADS * REQUESTS_PER_THREAD requests: lists of 1 or 2 texts, each of a count of
+    `words` drawn from `word_counts`."""
     rng = random.Random(seed)
-    return [[" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30)))
+    return [[" ".join(rng.choice(words) for _ in range(rng.choice(word_counts)))
              for _ in range(rng.randint(1, 2))] for _ in range(THREADS * REQUESTS_PER_THREAD)]
 
 
@@ -106,7 +110,8 @@ def test_export_session(tiny):
 
 def test_micro_batching_merges_calls_and_answers_within_rounding(tiny):
     predictor = Predictor.from_saved_model(tiny["export"], micro_batching=True)
-    requests = _requests(6)
+    # Texts of three lengths in one-piece words: many concurrent calls of the same width.
+    requests = _requests(6, word_counts=(4, 12, 20), words=WORDS)
     calls = predictor._backend.model_calls  # noqa: SLF001 (the merged calls' counter)
 
     def close(a, b):
@@ -115,7 +120,7 @@ def test_micro_batching_merges_calls_and_answers_within_rounding(tiny):
     _hammer(predictor, _embed, requests, close)
     # Every request is one model call alone, and was run alone once more after the threads.
     concurrent_calls = predictor._backend.model_calls - calls - len(requests)  # noqa: SLF001
-    assert 0 < concurrent_calls < 0.9 * len(requests)
+    assert 0 < concurrent_calls < 0.75 * len(requests)
 
 
 def test_onnx_runtime(tiny):
