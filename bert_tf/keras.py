@@ -11,12 +11,16 @@ checkpoint name with "/" -> "." (`bert.encoder.layer_0.attention.self.query.kern
     inputs = {key: keras.Input([128], dtype="int32", name=key) for key in INPUT_KEYS}
     pooled = encoder(inputs)["pooled_output"]  # [B, H]
     encoder.load_checkpoint("minilm/bert_model.ckpt")
+
+`SentencePoolingLayer` pools the encoder's outputs into sentence vectors as the embedding
+exports do (cls, mean, max, pooler; a layer; L2 normalized).
 """
 
 import keras
 import tensorflow as tf
 
 from bert_tf import tf2
+from bert_tf.encoder import sentence_pooling
 from bert_tf.errors import BertTfError
 from bert_tf.keras_preprocessor import BertPreprocessor  # noqa: F401 (re-exported)
 
@@ -133,4 +137,55 @@ class BertEncoderLayer(keras.layers.Layer):
         config = super().get_config()
         config.update(bert_config=self.bert_config.to_dict(),
                       use_one_hot_embeddings=self.use_one_hot_embeddings)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class SentencePoolingLayer(keras.layers.Layer):
+    """Sentence vectors from `BertEncoderLayer`'s outputs, pooled as the embedding exports
+    pool them (`bert_tf.encoder.sentence_pooling.pool`).
+
+        encoder_outputs = encoder(inputs)
+        vectors = SentencePoolingLayer("mean", normalize=True)(encoder_outputs,
+                                                                inputs["input_mask"])  # [B, H]
+    """
+
+    def __init__(self, pooling="cls", pooling_layer=-1, normalize=False, **kwargs):
+        """Args:
+          pooling: "cls", "mean", "max" (over the real tokens) or "pooler".
+          pooling_layer: the encoder layer pooled: -1 the last, -2 the one before, ...
+          normalize: divide each vector by its L2 norm.
+          **kwargs: Keras layer arguments (name, dtype).
+
+        Raises:
+          BertTfError: naming the argument, for an unknown pooling or layer.
+        """
+        super().__init__(**kwargs)
+        self.spec = sentence_pooling.SentencePooling(pooling, pooling_layer, normalize)
+        self.spec.check(prefix="")
+
+    def __call__(self, encoder_outputs, input_mask, *args, **kwargs):
+        # Here, before Keras wraps errors of `call` in its report.
+        if not isinstance(encoder_outputs, dict) or "encoder_outputs" not in encoder_outputs:
+            raise BertTfError("SentencePoolingLayer takes BertEncoderLayer's output dict "
+                              "(with encoder_outputs and pooled_output) and the input_mask.")
+        self.spec.check(len(encoder_outputs["encoder_outputs"]), prefix="")
+        return super().__call__(encoder_outputs, input_mask, *args, **kwargs)
+
+    def call(self, encoder_outputs, input_mask):
+        """Args:
+          encoder_outputs: `BertEncoderLayer`'s output dict ("encoder_outputs": the list of
+            [B, S, H] layers, "pooled_output" [B, H]).
+          input_mask: int [B, S], 1 for real tokens.
+
+        Returns:
+          float32 [B, H].
+        """
+        return sentence_pooling.pool(encoder_outputs["encoder_outputs"], input_mask, self.spec,
+                                     encoder_outputs["pooled_output"])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(pooling=self.spec.pooling, pooling_layer=self.spec.layer,
+                      normalize=self.spec.normalize)
         return config

@@ -484,8 +484,15 @@ class PredictOptions(_FromFlags):
         "(default: label_list.txt next to the checkpoint).")
     top_k: int = flag_field(5, "fill_mask: tokens listed per [MASK].")
     pooling: str | None = flag_field(
-        None, "embed: the final layer at [CLS], or its mean over the real tokens (default: an "
-        "embedding export's own pooling, else cls).", choices="bert_tf.serving.predictor:POOLINGS")
+        None, "embed: the layer at [CLS], its mean or maximum over the real tokens, or the "
+        "pooler's output (default: an embedding export's own pooling, else cls).",
+        choices="bert_tf.serving.predictor:POOLINGS")
+    pooling_layer: int | None = flag_field(
+        None, "embed: the encoder layer pooled, -1 the last, -2 the one before, ... (default: "
+        "an embedding export's own, else -1).")
+    normalize: bool = flag_field(
+        False, "embed: divide each embedding by its L2 norm (default: as an embedding export "
+        "was made).")
     # The SQuAD settings' flags are SquadOptions' (`define_squad_window_flags`).
     doc_stride: int = SquadOptions.doc_stride
     max_query_length: int = SquadOptions.max_query_length
@@ -535,8 +542,13 @@ class EncoderExportOptions(_FromFlags):
 
     export_dir: str | None = _path("Where to write the SavedModel (as <export_dir>/<timestamp>).")
     pooling: str = flag_field(
-        "cls", "The `embedding` output: the final layer at [CLS], or its mean over the real "
-        "tokens.", choices="bert_tf.serving.encoder_export:POOLINGS")
+        "cls", "The `embedding` output: the layer at [CLS], its mean or maximum over the real "
+        "tokens, or the pooler's output (tanh dense layer on the last layer at [CLS]).",
+        choices="bert_tf.serving.encoder_export:POOLINGS")
+    pooling_layer: int = flag_field(
+        -1, "The encoder layer the embedding pools: -1 the last, -2 the one before, ...")
+    normalize: bool = flag_field(
+        False, "Divide each embedding by its L2 norm (unit vectors: dot products are cosines).")
     model: ModelOptions = _group(ModelOptions)
     tokenizer: TokenizerOptions = _group(TokenizerOptions)
 

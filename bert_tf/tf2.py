@@ -22,7 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import modeling, precision
-from bert_tf.encoder import transformer
+from bert_tf.encoder import sentence_pooling, transformer
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints
 
@@ -304,6 +304,29 @@ class BertEncoder(_VariableOwner):
                                 else tf.convert_to_tensor(token_type_ids),
                                 training=training, compute_dtype=self.compute_dtype,
                                 use_one_hot_embeddings=self.use_one_hot_embeddings)
+
+    def embed(self, input_ids, input_mask=None, token_type_ids=None, pooling="cls",
+              pooling_layer=-1, normalize=False, training=False):
+        """Sentence vectors (`bert_tf.encoder.sentence_pooling.pool`, as the exports pool).
+
+        Args:
+          input_ids, input_mask, token_type_ids, training: as `__call__`'s.
+          pooling: "cls", "mean", "max" (over the real tokens) or "pooler".
+          pooling_layer: the encoder layer pooled: -1 the last, -2 the one before, ...
+          normalize: divide each vector by its L2 norm.
+
+        Returns:
+          float32 [B, H].
+
+        Raises:
+          BertTfError: naming the argument, for a pooling or layer the encoder lacks.
+        """
+        spec = sentence_pooling.SentencePooling(pooling, pooling_layer, normalize)
+        spec.check(self.config.num_hidden_layers, prefix="")
+        outputs = self(input_ids, input_mask, token_type_ids, training=training)
+        input_mask = tf.ones_like(input_ids) if input_mask is None else input_mask
+        return sentence_pooling.pool(outputs["encoder_outputs"], input_mask, spec,
+                                     outputs["pooled_output"])
 
 
 class TransformerEncoder(_VariableOwner):

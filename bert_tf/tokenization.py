@@ -326,9 +326,10 @@ class WordpieceTokenizer:
         """Returns the word cache, emptied first if the vocab or the settings changed."""
         key = (id(self.vocab), len(self.vocab), self.unk_token, self.max_input_chars_per_word)
         if key != self._cache_key:
+            # The key last: another thread that sees it finds the lengths it goes with.
+            self._max_word_start_len, self._max_continuation_len = _max_piece_lengths(self.vocab)
             self._cache = {}
             self._cache_key = key
-            self._max_word_start_len, self._max_continuation_len = _max_piece_lengths(self.vocab)
         return self._cache
 
     def _split_word(self, word):

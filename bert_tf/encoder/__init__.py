@@ -12,4 +12,5 @@ public face (Google's `modeling.py` API).
     attention        multi-headed attention and its masks
     transformer      the encoder's layers
     pooler           what `BertModel` reads off the last layer
+    sentence_pooling sentence vectors pooled from the layers (cls, mean, max, pooler)
 """

@@ -1,6 +1,9 @@
 """What runs a model for the Predictor: an export's session, a checkpoint's graph, an ONNX
-session. Each maps int32 [B, S] features to the task's named outputs.
+session, a TFLite interpreter. Each maps int32 [B, S] features to the task's named outputs,
+and each may be called from several threads at once.
 """
+
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -76,7 +79,8 @@ def frozen_signature(export_dir):
 
 
 class SavedModelBackend:
-    """The export's `serving_default` signature, run in a session (`load_serving_session`)."""
+    """The export's `serving_default` signature, run in a session (`load_serving_session`;
+    `Session.run` takes concurrent calls)."""
 
     def __init__(self, path):
         self._session, signature = load_serving_session(path)
@@ -90,7 +94,8 @@ class SavedModelBackend:
 
 class GraphBackend:
     """A graph built by `build_fn(features) -> {name: tensor}` over int32 [B, S] placeholders,
-    with its variables restored from a checkpoint."""
+    with its variables restored from a checkpoint (`Session.run` takes concurrent calls; the
+    graph is finalized, so none can change it)."""
 
     def __init__(self, build_fn, checkpoint, extra_inputs=()):
         self._graph = tf.Graph()
@@ -111,14 +116,24 @@ class GraphBackend:
                     "fine-tuned into, with its --task, labels and bert_config.json.") from None
             # After the restore: weight copies cast once (`precision.weights_cast_once`).
             self._session.run(local_init)
+        self._graph.finalize()
 
-    def __call__(self, inputs):
-        return self._session.run(self._outputs, {self._inputs[name]: value
-                                                 for name, value in inputs.items()})
+    @property
+    def output_names(self):
+        """The names of the outputs `build_fn` made."""
+        return tuple(self._outputs)
+
+    def __call__(self, inputs, names=None):
+        """The outputs (those in `names`, default all) on int32 [B, S] `inputs`."""
+        fetches = self._outputs if names is None else {name: self._outputs[name]
+                                                       for name in names}
+        return self._session.run(fetches, {self._inputs[name]: value
+                                           for name, value in inputs.items()})
 
 
 class OnnxBackend:
-    """An ONNX model of the export's serving_default signature, run by onnxruntime."""
+    """An ONNX model of the export's serving_default signature, run by onnxruntime (whose
+    `InferenceSession.run` takes concurrent calls)."""
 
     def __init__(self, path, session):
         self.path = path
@@ -135,16 +150,19 @@ class OnnxBackend:
 
 class TfliteBackend:
     """A TFLite model of the export's serving_default signature (scripts/export_tflite.py),
-    run by LiteRT's interpreter."""
+    run by LiteRT's interpreter: one call at a time, as the interpreter holds its input and
+    output tensors between calls."""
 
     def __init__(self, path, interpreter):
         self.path = path
         self._runner = interpreter.get_signature_runner("serving_default")
+        self._lock = threading.Lock()
 
     def __call__(self, inputs):
-        # The runner resizes its inputs to each batch's [B, S].
-        return self._runner(**{name: np.asarray(value, np.int32)
-                               for name, value in inputs.items()})
+        values = {name: np.asarray(value, np.int32) for name, value in inputs.items()}
+        with self._lock:
+            # The runner resizes its inputs to each batch's [B, S]; its outputs are copies.
+            return self._runner(**values)
 
 
 def tflite_assets(model):

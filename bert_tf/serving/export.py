@@ -215,8 +215,10 @@ class PredictConfig:
         --doc_stride > 0): "mean" or "max" of the windows' logits; None: truncation.
       doc_stride ... null_score_diff_threshold: SQuAD windowing and post-processing (and the
         classifier's windows), as the run_*.py flags of the same names.
-      pooling: an embedding export's pooling of its `embedding` output ("cls" or "mean");
-        None: the model pools both ways (`Predictor.from_checkpoint(task="embed")`).
+      pooling, pooling_layer, normalize: an embedding export's `embedding` output (one of
+        `sentence_pooling.POOLINGS`, the layer pooled, L2 normalized; an export that records
+        no layer pooled the last, unnormalized); None: the model pools every way
+        (`Predictor.from_checkpoint(task="embed")`).
       settings: the config's other keys: the settings of a task's own `predict_settings`.
     """
 
@@ -237,6 +239,8 @@ class PredictConfig:
     version_2_with_negative: bool = SquadOptions.version_2_with_negative
     null_score_diff_threshold: float = SquadOptions.null_score_diff_threshold
     pooling: str | None = None
+    pooling_layer: int | None = None
+    normalize: bool | None = None
     settings: dict = dataclasses.field(default_factory=dict)
 
     @property

@@ -16,12 +16,20 @@ Pre- and post-processing are the library's own, so the answers are those of
 `squad.convert_examples_to_features` + `squad_postprocess.compute_predictions`,
 `ner.convert_single_example` + `tasks.ner.word_tags`. Examples are batched by length (sorted,
 each batch padded to its longest), and results come back in input order.
+
+One Predictor may be shared by many threads (a web service's request handlers): each call
+answers as it would alone. The sessions and ONNX Runtime run concurrent calls side by side;
+LiteRT's interpreter, which keeps its tensors between calls, runs one call at a time.
+`micro_batching=True` merges concurrent calls of the same width into one model call
+(`bert_tf.serving.micro_batching`): more requests/s under load, answers within float32
+rounding of those alone.
 """
 
 import dataclasses
 import json
 import os
 import re
+import threading
 import time
 
 import numpy as np
@@ -33,8 +41,10 @@ from bert_tf.data import bert_inputs
 from bert_tf.data import classification_features as classification_data
 from bert_tf.data import ner as ner_data
 from bert_tf.data import squad as squad_data
+from bert_tf.encoder import sentence_pooling
 from bert_tf.errors import BertTfError, missing_extra
 from bert_tf.serving import backends, encoder_export, export
+from bert_tf.serving import micro_batching as micro_batching_lib
 from bert_tf.tasks import base, classification, ner, squad, squad_postprocess
 from bert_tf.tasks import encoder as encoder_tasks
 from bert_tf.training import checkpoints
@@ -84,21 +94,26 @@ class Predictor:
       task: the task's registered class (`config.task_class`), which answers
         scripts/predict.py's records (`answer_records`).
       batch_size: examples (SQuAD: windows) per model call.
+      micro_batching: whether concurrent calls are merged (`micro_batching.MicroBatcher`,
+        up to `batch_size` rows a model call); every constructor takes it.
     """
 
-    def __init__(self, backend, config, tokenizer, batch_size=32):
+    def __init__(self, backend, config, tokenizer, batch_size=32, micro_batching=False):
         config.check()
         self.config = config
         self.task = config.task_class
         self.tokenizer = tokenizer
         self.batch_size = batch_size
-        self._backend = backend
+        self.micro_batching = micro_batching
+        self._backend = (micro_batching_lib.MicroBatcher(backend, batch_size)
+                         if micro_batching else backend)
         self._num_seen = 0  # The first few examples a Predictor packs are logged.
+        self._num_seen_lock = threading.Lock()
 
     # ---------------------------------------------------------------------- constructors
 
     @classmethod
-    def from_saved_model(cls, path, batch_size=32):
+    def from_saved_model(cls, path, batch_size=32, micro_batching=False):
         """Loads a `run_*.py --export_dir` export: `<export_dir>/<timestamp>`, or
         `<export_dir>` itself for its newest export."""
         path = export.newest_export(path)
@@ -116,10 +131,11 @@ class Predictor:
 
         config, vocab_text = _read_assets(read, f"export {path} (assets.extra/)")
         tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
-        return cls(backends.SavedModelBackend(path), config, tokenizer, batch_size)
+        return cls(backends.SavedModelBackend(path), config, tokenizer, batch_size,
+                   micro_batching)
 
     @classmethod
-    def from_onnx(cls, path, batch_size=32, intra_op_num_threads=0):
+    def from_onnx(cls, path, batch_size=32, intra_op_num_threads=0, micro_batching=False):
         """Loads an ONNX model written by scripts/export_onnx.py (fp32 or INT8)."""
         try:
             import onnxruntime
@@ -136,10 +152,11 @@ class Predictor:
             lambda name: metadata.get(backends.ASSET_METADATA_PREFIX + name),
             f"ONNX model {path} (metadata)")
         tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
-        return cls(backends.OnnxBackend(path, session), config, tokenizer, batch_size)
+        return cls(backends.OnnxBackend(path, session), config, tokenizer, batch_size,
+                   micro_batching)
 
     @classmethod
-    def from_tflite(cls, path, batch_size=32, num_threads=None):
+    def from_tflite(cls, path, batch_size=32, num_threads=None, micro_batching=False):
         """Loads a TFLite model written by scripts/export_tflite.py (fp32, dynamic INT8 or
         float16), run by LiteRT (the `[tflite]` extra)."""
         try:
@@ -158,12 +175,14 @@ class Predictor:
                               "file written by scripts/export_tflite.py.") from None
         config, vocab_text = _read_assets(files.get, f"TFLite model {path} (metadata)")
         tokenizer = export.tokenizer_from_text(vocab_text, config.do_lower_case)
-        return cls(backends.TfliteBackend(path, interpreter), config, tokenizer, batch_size)
+        return cls(backends.TfliteBackend(path, interpreter), config, tokenizer, batch_size,
+                   micro_batching)
 
     @classmethod
     def from_checkpoint(cls, output_dir_or_prefix, bert_config_file, vocab_file, task,
                         do_lower_case=True, max_seq_length=128, label_list=None,
-                        batch_size=32, precision_name="fp32", **settings):
+                        batch_size=32, precision_name="fp32", micro_batching=False,
+                        **settings):
         """Builds the task's model once and restores a checkpoint into it.
 
         Args:
@@ -175,6 +194,7 @@ class Predictor:
             label_list.txt.
           batch_size: examples (SQuAD: windows) per model call.
           precision_name: "fp32", "bf16" or "fp16" compute.
+          micro_batching: merge concurrent calls (see the class).
           **settings: SQuAD's doc_stride, max_query_length, n_best_size, max_answer_length,
             version_2_with_negative, null_score_diff_threshold; other names go to the
             config's `settings` (a task's own `predict_settings`).
@@ -202,7 +222,7 @@ class Predictor:
                 precision_name)), checkpoint,
             extra_inputs=task_class.extra_inputs)
         tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-        return cls(backend, config, tokenizer, batch_size)
+        return cls(backend, config, tokenizer, batch_size, micro_batching)
 
     # --------------------------------------------------------------------------- batching
 
@@ -214,12 +234,13 @@ class Predictor:
         """The model's outputs per feature: see `_run` (for a task's own `answer`)."""
         return self._run(features, extra_inputs)
 
-    def _run(self, features, extra_inputs=None):
+    def _run(self, features, extra_inputs=None, names=None):
         """Runs the model over `features` (objects with input_ids, input_mask, segment_ids
         [max_seq_length]) in batches of similar length; returns per feature a dict of its
         outputs, in input order ([S] outputs cut to the feature's batch length S).
 
-        `extra_inputs(indices) -> {name: array [B, ...]}` adds inputs for a batch.
+        `extra_inputs(indices) -> {name: array [B, ...]}` adds inputs for a batch; `names`
+        (a checkpoint's graph only) the outputs computed, default all.
         """
         lengths = [int(sum(feature.input_mask)) for feature in features]
         order = sorted(range(len(features)), key=lengths.__getitem__)
@@ -232,7 +253,7 @@ class Predictor:
                                        np.int32) for name in _SEQUENCE_FEATURES}
             if extra_inputs is not None:
                 inputs.update(extra_inputs(indices))
-            outputs = self._backend(inputs)
+            outputs = self._backend(inputs) if names is None else self._backend(inputs, names)
             for row, index in enumerate(indices):
                 results[index] = {name: value[row] for name, value in outputs.items()}
             if time.time() - last_log > _LOG_EVERY_SECS:
@@ -248,8 +269,9 @@ class Predictor:
                               f"{task_class.name} models answer this call.")
 
     def _next_index(self):
-        self._num_seen += 1
-        return self._num_seen - 1
+        with self._num_seen_lock:
+            self._num_seen += 1
+            return self._num_seen - 1
 
     # ---------------------------------------------------------------------- classification
 
@@ -404,28 +426,52 @@ class Predictor:
                             for m in range(features.tokens.count(MASK_TOKEN))])
         return results
 
-    def embed(self, texts, pooling=None):
-        """Sentence vectors: the final layer at [CLS] ("cls") or averaged over the real
-        tokens ("mean"); float32 [len(texts), hidden_size].
+    def embed(self, texts, pooling=None, pooling_layer=None, normalize=None):
+        """Sentence vectors, pooled by `bert_tf.encoder.sentence_pooling.pool`.
 
-        An embedding export (scripts/export_encoder.py) answers its own pooling (the
-        default); a checkpoint either (default "cls").
+        An embedding export (scripts/export_encoder.py) answers the pooling it was made with
+        (the defaults); a checkpoint any (default "cls" of the last layer, not normalized).
+
+        Args:
+          texts: strings.
+          pooling: "cls", "mean", "max" (over the real tokens) or "pooler".
+          pooling_layer: the encoder layer pooled: -1 the last, -2 the one before, ...
+          normalize: divide each vector by its L2 norm.
+
+        Returns:
+          float32 [len(texts), hidden_size].
         """
         self._require(encoder_tasks.EmbedTask)
-        exported = self.config.pooling
-        pooling = pooling or exported or "cls"
-        if pooling not in POOLINGS:
-            raise BertTfError(f"pooling={pooling!r}: use one of {', '.join(POOLINGS)}.")
-        if exported and pooling != exported:
-            raise BertTfError(f"this export's embedding is {exported}-pooled; ask for "
-                              f"pooling={exported!r}, or re-export with "
-                              f"scripts/export_encoder.py --pooling={pooling}.")
-        key = "embedding" if exported else pooling
+        spec, key = self._embedding(pooling, pooling_layer, normalize)
         packed = [bert_inputs.pack_and_pad(self.tokenizer.tokenize(text), None, self.tokenizer,
                                            self.config.max_seq_length) for text in texts]
-        outputs = self._run(packed)
+        outputs = self._run(packed, names=None if key == "embedding" else [key])
         width = outputs[0][key].shape[-1] if outputs else 0
         return np.asarray([output[key] for output in outputs], np.float32).reshape(-1, width)
+
+    def _embedding(self, pooling, pooling_layer, normalize):
+        """(the `SentencePooling` asked for, the output holding it); BertTfError in one line
+        when the model does not have it."""
+        c = self.config
+        exported = c.pooling and sentence_pooling.SentencePooling(
+            c.pooling, -1 if c.pooling_layer is None else c.pooling_layer, bool(c.normalize))
+        default = exported or sentence_pooling.SentencePooling()
+        spec = sentence_pooling.SentencePooling(
+            pooling or default.pooling,
+            default.layer if pooling_layer is None else pooling_layer,
+            default.normalize if normalize is None else bool(normalize))
+        spec.check(prefix="")
+        if exported:
+            if spec != exported:
+                raise BertTfError(
+                    f"this export's embedding is {exported.describe()}; ask for that, or "
+                    f"re-export with scripts/export_encoder.py {spec.describe()}.")
+            return spec, "embedding"
+        names = self._backend.output_names
+        if spec.key not in names:  # A layer the encoder does not have.
+            spec.check(num_layers=sum(name.startswith("cls@") and "+" not in name
+                                      for name in names), prefix="")
+        return spec, spec.key
 
 
 def _word_starts(char_to_word, num_words):

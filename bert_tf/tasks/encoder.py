@@ -3,28 +3,11 @@ and embed (sentence vectors, `scripts/export_encoder.py`'s exports)."""
 
 import tensorflow as tf
 
+from bert_tf.encoder import sentence_pooling
 from bert_tf.tasks import base, pretraining, registry
 from bert_tf.training import estimator as estimator_lib
 
-POOLINGS = ("cls", "mean")
-
-
-def sentence_embeddings(sequence_output, input_mask):
-    """Both poolings of the final layer.
-
-    Args:
-      sequence_output: float [B, S, H], the final encoder layer.
-      input_mask: int [B, S], 1 for real tokens.
-
-    Returns:
-      {"cls": float32 [B, H] the [CLS] vector, "mean": float32 [B, H] the mean over the real
-      tokens}.
-    """
-    sequence = tf.cast(sequence_output, tf.float32)
-    # expand_dims, not [:, :, None]: TFLite's built-in StridedSlice has no new axes.
-    mask = tf.expand_dims(tf.cast(input_mask, tf.float32), -1)  # [B, S, 1]
-    return {"cls": sequence[:, 0],
-            "mean": tf.reduce_sum(sequence * mask, 1) / tf.reduce_sum(mask, 1)}
+POOLINGS = sentence_pooling.POOLINGS
 
 
 # The serving backends' graphs keep every position, as an export's do.
@@ -66,18 +49,24 @@ class FillMaskTask(base.Task):
 
 @registry.register
 class EmbedTask(base.Task):
-    """Sentence vectors, [CLS] or mean pooled (`Predictor.embed`)."""
+    """Sentence vectors (`Predictor.embed`): every pooling of every layer
+    (`sentence_pooling.all_poolings`), each output named by its `SentencePooling.key`; the
+    Predictor fetches the one asked for."""
 
     name = "embed"
     predicts = True
 
     @classmethod
     def predict_outputs(cls, encoder, config, bert_config):
-        del config, bert_config
+        del config
 
         def embed(features):
             def head(model, _):
-                return sentence_embeddings(model.get_sequence_output(), features["input_mask"])
+                layers, mask = model.get_all_encoder_layers(), features["input_mask"]
+                return {spec.key: sentence_pooling.pool(layers, mask, spec,
+                                                        model.get_pooled_output())
+                        for spec in sentence_pooling.all_poolings(
+                            bert_config.num_hidden_layers)}
 
             return encoder.build(features, _SERVING_GRAPH, head)
 
@@ -85,5 +74,7 @@ class EmbedTask(base.Task):
 
     @classmethod
     def answer(cls, predictor, records, options):
-        return [{"embedding": [float(x) for x in vector]} for vector in predictor.embed(
-            [record["text"] for record in records], options.pooling)]
+        vectors = predictor.embed([record["text"] for record in records], options.pooling,
+                                  pooling_layer=options.pooling_layer,
+                                  normalize=options.normalize or None)
+        return [{"embedding": [float(x) for x in vector]} for vector in vectors]
