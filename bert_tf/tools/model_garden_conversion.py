@@ -86,8 +86,13 @@ _LAYER_PARTS = {
 }
 _SIZE_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
               "intermediate_size", "max_position_embeddings", "type_vocab_size")
-# The task heads a BertClassifier expresses: bert_tf's top-level output_weights / output_bias.
-MODEL_GARDEN_TASKS = ("classifier", "multi_label", "regression")
+
+
+def model_garden_tasks():
+    """The converter `--task` names whose head a BertClassifier holds: the tasks' sequence
+    classification heads (bert_tf's top-level output_weights / output_bias)."""
+    return tuple(name for name, head in conversion.hf_heads().items()
+                 if head.architecture == "BertForSequenceClassification")
 
 
 def _block_path(kind, index):
@@ -412,9 +417,9 @@ def read_classifier_head(path, hidden_size):
 
 def _head(task):
     """The `HfHead` of a `--task` a BertClassifier expresses."""
-    if task not in MODEL_GARDEN_TASKS:
+    if task not in model_garden_tasks():
         raise BertTfError(f"--task={task}: Model Garden's counterpart is BertClassifier, which "
-                          f"has the head of {', '.join(MODEL_GARDEN_TASKS)} only; convert the "
+                          f"has the head of {', '.join(model_garden_tasks())} only; convert the "
                           "encoder alone (without --task).")
     return conversion.task_head(task)
 
@@ -425,7 +430,7 @@ def convert_model_garden_to_tf(path, output_dir, bert_config_file=None, vocab_fi
 
     Writes `output_dir/bert_model.ckpt.*`, `bert_config.json` (`hidden_act` as the source
     computes it; see the module docstring) and `vocab.txt` (`vocab_file`, else the one stored
-    with the checkpoint). With `task` (see `MODEL_GARDEN_TASKS`) the BertClassifier head too,
+    with the checkpoint). With `task` (see `model_garden_tasks`) the BertClassifier head too,
     and the directory becomes a model directory as `conversion.convert_hf_to_tf` makes one.
 
     Args:
@@ -433,7 +438,7 @@ def convert_model_garden_to_tf(path, output_dir, bert_config_file=None, vocab_fi
       output_dir: directory to write (created if needed).
       bert_config_file: optional config the checkpoint's sizes must match.
       vocab_file: optional vocab.txt to copy.
-      task: None or a key of `MODEL_GARDEN_TASKS`.
+      task: None or one of `model_garden_tasks()`.
 
     Returns:
       The checkpoint prefix written.
@@ -507,7 +512,7 @@ def convert_tf_to_model_garden(bert_config_file, init_checkpoint, output_dir, vo
       init_checkpoint: checkpoint prefix or directory (its latest checkpoint).
       output_dir: directory to write (created if needed).
       vocab_file: optional vocab.txt to copy (default: vocab.txt beside the config).
-      task: None or a key of `MODEL_GARDEN_TASKS`.
+      task: None or one of `model_garden_tasks()`.
 
     Returns:
       The checkpoint prefix written.
