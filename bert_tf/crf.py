@@ -1,0 +1,183 @@
+"""A linear-chain conditional random field in core TensorFlow ops (no TensorFlow Addons).
+
+The score of a tag sequence y_0 .. y_{n-1} over emission scores e (a tagger's logits) is
+
+    start[y_0] + sum_t e[t, y_t] + sum_{t>0} transitions[y_{t-1}, y_t] + end[y_{n-1}]
+
+(`transitions[i, j]` scores tag i followed by tag j; pytorch-crf's `CRF` has the same three
+parameters and meaning). `log_likelihood` is the score of the given tags minus the log of the
+sum over all tag sequences (the forward algorithm, a logsumexp recursion); `viterbi_decode` is
+the best-scoring sequence. Both loop over positions with `tf.foldl` / `tf.scan` (while loops,
+which SavedModels, ONNX and TFLite carry) and work in the dtype of the emissions (float64 where
+a test needs it).
+
+Masks: a position whose mask is 0 is not part of the sequence at all. The positions that are on
+are first moved to the front of each row (`compact`, in order), so the chain runs over them
+alone, from one on position straight to the next: a NER sentence's first word pieces, with the
+[CLS], [SEP], continuation pieces and padding between them skipped rather than scored as "O".
+A row with no position on has log-likelihood 0. The variables of `crf_variables` are the head's
+checkpoint variables: `transitions` [L, L], `start_transitions` [L] and `end_transitions` [L]
+under the caller's variable scope (NER: `cls/ner/crf/`), zeros at first, so an untrained CRF
+scores each position independently as the plain tagger does.
+"""
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+# The variables of a CRF over L tags, under its scope, and their shapes.
+TRANSITIONS = "transitions"
+START_TRANSITIONS = "start_transitions"
+END_TRANSITIONS = "end_transitions"
+
+
+def variable_shapes(num_tags):
+    """{variable name: shape} of a CRF over `num_tags` tags."""
+    return {TRANSITIONS: [num_tags, num_tags], START_TRANSITIONS: [num_tags],
+            END_TRANSITIONS: [num_tags]}
+
+
+def crf_variables(num_tags):
+    """(transitions [L, L], start_transitions [L], end_transitions [L]): float32 variables in
+    the current variable scope, initialized to zeros."""
+    return tuple(tf1.get_variable(name, shape, initializer=tf1.zeros_initializer())
+                 for name, shape in variable_shapes(num_tags).items())
+
+
+def compact(mask):
+    """Where each row's on positions go when moved to the front.
+
+    Args:
+      mask: int or bool Tensor [B, S].
+
+    Returns:
+      (placement: int32 [B, S, S], placement[b, j, t] = 1 when position t is row b's j-th on
+      position; lengths: int32 [B], the on positions of each row). `take` and `put_back` use
+      the placement: sums of one term each, so values move exactly.
+    """
+    mask = tf.cast(tf.cast(mask, tf.bool), tf.int32)
+    seq_length = tf.shape(mask)[1]
+    rank = tf.cumsum(mask, axis=1) - 1  # [B, S]: the on position's index among them
+    placement = tf.one_hot(rank, seq_length, dtype=tf.int32, axis=1) * mask[:, None, :]
+    return placement, tf.reduce_sum(mask, axis=1)
+
+
+def take(values, placement):
+    """`values` [B, S] or [B, S, L] at the placement's on positions, moved to the front (the
+    rest zeros)."""
+    if values.dtype.is_floating:
+        placement = tf.cast(placement, values.dtype)
+        if values.shape.rank == 3:
+            return tf.matmul(placement, values)
+        return tf.reduce_sum(placement * values[:, None, :], axis=2)
+    return tf.reduce_sum(placement * tf.cast(values, tf.int32)[:, None, :], axis=2)
+
+
+def put_back(compact_values, placement):
+    """The inverse of `take` for int [B, S] values: each back at its position (0 where the
+    mask is off)."""
+    return tf.reduce_sum(placement * tf.cast(compact_values, tf.int32)[:, :, None], axis=1)
+
+
+def _time_major(values):
+    return tf.transpose(values, [1, 0, 2] if values.shape.rank == 3 else [1, 0])
+
+
+def _sequence_score(emissions, tags, lengths, transitions, start, end):
+    """The score of `tags` [B, S] (a prefix of `lengths` [B] on) under the emissions [B, S, L]."""
+    num_tags = tf.shape(emissions)[2]
+    on = tf.sequence_mask(lengths, tf.shape(tags)[1], dtype=emissions.dtype)  # [B, S]
+    one_hot = tf.one_hot(tags, num_tags, dtype=emissions.dtype)  # [B, S, L]
+    unary = tf.reduce_sum(tf.reduce_sum(emissions * one_hot, axis=2) * on, axis=1)
+    # transitions[y_{t-1}, y_t] for the steps inside the sequence.
+    steps = tf.reduce_sum(tf.matmul(one_hot[:, :-1], transitions[None]) * one_hot[:, 1:],
+                          axis=2)
+    binary = tf.reduce_sum(steps * on[:, 1:], axis=1)
+    first = tf.reduce_sum(one_hot[:, 0] * start, axis=1)
+    last = tf.reduce_sum(tf.one_hot(tf.maximum(lengths - 1, 0), tf.shape(tags)[1],
+                                    dtype=emissions.dtype)[:, :, None] * one_hot, axis=1)
+    return unary + binary + first + tf.reduce_sum(last * end, axis=1)
+
+
+def _log_partition(emissions, lengths, transitions, start, end):
+    """log sum over all tag sequences of exp(score): the forward algorithm. [B]."""
+    on = tf.sequence_mask(lengths, tf.shape(emissions)[1])
+
+    def step(alpha, inputs):
+        emission, is_on = inputs  # [B, L], [B]
+        next_alpha = tf.reduce_logsumexp(alpha[:, :, None] + transitions, axis=1) + emission
+        return tf.where(is_on[:, None], next_alpha, alpha)
+
+    alpha = tf.foldl(step, (_time_major(emissions[:, 1:]), _time_major(on[:, 1:])),
+                     initializer=start + emissions[:, 0])
+    return tf.reduce_logsumexp(alpha + end, axis=1)
+
+
+def _parameters(transitions, start_transitions, end_transitions, dtype):
+    return tuple(tf.cast(value, dtype) for value in
+                 (transitions, start_transitions, end_transitions))
+
+
+def log_likelihood(emissions, tags, mask, transitions, start_transitions, end_transitions):
+    """The log-likelihood of each row's tags at its on positions.
+
+    Args:
+      emissions: float Tensor [B, S, L], e.g. a tagger's logits.
+      tags: int Tensor [B, S], the gold tags (read where `mask` is on).
+      mask: int or bool Tensor [B, S]: the positions in the sequence (any pattern; see the
+        module docstring).
+      transitions, start_transitions, end_transitions: [L, L], [L], [L] (cast to the
+        emissions' dtype).
+
+    Returns:
+      Tensor [B] in the emissions' dtype: log p(tags | emissions); 0 for a row with no
+      position on.
+    """
+    params = _parameters(transitions, start_transitions, end_transitions, emissions.dtype)
+    placement, lengths = compact(mask)
+    emissions, tags = take(emissions, placement), take(tags, placement)
+    likelihood = (_sequence_score(emissions, tags, lengths, *params)
+                  - _log_partition(emissions, lengths, *params))
+    return tf.where(lengths > 0, likelihood, tf.zeros_like(likelihood))
+
+
+def viterbi_decode(emissions, mask, transitions, start_transitions, end_transitions):
+    """The best-scoring tag sequence over each row's on positions.
+
+    Args: as `log_likelihood`, without tags.
+
+    Returns:
+      (tags: int32 [B, S], the best sequence's tag at each on position, 0 where the mask is
+      off; scores: [B] in the emissions' dtype, its score (0 for a row with no position on)).
+    """
+    transitions, start, end = _parameters(transitions, start_transitions, end_transitions,
+                                          emissions.dtype)
+    placement, lengths = compact(mask)
+    emissions = take(emissions, placement)
+    num_tags = tf.shape(emissions)[2]
+    on = tf.sequence_mask(lengths, tf.shape(emissions)[1])
+    keep = tf.range(num_tags)[None, :] + tf.zeros_like(placement[:, 0, :1])  # [B, L]
+
+    def step(carry, inputs):
+        score, _ = carry
+        emission, is_on = inputs
+        candidates = score[:, :, None] + transitions  # [B, L (previous), L (next)]
+        best_previous = tf.argmax(candidates, axis=1, output_type=tf.int32)
+        next_score = tf.reduce_max(candidates, axis=1) + emission
+        return (tf.where(is_on[:, None], next_score, score),
+                tf.where(is_on[:, None], best_previous, keep))
+
+    scores, backpointers = tf.scan(
+        step, (_time_major(emissions[:, 1:]), _time_major(on[:, 1:])),
+        initializer=(start + emissions[:, 0], keep))
+    final = tf.concat([(start + emissions[:, 0])[None], scores], axis=0)[-1] + end
+    last_tag = tf.argmax(final, axis=1, output_type=tf.int32)
+
+    def back(tag, backpointer):  # The tag before `tag`, by its backpointer row.
+        return tf.reduce_sum(backpointer * tf.one_hot(tag, num_tags, dtype=tf.int32), axis=1)
+
+    earlier = tf.scan(back, backpointers, initializer=last_tag, reverse=True)  # [S - 1, B]
+    compact_tags = tf.concat([tf.transpose(earlier), last_tag[:, None]], axis=1)
+    compact_tags *= tf.cast(on, tf.int32)
+    best = tf.reduce_max(final, axis=1)
+    return put_back(compact_tags, placement), tf.where(lengths > 0, best, tf.zeros_like(best))
