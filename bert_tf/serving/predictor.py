@@ -200,7 +200,7 @@ class Predictor:
         backend = backends.GraphBackend(
             backends.task_outputs(config, bert_config, precision.compute_dtype_from_name(
                 precision_name)), checkpoint,
-            extra_inputs=task_class.extra_inputs)
+            extra_inputs=task_class.predict_inputs(config))
         tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
         return cls(backend, config, tokenizer, batch_size)
 
@@ -364,7 +364,8 @@ class Predictor:
                     for example in examples]
         outputs = [{"tag_ids": output["tag_ids"],
                     "label_mask": feature.label_mask[:len(output["tag_ids"])]}
-                   for feature, output in zip(features, self._run(features), strict=True)]
+                   for feature, output in zip(features, self._run(
+                       features, ner.prediction_inputs(self.config, features)), strict=True)]
         tags = ner.word_tags(outputs, examples, labels)
         return [{"words": example.words, "tags": word_tags, "spans": word_spans}
                 for example, word_tags, word_spans in zip(examples, tags, spans, strict=True)]

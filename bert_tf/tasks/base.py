@@ -70,6 +70,14 @@ class Task:
                               "whose label_list.txt has them.")
 
     @classmethod
+    def predict_inputs(cls, config):
+        """The int32 inputs a checkpoint's PREDICT graph takes beside the [B, S] sequence
+        features, for the model `config` (`export.PredictConfig`) describes (by default
+        `extra_inputs`)."""
+        del config
+        return cls.extra_inputs
+
+    @classmethod
     def predict_model_fn(cls, encoder, config):
         """The model_fn whose PREDICT spec a checkpoint's Predictor runs (`config`: the
         `export.PredictConfig`)."""
@@ -157,6 +165,8 @@ class FinetuningTask(Task):
       length_buckets: whether --bucket_by_length applies: the task's loss ignores padding,
         so a batch cut to its bucket trains exactly as at max_seq_length.
       label_list: the task's labels, in id order (None: it has none).
+      export_inputs: [batch, seq] inputs the export's id signatures take beside input_ids,
+        input_mask and segment_ids (NER with --use_crf: label_mask).
       cached_features: `bert_tf.data.<task>.cached_file_based_convert_examples_to_features`
         for the default `write_features`.
     """
@@ -172,6 +182,7 @@ class FinetuningTask(Task):
     length_buckets = True
     label_list = None
     cached_features = None
+    export_inputs = ()
 
     def __init__(self, task_options, options):
         """Made once per run, with everything the hooks read: `task_options` (the task's own
