@@ -29,6 +29,7 @@ tf1 = tf.compat.v1
 TRANSITIONS = "transitions"
 START_TRANSITIONS = "start_transitions"
 END_TRANSITIONS = "end_transitions"
+VARIABLE_NAMES = (TRANSITIONS, START_TRANSITIONS, END_TRANSITIONS)
 
 
 def variable_shapes(num_tags):
@@ -133,6 +134,7 @@ def log_likelihood(emissions, tags, mask, transitions, start_transitions, end_tr
       Tensor [B] in the emissions' dtype: log p(tags | emissions); 0 for a row with no
       position on.
     """
+    emissions, tags = tf.convert_to_tensor(emissions), tf.convert_to_tensor(tags)
     params = _parameters(transitions, start_transitions, end_transitions, emissions.dtype)
     placement, lengths = compact(mask)
     emissions, tags = take(emissions, placement), take(tags, placement)
@@ -150,6 +152,7 @@ def viterbi_decode(emissions, mask, transitions, start_transitions, end_transiti
       (tags: int32 [B, S], the best sequence's tag at each on position, 0 where the mask is
       off; scores: [B] in the emissions' dtype, its score (0 for a row with no position on)).
     """
+    emissions = tf.convert_to_tensor(emissions)
     transitions, start, end = _parameters(transitions, start_transitions, end_transitions,
                                           emissions.dtype)
     placement, lengths = compact(mask)
