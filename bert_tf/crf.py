@@ -7,9 +7,9 @@ The score of a tag sequence y_0 .. y_{n-1} over emission scores e (a tagger's lo
 (`transitions[i, j]` scores tag i followed by tag j; pytorch-crf's `CRF` has the same three
 parameters and meaning). `log_likelihood` is the score of the given tags minus the log of the
 sum over all tag sequences (the forward algorithm, a logsumexp recursion); `viterbi_decode` is
-the best-scoring sequence. Both loop over positions with `tf.foldl` / `tf.scan` (while loops,
-which SavedModels, ONNX and TFLite carry) and work in the dtype of the emissions (float64 where
-a test needs it).
+the best-scoring sequence. Both loop over positions (`tf.foldl`; Viterbi a `tf.while_loop` of
+plain tensors, which SavedModels, ONNX and TFLite carry) and work in the dtype of the emissions
+(float64 where a test needs it).
 
 Masks: a position whose mask is 0 is not part of the sequence at all. The positions that are on
 are first moved to the front of each row (`compact`, in order), so the chain runs over them
@@ -45,6 +45,13 @@ def crf_variables(num_tags):
                  for name, shape in variable_shapes(num_tags).items())
 
 
+def _one_hot(indices, depth, dtype):
+    """`tf.one_hot(indices, depth, dtype=dtype)` (last axis) by comparison: converters (ONNX)
+    take any rank of it."""
+    depths = tf.range(depth, dtype=indices.dtype)
+    return tf.cast(tf.equal(tf.expand_dims(indices, -1), depths), dtype)
+
+
 def compact(mask):
     """Where each row's on positions go when moved to the front.
 
@@ -59,7 +66,9 @@ def compact(mask):
     mask = tf.cast(tf.cast(mask, tf.bool), tf.int32)
     seq_length = tf.shape(mask)[1]
     rank = tf.cumsum(mask, axis=1) - 1  # [B, S]: the on position's index among them
-    placement = tf.one_hot(rank, seq_length, dtype=tf.int32, axis=1) * mask[:, None, :]
+    slots = tf.reshape(tf.range(seq_length), [1, -1, 1])  # j
+    placement = tf.cast(tf.equal(tf.expand_dims(rank, 1), slots), tf.int32) * tf.expand_dims(
+        mask, 1)
     return placement, tf.reduce_sum(mask, axis=1)
 
 
@@ -70,14 +79,14 @@ def take(values, placement):
         placement = tf.cast(placement, values.dtype)
         if values.shape.rank == 3:
             return tf.matmul(placement, values)
-        return tf.reduce_sum(placement * values[:, None, :], axis=2)
-    return tf.reduce_sum(placement * tf.cast(values, tf.int32)[:, None, :], axis=2)
+        return tf.reduce_sum(placement * tf.expand_dims(values, 1), axis=2)
+    return tf.reduce_sum(placement * tf.expand_dims(tf.cast(values, tf.int32), 1), axis=2)
 
 
 def put_back(compact_values, placement):
     """The inverse of `take` for int [B, S] values: each back at its position (0 where the
     mask is off)."""
-    return tf.reduce_sum(placement * tf.cast(compact_values, tf.int32)[:, :, None], axis=1)
+    return tf.reduce_sum(placement * tf.expand_dims(tf.cast(compact_values, tf.int32), 2), axis=1)
 
 
 def _time_major(values):
@@ -88,15 +97,15 @@ def _sequence_score(emissions, tags, lengths, transitions, start, end):
     """The score of `tags` [B, S] (a prefix of `lengths` [B] on) under the emissions [B, S, L]."""
     num_tags = tf.shape(emissions)[2]
     on = tf.sequence_mask(lengths, tf.shape(tags)[1], dtype=emissions.dtype)  # [B, S]
-    one_hot = tf.one_hot(tags, num_tags, dtype=emissions.dtype)  # [B, S, L]
+    one_hot = _one_hot(tags, num_tags, emissions.dtype)  # [B, S, L]
     unary = tf.reduce_sum(tf.reduce_sum(emissions * one_hot, axis=2) * on, axis=1)
     # transitions[y_{t-1}, y_t] for the steps inside the sequence.
-    steps = tf.reduce_sum(tf.matmul(one_hot[:, :-1], transitions[None]) * one_hot[:, 1:],
-                          axis=2)
+    following = tf.matmul(one_hot[:, :-1], tf.expand_dims(transitions, 0))  # [B, S - 1, L]
+    steps = tf.reduce_sum(following * one_hot[:, 1:], axis=2)
     binary = tf.reduce_sum(steps * on[:, 1:], axis=1)
     first = tf.reduce_sum(one_hot[:, 0] * start, axis=1)
-    last = tf.reduce_sum(tf.one_hot(tf.maximum(lengths - 1, 0), tf.shape(tags)[1],
-                                    dtype=emissions.dtype)[:, :, None] * one_hot, axis=1)
+    last = tf.reduce_sum(tf.expand_dims(_one_hot(tf.maximum(lengths - 1, 0), tf.shape(tags)[1],
+                                                 emissions.dtype), 2) * one_hot, axis=1)
     return unary + binary + first + tf.reduce_sum(last * end, axis=1)
 
 
@@ -106,8 +115,8 @@ def _log_partition(emissions, lengths, transitions, start, end):
 
     def step(alpha, inputs):
         emission, is_on = inputs  # [B, L], [B]
-        next_alpha = tf.reduce_logsumexp(alpha[:, :, None] + transitions, axis=1) + emission
-        return tf.where(is_on[:, None], next_alpha, alpha)
+        next_alpha = tf.reduce_logsumexp(tf.expand_dims(alpha, 2) + transitions, axis=1) + emission
+        return tf.where(tf.expand_dims(is_on, 1), next_alpha, alpha)
 
     alpha = tf.foldl(step, (_time_major(emissions[:, 1:]), _time_major(on[:, 1:])),
                      initializer=start + emissions[:, 0])
@@ -146,6 +155,10 @@ def log_likelihood(emissions, tags, mask, transitions, start_transitions, end_tr
 def viterbi_decode(emissions, mask, transitions, start_transitions, end_transitions):
     """The best-scoring tag sequence over each row's on positions.
 
+    One loop over positions that carries, for each tag, the best path ending in it (so no
+    backtracking loop and no TensorArray, which TFLite's built-in ops lack): paths [B, L, S]
+    are moved to their new tags by a one-hot matmul, exact for tag ids.
+
     Args: as `log_likelihood`, without tags.
 
     Returns:
@@ -153,34 +166,34 @@ def viterbi_decode(emissions, mask, transitions, start_transitions, end_transiti
       off; scores: [B] in the emissions' dtype, its score (0 for a row with no position on)).
     """
     emissions = tf.convert_to_tensor(emissions)
+    dtype = emissions.dtype
     transitions, start, end = _parameters(transitions, start_transitions, end_transitions,
-                                          emissions.dtype)
+                                          dtype)
     placement, lengths = compact(mask)
     emissions = take(emissions, placement)
-    num_tags = tf.shape(emissions)[2]
-    on = tf.sequence_mask(lengths, tf.shape(emissions)[1])
-    keep = tf.range(num_tags)[None, :] + tf.zeros_like(placement[:, 0, :1])  # [B, L]
+    seq_length, num_tags = tf.shape(emissions)[1], tf.shape(emissions)[2]
+    on = tf.sequence_mask(lengths, seq_length)
+    tag_values = tf.reshape(tf.cast(tf.range(num_tags), dtype), [1, -1, 1])  # [1, L, 1]
 
-    def step(carry, inputs):
-        score, _ = carry
-        emission, is_on = inputs
-        candidates = score[:, :, None] + transitions  # [B, L (previous), L (next)]
-        best_previous = tf.argmax(candidates, axis=1, output_type=tf.int32)
-        next_score = tf.reduce_max(candidates, axis=1) + emission
-        return (tf.where(is_on[:, None], next_score, score),
-                tf.where(is_on[:, None], best_previous, keep))
+    def at(t):  # [1, 1, S]: 1.0 at position t
+        return tf.reshape(tf.cast(tf.equal(tf.range(seq_length), t), dtype), [1, 1, -1])
 
-    scores, backpointers = tf.scan(
-        step, (_time_major(emissions[:, 1:]), _time_major(on[:, 1:])),
-        initializer=(start + emissions[:, 0], keep))
-    final = tf.concat([(start + emissions[:, 0])[None], scores], axis=0)[-1] + end
-    last_tag = tf.argmax(final, axis=1, output_type=tf.int32)
+    def step(t, score, paths):
+        is_on = tf.expand_dims(tf.gather(on, t, axis=1), 1)  # [B, 1]
+        candidates = tf.expand_dims(score, 2) + transitions  # [B, L (previous), L (next)]
+        best_previous = tf.argmax(candidates, axis=1, output_type=tf.int32)  # [B, L]
+        moved = tf.matmul(_one_hot(best_previous, num_tags, dtype), paths) + tag_values * at(t)
+        next_score = tf.reduce_max(candidates, axis=1) + tf.gather(emissions, t, axis=1)
+        return (t + 1, tf.where(is_on, next_score, score),
+                tf.where(tf.expand_dims(is_on, 2), moved, paths))
 
-    def back(tag, backpointer):  # The tag before `tag`, by its backpointer row.
-        return tf.reduce_sum(backpointer * tf.one_hot(tag, num_tags, dtype=tf.int32), axis=1)
-
-    earlier = tf.scan(back, backpointers, initializer=last_tag, reverse=True)  # [S - 1, B]
-    compact_tags = tf.concat([tf.transpose(earlier), last_tag[:, None]], axis=1)
-    compact_tags *= tf.cast(on, tf.int32)
+    first = start + emissions[:, 0]
+    paths = tag_values * at(0) + tf.expand_dims(tf.zeros_like(first), 2)  # [B, L, S]
+    _, score, paths = tf.while_loop(lambda t, score, paths: t < seq_length, step,
+                                    (tf.constant(1), first, paths))
+    final = score + end
+    best_last = _one_hot(tf.argmax(final, axis=1, output_type=tf.int32), num_tags, dtype)
+    compact_tags = tf.cast(tf.round(tf.reduce_sum(paths * tf.expand_dims(best_last, 2), axis=1)),
+                           tf.int32) * tf.cast(on, tf.int32)
     best = tf.reduce_max(final, axis=1)
     return put_back(compact_tags, placement), tf.where(lengths > 0, best, tf.zeros_like(best))

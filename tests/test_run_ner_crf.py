@@ -136,3 +136,24 @@ def test_checkpoint_transitions_of_another_label_count_is_one_line(runs, tmp_pat
     line = assert_clean_error(result, "--use_crf", prefix, "3 tags", "7")
     assert "pass a checkpoint" in line
     assert not os.path.exists(tmp_path / "out" / "checkpoint")
+
+
+@pytest.mark.parametrize("kind", ["onnx", "tflite"])
+def test_onnx_and_tflite_tag_as_do_predict(runs, kind, tmp_path):
+    predicted = _sentences(os.path.join(runs["crf_dir"], "test_predictions.txt"))
+    path = str(tmp_path / f"model.{kind}")
+    if kind == "onnx":
+        pytest.importorskip("onnxruntime")
+        from bert_tf.serving import onnx_export
+
+        onnx_export.export_onnx(runs["export"], path)
+        predictor = Predictor.from_onnx(path, batch_size=2)
+    else:
+        pytest.importorskip("ai_edge_litert")
+        from bert_tf.serving import tflite_export
+
+        tflite_export.export_tflite(runs["export"], path)
+        predictor = Predictor.from_tflite(path, batch_size=2)
+    assert predictor.config.settings == {"use_crf": True}
+    tags = [result["tags"] for result in predictor.tag([" ".join(w) for w, _ in predicted])]
+    assert tags == [tags for _, tags in predicted]
