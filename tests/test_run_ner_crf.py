@@ -18,6 +18,7 @@ from finetune_helpers import (
 
 from bert_tf import tokenization
 from bert_tf.data import ner as ner_data
+from bert_tf.errors import BertTfError
 from bert_tf.runs import finetuning
 from bert_tf.serving import backends
 from bert_tf.serving.predictor import Predictor
@@ -53,6 +54,12 @@ def _sentences(path):
                 sentences.append((words, tags))
                 words, tags = [], []
     return sentences
+
+
+def runs_options(runs):
+    """The options both runs share."""
+    return {key: runs[key] for key in ("data_dir", "vocab_file", "bert_config_file",
+                                       *SETTINGS)}
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +103,19 @@ def test_export_and_checkpoint_tag_as_do_predict(runs):
     exported = Predictor.from_saved_model(runs["export"], batch_size=2)
     assert exported.config.settings == {"use_crf": True}
     assert [result["tags"] for result in exported.tag(texts)] == expected
+    # The checkpoint says it has a CRF: no setting needed.
     from_checkpoint = Predictor.from_checkpoint(
         runs["crf_dir"], runs["bert_config_file"], runs["vocab_file"], "ner",
-        max_seq_length=48, use_crf=True)
+        max_seq_length=48)
+    assert from_checkpoint.config.settings == {"use_crf": True}
     assert [result["tags"] for result in from_checkpoint.tag(texts)] == expected
+
+
+def test_evaluating_a_crf_checkpoint_without_use_crf_is_one_line(runs):
+    with pytest.raises(BertTfError, match=r"--use_crf: checkpoint .*model\.ckpt-40 has a CRF"):
+        finetuning.run_finetuning(options(
+            "ner", **{**runs_options(runs), "do_train": False, "do_eval": True},
+            output_dir=runs["crf_dir"]))
 
 
 def test_export_signature_takes_label_mask_and_returns_viterbi_tags(runs):

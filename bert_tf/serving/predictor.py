@@ -185,6 +185,7 @@ class Predictor:
         task_class = export.predicting_task(task)
         if label_list is None and task_class.needs_labels:
             label_list = base.labels_next_to(checkpoint)
+        settings = {**task_class.checkpoint_settings(checkpoint), **settings}
         fields = {field.name for field in dataclasses.fields(export.PredictConfig)}
         config = export.PredictConfig(
             task=task, do_lower_case=do_lower_case, max_seq_length=max_seq_length,

@@ -70,6 +70,13 @@ class Task:
                               "whose label_list.txt has them.")
 
     @classmethod
+    def checkpoint_settings(cls, checkpoint):
+        """Settings a checkpoint's Predictor reads from the checkpoint itself (a prefix)
+        where the caller gives none of that name, e.g. whether the head has a CRF."""
+        del checkpoint
+        return {}
+
+    @classmethod
     def predict_inputs(cls, config):
         """The int32 inputs a checkpoint's PREDICT graph takes beside the [B, S] sequence
         features, for the model `config` (`export.PredictConfig`) describes (by default
@@ -291,11 +298,10 @@ def labels_next_to(checkpoint):
         return [line.rstrip("\n") for line in f if line.strip()]
 
 
-def checkpoint_label_list(options):
-    """For a run that evaluates or predicts without training: the labels of the head it runs
-    (`labels_next_to` the latest checkpoint of --output_dir, else --init_checkpoint, as the
-    Estimator picks them), which name the head's outputs in that order whatever the data
-    holds; else None (a training run takes its labels from the data)."""
+def run_checkpoint(options):
+    """For a run that evaluates, predicts or exports without training: the checkpoint it runs
+    (the latest of --output_dir, else --init_checkpoint, as the Estimator picks them); else
+    None (also when --init_checkpoint cannot be read: `prepare_run` reports that)."""
     if options.train.do_train:
         return None
     output_dir = options.run.output_dir
@@ -305,7 +311,16 @@ def checkpoint_label_list(options):
         try:
             checkpoint = checkpoints.resolve_checkpoint(options.model.init_checkpoint)
         except BertTfError:
-            return None  # `prepare_run` reports it, after the task's own checks.
+            return None
+    return checkpoint
+
+
+def checkpoint_label_list(options):
+    """For a run that evaluates or predicts without training: the labels of the head it runs
+    (`labels_next_to` the latest checkpoint of --output_dir, else --init_checkpoint, as the
+    Estimator picks them), which name the head's outputs in that order whatever the data
+    holds; else None (a training run takes its labels from the data)."""
+    checkpoint = run_checkpoint(options)
     return labels_next_to(checkpoint) if checkpoint else None
 
 

@@ -209,14 +209,24 @@ def prediction_inputs(config, features):
     return label_mask
 
 
+def _checkpoint_shapes(checkpoint):
+    """{name: shape} of a checkpoint (a prefix or a directory); {} when it cannot be read
+    (what reads it next reports that)."""
+    try:
+        return dict(tf.train.list_variables(checkpoints.resolve_checkpoint(checkpoint)))
+    except (BertTfError, tf.errors.OpError, ValueError):
+        return {}
+
+
+def has_crf(checkpoint):
+    """Whether `checkpoint` (a prefix or a directory) holds a CRF head's transitions."""
+    return f"{CRF_SCOPE}/{crf.TRANSITIONS}" in _checkpoint_shapes(checkpoint)
+
+
 def check_crf_checkpoint(init_checkpoint, label_list):
     """Raises BertTfError when `init_checkpoint` has CRF transitions for another number of
     tags than `label_list()` (called only then: it may read the train file)."""
-    try:
-        shapes = dict(tf.train.list_variables(checkpoints.resolve_checkpoint(init_checkpoint)))
-    except (BertTfError, tf.errors.OpError, ValueError):
-        return  # `prepare_run` reports an unreadable checkpoint.
-    shape = shapes.get(f"{CRF_SCOPE}/{crf.TRANSITIONS}")
+    shape = _checkpoint_shapes(init_checkpoint).get(f"{CRF_SCOPE}/{crf.TRANSITIONS}")
     if shape is None:
         return
     num_labels = len(label_list())
@@ -292,6 +302,10 @@ class NerTask(base.FinetuningTask):
         return CRF_INPUTS if uses_crf(config) else ()
 
     @classmethod
+    def checkpoint_settings(cls, checkpoint):
+        return {"use_crf": True} if has_crf(checkpoint) else {}
+
+    @classmethod
     def answer(cls, predictor, records, options):
         del options
         return predictor.tag([record["text"] for record in records])
@@ -329,6 +343,11 @@ class NerTask(base.FinetuningTask):
         base.require_data_dir(self.data_dir, "train.txt, dev.txt and test.txt")
         if self.use_crf and self.options.model.init_checkpoint:
             check_crf_checkpoint(self.options.model.init_checkpoint, lambda: self.label_list)
+        checkpoint = base.run_checkpoint(self.options)
+        if not self.use_crf and checkpoint and has_crf(checkpoint):
+            raise BertTfError(
+                f"--use_crf: checkpoint {checkpoint} has a CRF head ({CRF_SCOPE}/); pass "
+                "--use_crf to evaluate, predict or export with it.")
 
     def read_examples(self):
         logging.info("NER tags: %s", self.label_list)
