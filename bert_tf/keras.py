@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from bert_tf import tf2
 from bert_tf.errors import BertTfError
-from bert_tf.keras_crf import CRF as CRF  # The CRF layer (bert_tf/keras_crf.py).
+from bert_tf.keras_crf import CRF  # noqa: F401 (re-exported)
 
 # The input dict's keys (TF Hub's BERT encoder interface), each int32 [B, S].
 INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
