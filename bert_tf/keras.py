@@ -22,6 +22,7 @@ import tensorflow as tf
 from bert_tf import tf2
 from bert_tf.encoder import sentence_pooling
 from bert_tf.errors import BertTfError
+from bert_tf.keras_crf import CRF  # noqa: F401 (re-exported)
 from bert_tf.keras_preprocessor import BertPreprocessor  # noqa: F401 (re-exported)
 
 # The input dict's keys (TF Hub's BERT encoder interface), each int32 [B, S].

@@ -404,6 +404,10 @@ class NerOptions(_FromFlags):
         0, "Long sentences: cut them into windows of max_seq_length starting every doc_stride "
         "word pieces; each word is tagged from the window where it has the most context. 0: "
         "truncate (words that do not fit are tagged O).")
+    use_crf: bool = flag_field(
+        False, "A linear-chain CRF over the tag logits at the first piece of each word "
+        "(transitions in cls/ner/crf/): trained by the sentence log-likelihood, tags by "
+        "Viterbi decoding; the export's id signatures then also take label_mask.")
 
 
 @dataclasses.dataclass(frozen=True)

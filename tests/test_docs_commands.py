@@ -111,7 +111,8 @@ SHRINK = {
         {"run_squad.py": _FEW_STEPS + ["--max_seq_length=128", "--doc_stride=64"]},
     ("docs/fine-tuning.md", "--train_file=tests/data/chinese/cmrc_small.json"):
         {"run_squad.py": _FEW_STEPS + ["--max_seq_length=128", "--doc_stride=64"]},
-    ("docs/fine-tuning.md", "--data_dir=tests/data/ner"): {"run_ner.py": _FEW_STEPS},
+    ("docs/fine-tuning.md", "--output_dir=ner_out"): {"run_ner.py": _FEW_STEPS},
+    ("docs/fine-tuning.md", "--use_crf"): {"run_ner.py": _FEW_STEPS},
     ("docs/fine-tuning.md", "long_docs"): {"run_classifier.py": _FEW_STEPS},
     ("docs/fine-tuning.md", "--multi_label"): {"run_classifier.py": _FEW_STEPS},
     ("docs/fine-tuning.md", "--class_weights=balanced"): {"run_classifier.py": _FEW_STEPS},
@@ -177,9 +178,12 @@ WRITES = {
     ("docs/fine-tuning.md", "--train_file=tests/data/chinese/cmrc_small.json"):
         ["cmrc_out/predictions.json", "cmrc_out/nbest_predictions.json",
          "cmrc_out/eval_results.json"],
-    ("docs/fine-tuning.md", "--data_dir=tests/data/ner"):
+    ("docs/fine-tuning.md", "--output_dir=ner_out"):
         ["ner_out/eval_results.txt", "ner_out/eval_predictions.txt",
          "ner_out/test_predictions.txt"],
+    ("docs/fine-tuning.md", "--use_crf"):
+        ["ner_crf_out/eval_results.txt", "ner_crf_out/test_predictions.txt",
+         "ner_crf_out/export/*/saved_model.pb"],
     ("docs/fine-tuning.md", "long_docs"): ["long_docs_out/eval_results.txt"],
     ("docs/fine-tuning.md", "--multi_label"): ["multi_label_out/eval_results.txt"],
     ("docs/fine-tuning.md", "--class_weights=balanced"): ["imbalanced_out/eval_results.txt"],

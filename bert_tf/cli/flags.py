@@ -234,7 +234,8 @@ def define_classifier_flags(flag_values=FLAGS):
 
 def define_ner_flags(flag_values=FLAGS):
     """The task flags of run_ner.py (`NerOptions`)."""
-    define_fields(options.NerOptions, ["data_dir", "doc_stride"], flag_values=flag_values)
+    define_fields(options.NerOptions, ["data_dir", "doc_stride", "use_crf"],
+                  flag_values=flag_values)
 
 
 def define_squad_flags(flag_values=FLAGS):

@@ -124,7 +124,8 @@ def _evaluate_predict_export(task, estimator, features, splits, checkpoint, bert
         assets = {**task.export_files(), **export.prediction_assets(task, options, bert_config)}
         export.export_saved_model(estimator, options.export_dir, assets,
                                   checkpoint_path=restored,
-                                  text_signature=export.text_signature(task, options))
+                                  text_signature=export.text_signature(task, options),
+                                  extra_inputs=task.export_inputs)
     return results
 
 

@@ -121,7 +121,7 @@ def make_text_signature(input_names, options, max_query_length=None, pairs=False
 
 
 def export_saved_model(estimator, export_dir_base, extra_files=None, checkpoint_path=None,
-                       text_signature=None):
+                       text_signature=None, extra_inputs=()):
     """Exports the latest checkpoint with the signatures of the module docstring.
 
     Args:
@@ -132,17 +132,25 @@ def export_saved_model(estimator, export_dir_base, extra_files=None, checkpoint_
       checkpoint_path: the checkpoint to export (default: the latest).
       text_signature: a `serving_text.TextSignature`: also add the text-in signatures, which
         return the model's outputs and the packed `input_ids` [batch, seq] they ran on.
+      extra_inputs: names of [batch, seq] inputs the id signatures take beside
+        `SERVING_INPUT_NAMES` (the task's `export_inputs`); raw text does not give them, so
+        an export with any has no text-in signatures.
 
     Returns:
       The export directory `<export_dir_base>/<timestamp>`.
     """
+    if extra_inputs and text_signature is not None:
+        logging.info("No text-in signatures: the model also takes %s, which raw text does not "
+                     "give.", ", ".join(extra_inputs))
+        text_signature = None
+
     def serving_input_receiver_fn():
         int32_inputs, int64_inputs, alternatives, text_ids = {}, {}, {}, {}
         if text_signature is not None:
             # The id placeholders default to the tokenized strings, so the text signatures
             # (which feed only strings) run the same model.
             alternatives, text_ids = serving_text.receivers(text_signature)
-        for name in SERVING_INPUT_NAMES:
+        for name in (*SERVING_INPUT_NAMES, *extra_inputs):
             int64_inputs[name] = (
                 tf1.placeholder(tf.int64, [None, None], name=name) if not text_ids else
                 tf1.placeholder_with_default(text_ids[name], [None, None], name=name))

@@ -205,6 +205,7 @@ class Predictor:
         task_class = export.predicting_task(task)
         if label_list is None and task_class.needs_labels:
             label_list = base.labels_next_to(checkpoint)
+        settings = {**task_class.checkpoint_settings(checkpoint), **settings}
         fields = {field.name for field in dataclasses.fields(export.PredictConfig)}
         config = export.PredictConfig(
             task=task, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
@@ -220,7 +221,7 @@ class Predictor:
         backend = backends.GraphBackend(
             backends.task_outputs(config, bert_config, precision.compute_dtype_from_name(
                 precision_name)), checkpoint,
-            extra_inputs=task_class.extra_inputs)
+            extra_inputs=task_class.predict_inputs(config))
         tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
         return cls(backend, config, tokenizer, batch_size, micro_batching)
 
@@ -387,7 +388,8 @@ class Predictor:
                     for example in examples]
         outputs = [{"tag_ids": output["tag_ids"],
                     "label_mask": feature.label_mask[:len(output["tag_ids"])]}
-                   for feature, output in zip(features, self._run(features), strict=True)]
+                   for feature, output in zip(features, self._run(
+                       features, ner.prediction_inputs(self.config, features)), strict=True)]
         tags = ner.word_tags(outputs, examples, labels)
         return [{"words": example.words, "tags": word_tags, "spans": word_spans}
                 for example, word_tags, word_spans in zip(examples, tags, spans, strict=True)]

@@ -110,8 +110,9 @@ def signature_inputs(signature_def, tokenizer, max_seq_length, max_query_length=
             inputs[name] = np.asarray([text.encode() for text in _TEXT_INPUTS[name]], object)
         else:
             ids = ids or _id_inputs(tokenizer, max_seq_length, max_query_length)
-            inputs[name] = np.tile(ids[name], (1, num_choices or 1)).astype(
-                dtype.as_numpy_dtype)
+            # Another [B, S] input (NER with a CRF: label_mask) gets the input_mask.
+            values = ids.get(name, ids["input_mask"])
+            inputs[name] = np.tile(values, (1, num_choices or 1)).astype(dtype.as_numpy_dtype)
     return inputs
 
 

@@ -71,6 +71,21 @@ class Task:
                               "whose label_list.txt has them.")
 
     @classmethod
+    def checkpoint_settings(cls, checkpoint):
+        """Settings a checkpoint's Predictor reads from the checkpoint itself (a prefix)
+        where the caller gives none of that name, e.g. whether the head has a CRF."""
+        del checkpoint
+        return {}
+
+    @classmethod
+    def predict_inputs(cls, config):
+        """The int32 inputs a checkpoint's PREDICT graph takes beside the [B, S] sequence
+        features, for the model `config` (`export.PredictConfig`) describes (by default
+        `extra_inputs`)."""
+        del config
+        return cls.extra_inputs
+
+    @classmethod
     def predict_model_fn(cls, encoder, config):
         """The model_fn whose PREDICT spec a checkpoint's Predictor runs (`config`: the
         `export.PredictConfig`)."""
@@ -304,6 +319,8 @@ class FinetuningTask(TrainableTask):
       length_buckets: whether --bucket_by_length applies: the task's loss ignores padding,
         so a batch cut to its bucket trains exactly as at max_seq_length.
       label_list: the task's labels, in id order (None: it has none).
+      export_inputs: [batch, seq] inputs the export's id signatures take beside input_ids,
+        input_mask and segment_ids (NER with --use_crf: label_mask).
       cached_features: `bert_tf.data.<task>.cached_file_based_convert_examples_to_features`
         for the default `write_features`.
     """
@@ -317,6 +334,7 @@ class FinetuningTask(TrainableTask):
     length_buckets = True
     label_list = None
     cached_features = None
+    export_inputs = ()
 
     @property
     def requested(self):
@@ -398,11 +416,10 @@ def labels_next_to(checkpoint):
         return [line.rstrip("\n") for line in f if line.strip()]
 
 
-def checkpoint_label_list(options):
-    """For a run that evaluates or predicts without training: the labels of the head it runs
-    (`labels_next_to` the latest checkpoint of --output_dir, else --init_checkpoint, as the
-    Estimator picks them), which name the head's outputs in that order whatever the data
-    holds; else None (a training run takes its labels from the data)."""
+def run_checkpoint(options):
+    """For a run that evaluates, predicts or exports without training: the checkpoint it runs
+    (the latest of --output_dir, else --init_checkpoint, as the Estimator picks them); else
+    None (also when --init_checkpoint cannot be read: `prepare_run` reports that)."""
     if options.train.do_train:
         return None
     output_dir = options.run.output_dir
@@ -412,7 +429,16 @@ def checkpoint_label_list(options):
         try:
             checkpoint = checkpoints.resolve_checkpoint(options.model.init_checkpoint)
         except BertTfError:
-            return None  # `prepare_run` reports it, after the task's own checks.
+            return None
+    return checkpoint
+
+
+def checkpoint_label_list(options):
+    """For a run that evaluates or predicts without training: the labels of the head it runs
+    (`labels_next_to` the latest checkpoint of --output_dir, else --init_checkpoint, as the
+    Estimator picks them), which name the head's outputs in that order whatever the data
+    holds; else None (a training run takes its labels from the data)."""
+    checkpoint = run_checkpoint(options)
     return labels_next_to(checkpoint) if checkpoint else None
 
 
