@@ -19,7 +19,7 @@ from finetune_helpers import (
 from bert_tf import tokenization
 from bert_tf.data import ner as ner_data
 from bert_tf.errors import BertTfError
-from bert_tf.runs import finetuning
+from bert_tf.runs import driver
 from bert_tf.serving import backends
 from bert_tf.serving.predictor import Predictor
 
@@ -69,10 +69,9 @@ def runs(tmp_path_factory, vocab_file):
     tmp_path = tmp_path_factory.mktemp("ner_crf")
     common = dict(data_dir=str(_data_dir(tmp_path)), vocab_file=vocab_file,
                   bert_config_file=write_tiny_config(tmp_path), **SETTINGS)
-    plain = finetuning.run_finetuning(options("ner", output_dir=str(tmp_path / "plain"),
-                                              **common))
+    plain = driver.run_task(options("ner", output_dir=str(tmp_path / "plain"), **common))
     crf_dir, export_dir = tmp_path / "crf", tmp_path / "export"
-    crf = finetuning.run_finetuning(options(
+    crf = driver.run_task(options(
         "ner", output_dir=str(crf_dir), use_crf=True, do_predict=True,
         export_dir=str(export_dir), **common))
     return dict(plain=plain, crf=crf, crf_dir=str(crf_dir), export=only_export(export_dir),
@@ -113,7 +112,7 @@ def test_export_and_checkpoint_tag_as_do_predict(runs):
 
 def test_evaluating_a_crf_checkpoint_without_use_crf_is_one_line(runs):
     with pytest.raises(BertTfError, match=r"--use_crf: checkpoint .*model\.ckpt-40 has a CRF"):
-        finetuning.run_finetuning(options(
+        driver.run_task(options(
             "ner", **{**runs_options(runs), "do_train": False, "do_eval": True},
             output_dir=runs["crf_dir"]))
 
