@@ -548,14 +548,25 @@ class ConversionOptions(_FromFlags):
     direction: str | None = flag_field(
         None, "hf_to_tf: Hugging Face config.json + model.safetensors -> bert_config.json + "
         "bert_model.ckpt. tf_to_hf: the reverse, in the BertForPreTraining layout (with --task: "
-        "the task's Hugging Face class).", choices=["hf_to_tf", "tf_to_hf"])
+        "the task's Hugging Face class). keras_hub_to_tf: a KerasHub BertBackbone preset "
+        "directory -> bert_config.json + bert_model.ckpt + vocab.txt. tf_to_keras_hub: the "
+        "reverse (with --task=classifier: a BertTextClassifier preset).",
+        choices=["hf_to_tf", "tf_to_hf", "keras_hub_to_tf", "tf_to_keras_hub"])
     hf_dir: str | None = _path("hf_to_tf: Hugging Face BERT model directory.")
-    bert_config_file: str | None = _path("tf_to_hf: the checkpoint's bert_config.json.")
+    keras_hub_preset: str | None = _path(
+        "keras_hub_to_tf: KerasHub preset directory (config.json, model.weights.h5, "
+        "tokenizer.json, assets/tokenizer/vocabulary.txt).")
+    do_lower_case: bool = flag_field(
+        True, "tf_to_keras_hub: whether the model is uncased (the preset tokenizer's "
+        "lowercase).")
+    bert_config_file: str | None = _path(
+        "tf_to_hf, tf_to_keras_hub: the checkpoint's bert_config.json.")
     init_checkpoint: str | None = _path(
-        "tf_to_hf: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's --output_dir (its "
+        "tf_to_hf, tf_to_keras_hub: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's --output_dir (its "
         "latest checkpoint).")
     vocab_file: str | None = _path(
-        "tf_to_hf: vocab.txt to copy (default: vocab.txt beside --bert_config_file).")
+        "tf_to_hf, tf_to_keras_hub: vocab.txt to copy (default: vocab.txt beside "
+        "--bert_config_file).")
     output_dir: str | None = _path("Directory to write the converted model to.")
     skip_unknown_keys: bool = flag_field(
         False, "hf_to_tf: drop keys that are not BERT weights (e.g. a classifier head) instead "

@@ -29,6 +29,7 @@ def run_pretraining(options):
     Returns:
       The eval results dict if --do_eval (on the chief), else None.
     """
+    options = runner.with_checkpoint_source(options)  # A foreign one brings its config.
     (bert_config, init_checkpoint, (input_files, dynamic), (eval_files, eval_dynamic),
      record_limits) = prepare_run(options)
     train, run = options.train, options.run
