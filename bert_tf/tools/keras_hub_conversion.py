@@ -54,6 +54,8 @@ KERAS_HUB_ACTIVATION = "gelu_tanh"
 KERAS_HUB_LAYER_NORM_EPS = 1e-12
 # The version of the files written, as KerasHub records its own in metadata.json.
 _WRITTEN_VERSIONS = {"keras_version": "3.15.1", "keras_hub_version": "0.32.0"}
+# The learning rate BertTextClassifier compiles with by default.
+_CLASSIFIER_LEARNING_RATE = 5e-5
 # The heads of `--task` a KerasHub preset has a counterpart of.
 TASKS = ("classifier",)
 
@@ -420,11 +422,15 @@ def _write_classifier(output_dir, tensors, config, backbone, source):
     conversion._write_json(_classifier_config(backbone, int(weights.shape[0]),
                                               config.hidden_dropout_prob),
                            os.path.join(output_dir, TASK_CONFIG_NAME))
+    # The optimizer's iterations and learning rate, as a compiled classifier saves them (a
+    # file without them makes Keras warn when the task loads).
     write_h5(os.path.join(output_dir, TASK_WEIGHTS_NAME),
              [("", "bert_text_classifier"), ("layers/dense", "logits"),
-              ("layers/dropout", "classifier_dropout")],
+              ("layers/dropout", "classifier_dropout"), ("optimizer", "adam")],
              {"layers/dense/vars/0": np.ascontiguousarray(weights.T, dtype=np.float32),
-              "layers/dense/vars/1": np.asarray(tensors[bias_name], dtype=np.float32)})
+              "layers/dense/vars/1": np.asarray(tensors[bias_name], dtype=np.float32),
+              "optimizer/vars/0": np.zeros((), np.int64),
+              "optimizer/vars/1": np.asarray(_CLASSIFIER_LEARNING_RATE, np.float32)})
 
 
 def convert_tf_to_keras_hub(bert_config_file, init_checkpoint, output_dir, vocab_file=None,
