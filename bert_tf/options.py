@@ -562,8 +562,8 @@ class ConversionOptions(_FromFlags):
     bert_config_file: str | None = _path(
         "tf_to_hf, tf_to_keras_hub: the checkpoint's bert_config.json.")
     init_checkpoint: str | None = _path(
-        "tf_to_hf, tf_to_keras_hub: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's --output_dir (its "
-        "latest checkpoint).")
+        "tf_to_hf, tf_to_keras_hub: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's "
+        "--output_dir (its latest checkpoint).")
     vocab_file: str | None = _path(
         "tf_to_hf, tf_to_keras_hub: vocab.txt to copy (default: vocab.txt beside "
         "--bert_config_file).")

@@ -124,7 +124,8 @@ def test_minilm_preset_into_tf2_encoder_load_checkpoint(tmp_path, caplog):
     encoder = tf2.BertEncoder(config)
     with caplog.at_level("INFO"):
         assert encoder.load_checkpoint(preset) == []
-    read_lines = [r.getMessage() for r in caplog.records if "is a KerasHub preset" in r.getMessage()]
+    read_lines = [record.getMessage() for record in caplog.records
+                  if "is a KerasHub preset" in record.getMessage()]
     assert len(read_lines) == 1 and "gelu_tanh" in read_lines[0], read_lines
     _check_equal(_tf2_outputs(encoder, ids, mask, segments), reference, mask,
                  "MiniLM-sized preset, tf2.BertEncoder.load_checkpoint")

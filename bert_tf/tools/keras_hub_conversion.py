@@ -200,7 +200,8 @@ def backbone_layout(config):
           (f"{emb}/LayerNorm/gamma", [hidden]), (f"{emb}/LayerNorm/beta", [hidden]))
     layer("layers/dropout", "embeddings_dropout")
     for i in range(config.num_hidden_layers):
-        path, google = f"layers/transformer_encoder{f'_{i}' if i else ''}", f"bert/encoder/layer_{i}"
+        path = f"layers/transformer_encoder{f'_{i}' if i else ''}"
+        google = f"bert/encoder/layer_{i}"
         attention = f"{path}/_self_attention_layer"
         layer(path, f"transformer_layer_{i}")
         layer(attention, "self_attention_layer")

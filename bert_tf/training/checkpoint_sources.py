@@ -189,7 +189,7 @@ def check_vocab_agrees(vocab_file, converted):
     with open(converted.vocab_file, encoding="utf-8") as f:
         source = [line.rstrip("\n") for line in f]
     if given != source:
-        first = next((i for i, (a, b) in enumerate(zip(given, source)) if a != b),
+        first = next((i for i, (a, b) in enumerate(zip(given, source, strict=False)) if a != b),
                      min(len(given), len(source)))
         raise BertTfError(
             f"--vocab_file {vocab_file}: differs from the vocabulary of the "
