@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from finetune_helpers import TOPICS, option_pair, options, run_script
+from finetune_helpers import TOPICS, assert_clean_error, option_pair, options, run_script
 
 from bert_tf import tf2
 from bert_tf.errors import BertTfError
@@ -124,3 +124,15 @@ def test_classifier_from_keras_hub_preset_learns_as_from_google_checkpoint(
     assert google >= 0.85
     assert abs(preset - google) <= 0.02
     assert tf.train.latest_checkpoint(str(tmp_path / "out"))
+
+
+def test_run_without_config_and_a_google_checkpoint_is_one_line(tmp_path, minilm_converted):
+    # The scripts no longer require --bert_config_file / --vocab_file (a foreign
+    # --init_checkpoint brings them); without either, the run names the flag.
+    result = run_script("run_classifier.py", "--task_name=tsv", "--text_a_column=sentence",
+                        f"--data_dir={TOPICS}",
+                        "--do_train", f"--output_dir={tmp_path / 'out'}",
+                        f"--init_checkpoint={minilm_converted}/bert_model.ckpt")
+    line = assert_clean_error(result)
+    assert line.startswith("error: --bert_config_file: no BERT config file given"), line
+    assert not (tmp_path / "out").exists()
