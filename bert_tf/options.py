@@ -194,10 +194,12 @@ class ModelOptions(_FromFlags):
     """The model a run builds: config, starting weights, sequence length, compute precision."""
 
     bert_config_file: str | None = _path(
-        "The config json file corresponding to the pre-trained BERT model.")
+        "The config json file corresponding to the pre-trained BERT model (default with a "
+        "KerasHub preset or Hugging Face --init_checkpoint: the source's).")
     init_checkpoint: str | None = _path(
         "Initial checkpoint (usually from a pre-trained BERT model): a prefix such as "
-        ".../bert_model.ckpt, or a directory (its latest checkpoint).")
+        ".../bert_model.ckpt, or a directory (its latest checkpoint), or a KerasHub preset or "
+        "Hugging Face model directory (converted once, cached in $BERT_TF_CACHE_DIR).")
     max_seq_length: int = flag_field(  # run_squad.py: SquadOptions.MAX_SEQ_LENGTH.
         128, "The maximum total input sequence length after WordPiece tokenization; longer "
         "sequences are truncated, shorter ones padded.")
@@ -265,7 +267,9 @@ class TrainOptions(_FromFlags):
 class TokenizerOptions(_FromFlags):
     """The WordPiece vocabulary and casing of the checkpoint."""
 
-    vocab_file: str | None = _path("The vocabulary file the BERT model was trained on.")
+    vocab_file: str | None = _path(
+        "The vocabulary file the BERT model was trained on (default with a KerasHub preset or "
+        "Hugging Face --init_checkpoint: the source's).")
     do_lower_case: bool = flag_field(
         True, "Whether to lower case the input text; True for uncased models.")
 
