@@ -194,10 +194,12 @@ class ModelOptions(_FromFlags):
     """The model a run builds: config, starting weights, sequence length, compute precision."""
 
     bert_config_file: str | None = _path(
-        "The config json file corresponding to the pre-trained BERT model.")
+        "The config json file corresponding to the pre-trained BERT model (default with a "
+        "KerasHub preset or Hugging Face --init_checkpoint: the source's).")
     init_checkpoint: str | None = _path(
         "Initial checkpoint (usually from a pre-trained BERT model): a prefix such as "
-        ".../bert_model.ckpt, or a directory (its latest checkpoint).")
+        ".../bert_model.ckpt, or a directory (its latest checkpoint), or a KerasHub preset or "
+        "Hugging Face model directory (converted once, cached in $BERT_TF_CACHE_DIR).")
     max_seq_length: int = flag_field(  # run_squad.py: SquadOptions.MAX_SEQ_LENGTH.
         128, "The maximum total input sequence length after WordPiece tokenization; longer "
         "sequences are truncated, shorter ones padded.")
@@ -265,7 +267,9 @@ class TrainOptions(_FromFlags):
 class TokenizerOptions(_FromFlags):
     """The WordPiece vocabulary and casing of the checkpoint."""
 
-    vocab_file: str | None = _path("The vocabulary file the BERT model was trained on.")
+    vocab_file: str | None = _path(
+        "The vocabulary file the BERT model was trained on (default with a KerasHub preset or "
+        "Hugging Face --init_checkpoint: the source's).")
     do_lower_case: bool = flag_field(
         True, "Whether to lower case the input text; True for uncased models.")
 
@@ -576,23 +580,36 @@ class ConversionOptions(_FromFlags):
     direction: str | None = flag_field(
         None, "hf_to_tf: Hugging Face config.json + model.safetensors -> bert_config.json + "
         "bert_model.ckpt. tf_to_hf: the reverse, in the BertForPreTraining layout (with --task: "
-        "the task's Hugging Face class). model_garden_to_tf: a Model Garden BertEncoder / "
-        "BertEncoderV2 checkpoint or TF Hub SavedModel (--init_checkpoint) -> bert_config.json "
-        "+ bert_model.ckpt. tf_to_model_garden: the reverse, an object-based checkpoint both "
-        "encoders restore (with --task: a BertClassifier).",
-        choices=["hf_to_tf", "tf_to_hf", "model_garden_to_tf", "tf_to_model_garden"])
+        "the task's Hugging Face class). keras_hub_to_tf: a KerasHub BertBackbone preset "
+        "directory -> bert_config.json + bert_model.ckpt + vocab.txt. tf_to_keras_hub: the "
+        "reverse (with --task=classifier: a BertTextClassifier preset). model_garden_to_tf: a "
+        "Model Garden BertEncoder / BertEncoderV2 checkpoint or TF Hub SavedModel "
+        "(--init_checkpoint) -> bert_config.json + bert_model.ckpt. tf_to_model_garden: the "
+        "reverse, an object-based checkpoint both encoders restore (with --task: a "
+        "BertClassifier).",
+        choices=["hf_to_tf", "tf_to_hf", "keras_hub_to_tf", "tf_to_keras_hub",
+                 "model_garden_to_tf", "tf_to_model_garden"])
     hf_dir: str | None = _path("hf_to_tf: Hugging Face BERT model directory.")
+    keras_hub_preset: str | None = _path(
+        "keras_hub_to_tf: KerasHub preset directory (config.json, model.weights.h5, "
+        "tokenizer.json, assets/tokenizer/vocabulary.txt).")
+    do_lower_case: bool = flag_field(
+        True, "tf_to_keras_hub: whether the model is uncased (the preset tokenizer's "
+        "lowercase).")
     bert_config_file: str | None = _path(
-        "tf_to_hf, tf_to_model_garden: the checkpoint's bert_config.json. model_garden_to_tf: "
-        "optional; its sizes must match the checkpoint's (default: bert_config.json beside "
-        "the checkpoint, else the sizes read from it and Model Garden's tanh GELU).")
+        "tf_to_hf, tf_to_keras_hub, tf_to_model_garden: the checkpoint's bert_config.json. "
+        "model_garden_to_tf: optional; its sizes must match the checkpoint's (default: "
+        "bert_config.json beside the checkpoint, else the sizes read from it and Model "
+        "Garden's tanh GELU).")
     init_checkpoint: str | None = _path(
-        "tf_to_hf, tf_to_model_garden: checkpoint prefix, e.g. .../bert_model.ckpt, or a run's "
-        "--output_dir (its latest checkpoint). model_garden_to_tf: the Model Garden checkpoint "
-        "prefix or directory, or a TF Hub SavedModel directory.")
+        "tf_to_hf, tf_to_keras_hub, tf_to_model_garden: checkpoint prefix, e.g. "
+        ".../bert_model.ckpt, or a run's --output_dir (its latest checkpoint). "
+        "model_garden_to_tf: the Model Garden checkpoint prefix or directory, or a TF Hub "
+        "SavedModel directory.")
     vocab_file: str | None = _path(
-        "tf_to_hf, tf_to_model_garden: vocab.txt to copy (default: vocab.txt beside "
-        "--bert_config_file). model_garden_to_tf: default: the one stored with the checkpoint.")
+        "tf_to_hf, tf_to_keras_hub, tf_to_model_garden: vocab.txt to copy (default: vocab.txt "
+        "beside --bert_config_file). model_garden_to_tf: default: the one stored with the "
+        "checkpoint.")
     output_dir: str | None = _path("Directory to write the converted model to.")
     skip_unknown_keys: bool = flag_field(
         False, "hf_to_tf: drop keys that are not BERT weights (e.g. a classifier head) instead "

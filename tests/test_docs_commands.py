@@ -117,6 +117,7 @@ SHRINK = {
     ("docs/fine-tuning.md", "--multi_label"): {"run_classifier.py": _FEW_STEPS},
     ("docs/fine-tuning.md", "--class_weights=balanced"): {"run_classifier.py": _FEW_STEPS},
     ("docs/fine-tuning.md", "run_multiple_choice.py"): {"run_multiple_choice.py": _FEW_STEPS},
+    ("docs/encoder.md", "--init_checkpoint=minilm_preset"): {"run_classifier.py": _FEW_STEPS},
     ("docs/pretraining.md", "--input_file=data/corpus/train.txt"): {
         "create_pretraining_data.py": ["--dupe_factor=1"],
         "run_pretraining.py": [_TINY, "--num_train_steps=2", "--train_batch_size=2",
@@ -194,6 +195,14 @@ WRITES = {
         ["topics_hf/config.json", "topics_tf/bert_model.ckpt.index",
          "topics_from_hf/test_results.tsv"],
     ("docs/fine-tuning.md", "extract_features.py"): ["features.jsonl"],
+    ("docs/encoder.md", "--output_dir=minilm_preset"):
+        ["minilm_preset/config.json", "minilm_preset/model.weights.h5",
+         "minilm_preset/tokenizer.json", "minilm_preset/assets/tokenizer/vocabulary.txt",
+         "minilm_from_preset/bert_model.ckpt.index", "minilm_from_preset/vocab.txt"],
+    ("docs/encoder.md", "--output_dir=topics_preset"):
+        ["topics_preset/task.weights.h5", "topics_from_preset/bert_model.ckpt.index"],
+    ("docs/encoder.md", "--init_checkpoint=minilm_preset"):
+        ["topics_keras_hub_out/eval_results.txt"],
     ("docs/pretraining.md", "--input_file=data/corpus/train.txt"):
         ["train.tfrecord", "pretrain_out/model.ckpt-2.index", "pretrain_out/eval_results.txt"],
     ("docs/pretraining.md", "--word_segmenter=jieba --masking=dynamic"):

@@ -39,7 +39,8 @@ def run_task(task):
     Returns:
       The eval results dict when computed (chief only), else None.
     """
-    options = task.options
+    # A foreign --init_checkpoint (a KerasHub preset, ...) brings its config and vocabulary.
+    task.options = options = runner.with_checkpoint_source(task.options)
     bert_config, init_checkpoint, tokenizer = prepare_run(task)
     encoder = model_fn_parts.Encoder.from_options(bert_config, init_checkpoint, options.model,
                                                   task.padding_free())

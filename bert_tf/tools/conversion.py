@@ -452,6 +452,36 @@ def read_hf_dir(hf_dir):
     return hf_config, tensors
 
 
+def is_hf_dir(path):
+    """Whether `path` is a Hugging Face model directory (config.json + model.safetensors)."""
+    return bool(path) and all(fileio.is_file(os.path.join(str(path), name))
+                              for name in (HF_CONFIG_NAME, HF_WEIGHTS_NAME))
+
+
+def read_hf_source(hf_dir):
+    """Reads a HF BERT directory as `--init_checkpoint` takes it (a task head, being no BERT
+    weight, is dropped).
+
+    Returns:
+      (google_tensors, bert_config_dict, vocab_file, do_lower_case): the encoder (and
+      pre-training heads) under Google names, the `bert_config.json` dict, vocab.txt's path
+      (None when the directory has none) and tokenizer_config.json's do_lower_case (None
+      when it does not say).
+    """
+    hf_config, hf_tensors = read_hf_dir(hf_dir)
+    config = hf_config_to_bert_config(hf_config, source=os.path.join(hf_dir, HF_CONFIG_NAME))
+    google = hf_to_google_weights(hf_tensors, config, skip_unknown=True,
+                                  source=os.path.join(hf_dir, HF_WEIGHTS_NAME))
+    vocab_file = os.path.join(hf_dir, VOCAB_NAME)
+    tokenizer_config = os.path.join(hf_dir, "tokenizer_config.json")
+    do_lower_case = None
+    if fileio.is_file(tokenizer_config):
+        with fileio.open_text(tokenizer_config) as f:
+            do_lower_case = json.load(f).get("do_lower_case")
+    return (google, bert_config_json(config),
+            vocab_file if fileio.is_file(vocab_file) else None, do_lower_case)
+
+
 def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False, task=None):
     """Converts a HF BERT directory into a Google BERT directory.
 

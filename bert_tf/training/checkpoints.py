@@ -344,7 +344,9 @@ def _check_table_sizes(tensors, bert_config, bert_config_file):
 
 
 def resolve_checkpoint(init_checkpoint):
-    """Returns the checkpoint prefix for `--init_checkpoint` (a prefix, or a directory).
+    """Returns the checkpoint prefix for `--init_checkpoint` (a prefix, or a directory), or
+    for a checkpoint of another library (a KerasHub preset, a Hugging Face model directory:
+    `checkpoint_sources`) the prefix of its Google-layout conversion.
 
     Raises:
       BertTfError: if no checkpoint is found there.
@@ -352,6 +354,11 @@ def resolve_checkpoint(init_checkpoint):
     if not init_checkpoint:
         raise BertTfError("--init_checkpoint: no checkpoint given; pass a checkpoint prefix "
                           "such as '.../bert_model.ckpt'.")
+    from bert_tf.training import checkpoint_sources  # It writes its conversions through here.
+
+    converted = checkpoint_sources.resolve(init_checkpoint)
+    if converted is not None:
+        return converted.prefix
     if tf.io.gfile.isdir(init_checkpoint):
         latest = tf.train.latest_checkpoint(init_checkpoint)
         if latest is None:

@@ -19,6 +19,7 @@ same steps, each done here once:
 
 import atexit
 import contextlib
+import dataclasses
 import shutil
 import tempfile
 
@@ -26,7 +27,7 @@ from absl import logging
 
 from bert_tf import fileio, modeling, tokenization
 from bert_tf.errors import BertTfError
-from bert_tf.training import checkpoints, distribute, run_lock, validation
+from bert_tf.training import checkpoint_sources, checkpoints, distribute, run_lock, validation
 from bert_tf.training import estimator as estimator_lib
 
 # Fine-tuning and feature extraction need these in the vocab ([MASK] only pre-training).
@@ -105,6 +106,47 @@ def load_bert_config(model):
             f"({bert_config.max_position_embeddings}) in {model.bert_config_file}; lower "
             "--max_seq_length or raise --max_position_embeddings.")
     return bert_config
+
+
+def with_checkpoint_source(options):
+    """`options` (`FinetuneOptions` or `PretrainOptions`) for a run whose `--init_checkpoint`
+    is another library's checkpoint (`checkpoint_sources`: a KerasHub preset, a Hugging Face
+    model directory): `--init_checkpoint` becomes the prefix of its Google-layout conversion,
+    and `--bert_config_file` and `--vocab_file`, where not given, the source's; given, they
+    must describe the same model, and `--do_lower_case` must match the source's casing.
+    Other options are returned as they are.
+
+    Raises:
+      BertTfError: one line, when a given file or the casing disagrees with the source, or
+        the source has no vocabulary and `--vocab_file` is not given.
+    """
+    model = options.model
+    converted = checkpoint_sources.resolve(model.init_checkpoint)
+    if converted is None:
+        return options
+    if model.bert_config_file:
+        fileio.require_file(model.bert_config_file, flag="bert_config_file",
+                            what="BERT config file")
+        checkpoint_sources.check_config_agrees(model.bert_config_file, converted)
+    changes = {"model": dataclasses.replace(
+        model, init_checkpoint=converted.prefix,
+        bert_config_file=model.bert_config_file or converted.bert_config_file)}
+    tokenizer = getattr(options, "tokenizer", None)
+    if tokenizer is not None:
+        if tokenizer.vocab_file:
+            fileio.require_file(tokenizer.vocab_file, flag="vocab_file", what="vocab file")
+            checkpoint_sources.check_vocab_agrees(tokenizer.vocab_file, converted)
+        elif converted.vocab_file is None:
+            raise BertTfError(f"--init_checkpoint: the {converted.source_name} "
+                              f"{converted.path} has no vocabulary; pass --vocab_file.")
+        if converted.do_lower_case not in (None, tokenizer.do_lower_case):
+            raise BertTfError(
+                f"--do_lower_case={tokenizer.do_lower_case} but the {converted.source_name} "
+                f"{converted.path} is {'uncased' if converted.do_lower_case else 'cased'}; "
+                f"pass --do_lower_case={converted.do_lower_case}.")
+        changes["tokenizer"] = dataclasses.replace(
+            tokenizer, vocab_file=tokenizer.vocab_file or converted.vocab_file)
+    return dataclasses.replace(options, **changes)
 
 
 def resolve_init_checkpoint(init_checkpoint):
