@@ -181,6 +181,46 @@ def test_masked_lm_head_matches_hugging_face(albert):
     assert np.abs(ours - expected.reshape(ours.shape)).max() < 1e-4
 
 
+def test_computation_options_give_the_plain_outputs(albert):
+    """The last layer at a few positions (pooled_only, sequence_positions: its last inner
+    block only), the real tokens only (padding_free) and recomputation (gradients of the
+    shared weights) agree with the plain model."""
+    _, tf_dir, sharing = albert
+    config = modeling.BertConfig.from_json_file(str(tf_dir / "bert_config.json"))
+    ids, mask, types = inputs(seed=5)
+    positions = np.array([[1, 2], [0, 6], [3, 1]], np.int32)
+    variants = {"plain": {}, "pooled_only": dict(pooled_only=True),
+                "positions": dict(sequence_positions=positions),
+                "padding_free": dict(padding_free=True), "recompute": dict(recompute_grad=True)}
+    results = {}
+    for name, kwargs in variants.items():
+        with tf.Graph().as_default():
+            model = modeling.BertModel(config, False, tf.constant(ids), tf.constant(mask),
+                                       tf.constant(types), **kwargs)
+            pooled, sequence = model.get_pooled_output(), model.get_sequence_output()
+            variables = tf1.trainable_variables()
+            gradients = [tf.convert_to_tensor(gradient) for gradient in
+                         tf.gradients(tf.reduce_sum(pooled ** 2), variables)]
+            modeling.init_from_checkpoint(str(tf_dir / "bert_model.ckpt"))
+            with tf1.Session() as sess:
+                sess.run(tf1.global_variables_initializer())
+                results[name] = sess.run([pooled, sequence, gradients])
+    plain_pooled, plain_sequence, plain_gradients = results["plain"]
+    for name, (pooled, sequence, gradients) in results.items():
+        assert np.abs(pooled - plain_pooled).max() < 1e-6, name
+        if name == "positions":
+            expected = plain_sequence[np.arange(3)[:, None], positions]
+        elif name == "pooled_only":
+            expected = plain_sequence[:, :1]
+        else:
+            sequence, expected = sequence[mask.astype(bool)], plain_sequence[mask.astype(bool)]
+        assert np.abs(sequence - expected).max() < 1e-6, name
+        if name == "recompute":
+            for ours, reference in zip(gradients, plain_gradients, strict=True):
+                assert np.abs(ours - reference).max() < 1e-5
+    assert len(plain_gradients) == len(google_albert_names(**sharing)) - 7  # No cls/ heads.
+
+
 def test_converter_round_trip_is_bit_exact_and_loads_in_hugging_face(albert, tmp_path):
     model, tf_dir, _ = albert
     conversion.convert_tf_to_hf(str(tf_dir / "bert_config.json"),
