@@ -34,8 +34,8 @@ TOLERANCE = 1e-5
 def google_albert_names(num_hidden_groups, inner_group_num):
     """The variable names of Google's ALBERT (google-research/albert modeling.py and
     run_pretraining.py), written out here independently of the code under test."""
-    names = [f"bert/embeddings/{table}_embeddings" for table in ("word", "token_type",
-                                                                  "position")]
+    names = [f"bert/embeddings/{table}_embeddings"
+             for table in ("word", "token_type", "position")]
     names += ["bert/embeddings/LayerNorm/gamma", "bert/embeddings/LayerNorm/beta",
               "bert/encoder/embedding_hidden_mapping_in/kernel",
               "bert/encoder/embedding_hidden_mapping_in/bias"]

@@ -267,7 +267,8 @@ def _refuse_task(task):
 
 def convert_hf_to_tf(hf_dir, output_dir, hf_config, hf_tensors, skip_unknown=False, task=None):
     """`conversion.convert_hf_to_tf` for an ALBERT directory already read (`read_hf_dir`):
-    writes bert_config.json (with the ALBERT keys), bert_model.ckpt.* and vocab.txt.
+    writes bert_config.json (with the ALBERT keys), bert_model.ckpt.* and vocab.txt (when
+    there is one: a SentencePiece model is not read by bert_tf's WordPiece tokenizer).
 
     Returns:
       The checkpoint prefix written.
@@ -280,9 +281,9 @@ def convert_hf_to_tf(hf_dir, output_dir, hf_config, hf_tensors, skip_unknown=Fal
     prefix = os.path.join(output_dir, conversion.TF_CHECKPOINT_NAME)
     checkpoints.write_tf_checkpoint(google, prefix)
     conversion._write_json(bert_config_json(config),
-                          os.path.join(output_dir, conversion.TF_CONFIG_NAME))
-    for name in (conversion.VOCAB_NAME, "spiece.model"):
-        conversion._copy_if_present(os.path.join(hf_dir, name), os.path.join(output_dir, name))
+                           os.path.join(output_dir, conversion.TF_CONFIG_NAME))
+    conversion._copy_if_present(os.path.join(hf_dir, conversion.VOCAB_NAME),
+                                os.path.join(output_dir, conversion.VOCAB_NAME))
     logging.info("Wrote %d ALBERT variables to %s", len(google), prefix)
     return prefix
 
