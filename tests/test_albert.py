@@ -9,11 +9,20 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from finetune_helpers import TOPICS, assert_clean_error, assert_ok, read_key_values, run_script
+from finetune_helpers import (
+    TOPICS,
+    assert_clean_error,
+    assert_ok,
+    pretrain_options,
+    read_key_values,
+    run_script,
+    write_records,
+)
 
 from bert_tf import keras as bert_keras
 from bert_tf import modeling, tf2
 from bert_tf.errors import BertTfError
+from bert_tf.runs.pretraining import run_pretraining
 from bert_tf.tasks import pretraining
 from bert_tf.tools import conversion
 
@@ -219,6 +228,24 @@ def test_computation_options_give_the_plain_outputs(albert):
             for ours, reference in zip(gradients, plain_gradients, strict=True):
                 assert np.abs(ours - reference).max() < 1e-5
     assert len(plain_gradients) == len(google_albert_names(**sharing)) - 7  # No cls/ heads.
+
+
+def test_pretraining_starts_from_the_albert_checkpoint_and_learns(albert, tmp_path):
+    """run_pretraining's MLM (E-wide transform) and sentence-order heads on ALBERT's layers."""
+    _, tf_dir, sharing = albert
+    if sharing != SHARED:
+        pytest.skip("one sharing is enough for the training loop")
+    write_records(str(tmp_path / "train.tfrecord"), num=8)
+    common = dict(bert_config_file=str(tf_dir / "bert_config.json"),
+                  init_checkpoint=str(tf_dir / "bert_model.ckpt"),
+                  next_sentence_objective="sop")
+    first = run_pretraining(pretrain_options(tmp_path, num_train_steps=1, **common))
+    last = run_pretraining(pretrain_options(tmp_path, num_train_steps=30, **common))
+    assert last["masked_lm_loss"] < 0.9 * first["masked_lm_loss"], (first, last)
+    trained = dict(tf.train.list_variables(str(tmp_path / "out")))
+    assert trained["cls/predictions/transform/dense/kernel"] == [32, 16]
+    assert sorted(name for name in trained if "adam" not in name and name != "global_step") \
+        == google_albert_names(**sharing)
 
 
 def test_converter_round_trip_is_bit_exact_and_loads_in_hugging_face(albert, tmp_path):
