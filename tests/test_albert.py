@@ -300,12 +300,20 @@ def test_bert_configs_are_unchanged():
     assert modeling.LayerConfig.of(config, False).variant.sharing is None
 
 
-def test_run_classifier_fine_tunes_an_albert_checkpoint(tmp_path, vocab_file):
-    """A Google-layout ALBERT checkpoint over the real vocab: every encoder variable is read,
-    training runs and the evaluation is written; the fine-tuned checkpoint keeps the layout."""
-    make_hf_albert(tmp_path / "hf", **{**SIZES, "vocab_size": 30522, "max_position_embeddings":
-                                       64}, **SHARED)
-    conversion.convert_hf_to_tf(str(tmp_path / "hf"), str(tmp_path / "tf"))
+@pytest.fixture(scope="module")
+def albert_over_vocab(tmp_path_factory):
+    """A Google-layout ALBERT directory over the real 30522-token vocab."""
+    root = tmp_path_factory.mktemp("albert_vocab")
+    make_hf_albert(root / "hf", **{**SIZES, "vocab_size": 30522, "max_position_embeddings": 64},
+                   **SHARED)
+    conversion.convert_hf_to_tf(str(root / "hf"), str(root / "tf"))
+    return root / "tf"
+
+
+def test_run_classifier_fine_tunes_an_albert_checkpoint(tmp_path, vocab_file, albert_over_vocab):
+    """Every encoder variable is read, training runs and the evaluation is written; the
+    fine-tuned checkpoint keeps the layout; a config without ALBERT's keys is one line."""
+    tf_dir = albert_over_vocab
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     for name in ("train.tsv", "dev.tsv"):
@@ -313,9 +321,9 @@ def test_run_classifier_fine_tunes_an_albert_checkpoint(tmp_path, vocab_file):
     out = tmp_path / "out"
     args = ("run_classifier.py", "--task_name=tsv", "--text_a_column=sentence",
             f"--data_dir={data_dir}", f"--vocab_file={vocab_file}",
-            f"--init_checkpoint={tmp_path / 'tf' / 'bert_model.ckpt'}", "--max_seq_length=24",
+            f"--init_checkpoint={tf_dir / 'bert_model.ckpt'}", "--max_seq_length=24",
             "--train_batch_size=8", "--learning_rate=1e-3", "--eval_batch_size=16")
-    result = run_script(*args, f"--bert_config_file={tmp_path / 'tf' / 'bert_config.json'}",
+    result = run_script(*args, f"--bert_config_file={tf_dir / 'bert_config.json'}",
                         f"--output_dir={out}", "--do_train", "--do_eval", "--num_train_steps=8")
     assert_ok(result)
     assert "as expected for a pre-trained checkpoint" in result.stderr
@@ -325,7 +333,7 @@ def test_run_classifier_fine_tunes_an_albert_checkpoint(tmp_path, vocab_file):
     assert "bert/encoder/transformer/group_0/inner_group_0/LayerNorm_1/gamma" in trained
     assert not any("/layer_0/" in name for name in trained)
 
-    with open(tmp_path / "tf" / "bert_config.json") as f:
+    with open(tf_dir / "bert_config.json") as f:
         bert_only = {key: value for key, value in json.load(f).items()
                      if key not in ("embedding_size", "num_hidden_groups", "inner_group_num")}
     with open(tmp_path / "bert_config.json", "w") as f:
@@ -334,3 +342,31 @@ def test_run_classifier_fine_tunes_an_albert_checkpoint(tmp_path, vocab_file):
                         f"--output_dir={tmp_path / 'bad'}", "--do_train",
                         "--num_train_steps=1")
     assert_clean_error(result, "ALBERT", "embedding_size")
+
+
+@pytest.mark.parametrize("script", ["run_squad.py", "run_ner.py"])
+def test_squad_and_ner_fine_tune_it(tmp_path, vocab_file, albert_over_vocab, script):
+    tf_dir = albert_over_vocab
+    data = os.path.join(os.path.dirname(__file__), "data")
+    if script == "run_squad.py":
+        squad = os.path.join(data, "squad", "windows_v2.json")
+        task = [f"--train_file={squad}", "--do_predict", f"--predict_file={squad}",
+                "--version_2_with_negative", "--doc_stride=8", "--max_query_length=6",
+                "--n_best_size=5", "--max_answer_length=4", "--max_seq_length=32"]
+        written = "predictions.json"
+    else:
+        data_dir = tmp_path / "data"
+        data_dir.mkdir()
+        for name, source in (("train.txt", "train.txt"), ("dev.txt", "train.txt"),
+                             ("test.txt", "test.txt")):
+            shutil.copy(os.path.join(data, "ner", source), data_dir / name)
+        task = [f"--data_dir={data_dir}", "--do_eval", "--max_seq_length=48"]
+        written = "eval_results.txt"
+    result = run_script(script, f"--vocab_file={vocab_file}",
+                        f"--bert_config_file={tf_dir / 'bert_config.json'}",
+                        f"--init_checkpoint={tf_dir / 'bert_model.ckpt'}",
+                        f"--output_dir={tmp_path / 'out'}", "--do_train", "--num_train_steps=4",
+                        "--train_batch_size=4", "--learning_rate=1e-3", *task)
+    assert_ok(result)
+    assert "as expected for a pre-trained checkpoint" in result.stderr
+    assert (tmp_path / "out" / written).is_file()
