@@ -24,7 +24,7 @@ from bert_tf import modeling, tf2
 from bert_tf.errors import BertTfError
 from bert_tf.runs.pretraining import run_pretraining
 from bert_tf.tasks import pretraining
-from bert_tf.tools import conversion
+from bert_tf.tools import albert_conversion, conversion
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -249,9 +249,21 @@ def test_pretraining_starts_from_the_albert_checkpoint_and_learns(albert, tmp_pa
 
 
 def test_converter_round_trip_is_bit_exact_and_loads_in_hugging_face(albert, tmp_path):
+    """tf -> hf (the script) gives back the HF model's tensors; hf -> tf again the checkpoint."""
     model, tf_dir, _ = albert
-    conversion.convert_tf_to_hf(str(tf_dir / "bert_config.json"),
-                                str(tf_dir / "bert_model.ckpt"), str(tmp_path / "hf"))
+    assert_ok(run_script("convert_checkpoint.py", "--direction=tf_to_hf",
+                         f"--bert_config_file={tf_dir / 'bert_config.json'}",
+                         f"--init_checkpoint={tf_dir / 'bert_model.ckpt'}",
+                         f"--output_dir={tmp_path / 'hf'}"))
+    assert_ok(run_script("convert_checkpoint.py", "--direction=hf_to_tf",
+                         f"--hf_dir={tmp_path / 'hf'}", f"--output_dir={tmp_path / 'tf'}"))
+    first = tf.train.load_checkpoint(str(tf_dir / "bert_model.ckpt"))
+    again = tf.train.load_checkpoint(str(tmp_path / "tf" / "bert_model.ckpt"))
+    assert sorted(again.get_variable_to_shape_map()) == sorted(first.get_variable_to_shape_map())
+    for name in first.get_variable_to_shape_map():
+        assert np.array_equal(again.get_tensor(name), first.get_tensor(name)), name
+    assert (tmp_path / "tf" / "bert_config.json").read_text() == (
+        tf_dir / "bert_config.json").read_text()
     from safetensors.numpy import load_file
 
     written = load_file(str(tmp_path / "hf" / "model.safetensors"))
@@ -291,6 +303,13 @@ def test_bert_config_without_embedding_size_names_the_fix(albert, tmp_path):
         assert str(tf_dir / "bert_model.ckpt") in message
     with pytest.raises(BertTfError, match="'num_hidden_groups' is an ALBERT key"):
         modeling.BertConfig.from_dict({**values, "num_hidden_groups": 1}).validate()
+    with pytest.raises(BertTfError, match="embedding_size equals hidden_size"):
+        albert_conversion.hf_config_to_bert_config(
+            {"model_type": "albert", **SIZES, "embedding_size": 32})
+    with pytest.raises(BertTfError, match="--task=classifier: fine-tuned ALBERT heads"):
+        conversion.convert_tf_to_hf(str(tf_dir / "bert_config.json"),
+                                    str(tf_dir / "bert_model.ckpt"), str(tmp_path / "hf"),
+                                    task="classifier")
 
 
 def test_bert_configs_are_unchanged():
