@@ -187,7 +187,7 @@ def test_masked_lm_head_matches_hugging_face(albert):
                        attention_mask=torch.tensor(mask, dtype=torch.long),
                        token_type_ids=torch.tensor(types, dtype=torch.long)).prediction_logits
     expected = torch.log_softmax(logits, -1).numpy()[np.arange(3)[:, None], positions]
-    assert np.abs(ours - expected.reshape(ours.shape)).max() < 1e-4
+    assert np.abs(ours - expected.reshape(ours.shape)).max() < TOLERANCE
 
 
 def test_computation_options_give_the_plain_outputs(albert):
