@@ -15,7 +15,9 @@ fuse, and only attention reshapes to 4-D.
 Encoder variants found in other BERT code are config keys, all off by default so Google configs
 and checkpoints behave exactly as before: `position_embedding_type` (learned relative positions,
 Hugging Face semantics), `layer_norm_type` (pre-LN blocks), `layer_norm_eps`, more `hidden_act`
-values. Beyond Google's parameters, `transformer_model` and `attention_layer` take a
+values, and ALBERT's `embedding_size` / `num_hidden_groups` / `inner_group_num` (factorized
+embeddings, shared layers in Google ALBERT's layout: `bert_tf.encoder.albert`). Beyond Google's
+parameters, `transformer_model` and `attention_layer` take a
 `LayerVariant` (those keys) and `transformer_model` a `Computation` (head masks,
 cross-attention to an encoder output, padding-free layers, recomputation).
 """
@@ -70,6 +72,7 @@ from bert_tf.encoder.settings import (  # noqa: F401
     AttentionConfig,
     Computation,
     LayerConfig,
+    LayerSharing,
     LayerVariant,
 )
 
@@ -203,13 +206,14 @@ class BertModel:
         return self.all_attention_probs
 
     def get_embedding_output(self):
-        """Word + position + token-type embeddings after layer norm and dropout, [B, S, H].
+        """Word + position + token-type embeddings after layer norm and dropout, [B, S, H]
+        ([B, S, E] for ALBERT, before `embedding_hidden_mapping_in`).
 
         For relative `position_embedding_type`s no position embedding is added here."""
         return self.embedding_output
 
     def get_embedding_table(self):
-        """The word embedding table [V, H] (in the compute dtype)."""
+        """The word embedding table [V, H] ([V, E] for ALBERT), in the compute dtype."""
         return self.embedding_table
 
 

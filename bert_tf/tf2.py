@@ -22,7 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import modeling, precision
-from bert_tf.encoder import sentence_pooling, transformer
+from bert_tf.encoder import albert, sentence_pooling, transformer
 from bert_tf.errors import BertTfError
 from bert_tf.training import checkpoints
 
@@ -173,6 +173,7 @@ def load_variables(variables_by_name, checkpoint, allow_missing=False):
                           "prefix such as '.../bert_model.ckpt' whose files are whole.")
     reader = checkpoints.reader_of(prefix)
     stored = reader.get_variable_to_shape_map()
+    albert.check_layout(list(variables_by_name), list(stored), prefix)
     missing = [name for name in variables_by_name if name not in stored]
     for name, variable in variables_by_name.items():
         if name in stored and list(stored[name]) != list(variable.shape):

@@ -74,6 +74,10 @@ CANNOT_RUN = {
         "needs two hosts and a gs:// bucket; tests/test_distribute.py and "
         "tests/test_tf_config.py run two workers on localhost, tests/test_remote_paths.py "
         "runs on TensorFlow's ram:// filesystem",
+    ("docs/encoder.md", "--hf_dir=albert_hf"):
+        "needs a downloaded Hugging Face ALBERT model (no network in tests); "
+        "tests/test_albert.py converts a random AlbertForPreTraining both ways and fine-tunes "
+        "it with run_classifier.py",
     ("docs/development.md", "make test\nmake lint"): "this is the test suite itself",
     ("docs/benchmarks.md", "python3 -m venv /tmp/torchvenv"):
         "installs torch and transformers into a separate environment (no network in tests)",

@@ -8,6 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf import table_growth
+from bert_tf.encoder import albert
 from bert_tf.errors import BertTfError
 
 tf1 = tf.compat.v1
@@ -31,7 +32,8 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint, grown=None):
       included.
 
     Raises:
-      BertTfError: if the checkpoint cannot be read, or a variable present in
+      BertTfError: if the checkpoint cannot be read, its encoder layers are ALBERT's and the
+        model's BERT's (or the other way round), or a variable present in
         both has a different shape (names the variable and both shapes), or a table of
         the checkpoint is longer than the model's.
     """
@@ -49,6 +51,7 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint, grown=None):
         raise BertTfError(f"--init_checkpoint: cannot read checkpoint '{init_checkpoint}' "
                           f"({str(e).splitlines()[0]}); pass a checkpoint prefix such as "
                           "'.../bert_model.ckpt' whose .index file exists.") from None
+    albert.check_layout(list(name_to_variable), [name for name, _ in init_vars], init_checkpoint)
 
     assignment_map = collections.OrderedDict()
     initialized_variable_names = {}

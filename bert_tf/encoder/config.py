@@ -9,6 +9,8 @@ from bert_tf.encoder import ops, settings
 from bert_tf.errors import BertTfError
 
 _VARIANT = settings.LayerVariant  # The defaults of the variant keys.
+# ALBERT's keys: None (the default) leaves them out of `to_dict`, and the model is BERT.
+ALBERT_KEYS = ("embedding_size", "num_hidden_groups", "inner_group_num")
 
 
 class BertConfig:
@@ -32,7 +34,10 @@ class BertConfig:
                  initializer_range=0.02,
                  layer_norm_eps=_VARIANT.layer_norm_eps,
                  position_embedding_type=_VARIANT.position_embedding_type,
-                 layer_norm_type=_VARIANT.layer_norm_type):
+                 layer_norm_type=_VARIANT.layer_norm_type,
+                 embedding_size=None,
+                 num_hidden_groups=None,
+                 inner_group_num=None):
         """Constructs BertConfig.
 
         Args:
@@ -54,6 +59,12 @@ class BertConfig:
             no absolute table is added).
           layer_norm_type: "post" (BERT: LayerNorm(x + sublayer(x))) or "pre"
             (x + sublayer(LayerNorm(x)), one final layer norm on the encoder output).
+          embedding_size: E, ALBERT's factorized embeddings: word, position and token-type
+            tables [*, E], then `encoder/embedding_hidden_mapping_in` [E, H] (when E != H),
+            and ALBERT's shared layers. None: BERT (tables [*, H], `layer_{i}` weights).
+          num_hidden_groups: ALBERT: G groups of layers, each sharing one set of weights
+            (default 1).
+          inner_group_num: ALBERT: attention + FFN blocks per layer (default 1).
         """
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -69,6 +80,21 @@ class BertConfig:
         self.layer_norm_eps = layer_norm_eps
         self.position_embedding_type = position_embedding_type
         self.layer_norm_type = layer_norm_type
+        self.embedding_size = embedding_size
+        self.num_hidden_groups = num_hidden_groups
+        self.inner_group_num = inner_group_num
+
+    @property
+    def embedding_width(self):
+        """E, the width of the embedding tables (`hidden_size` for BERT)."""
+        return self.hidden_size if self.embedding_size is None else self.embedding_size
+
+    @property
+    def sharing(self):
+        """ALBERT's `settings.LayerSharing`, or None for BERT's layers."""
+        if self.embedding_size is None:
+            return None
+        return settings.LayerSharing(self.num_hidden_groups or 1, self.inner_group_num or 1)
 
     @classmethod
     def from_dict(cls, json_object):
@@ -128,10 +154,37 @@ class BertConfig:
             if value not in choices:
                 raise BertTfError(f"{source}: unknown {key} {value!r}; use one of "
                                   f"{', '.join(choices)}.")
+        self._validate_albert(source)
+
+    def _validate_albert(self, source):
+        """Raises `BertTfError` for ALBERT keys that are not positive integers, or that
+        the ALBERT layers cannot honour."""
+        for key in ALBERT_KEYS:
+            value = getattr(self, key, None)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value <= 0):
+                raise BertTfError(f"{source}: '{key}' must be a positive integer, got "
+                                  f"{value!r}; fix the config file.")
+        if self.embedding_size is None:
+            given = [key for key in ALBERT_KEYS[1:] if getattr(self, key, None) is not None]
+            if given:
+                raise BertTfError(f"{source}: '{given[0]}' is an ALBERT key but 'embedding_size' "
+                                  "is missing; add the checkpoint's embedding_size (128 in "
+                                  "Google's ALBERT configs).")
+            return
+        if (self.num_hidden_groups or 1) > self.num_hidden_layers:
+            raise BertTfError(f"{source}: num_hidden_groups ({self.num_hidden_groups}) exceeds "
+                              f"num_hidden_layers ({self.num_hidden_layers}); fix the config.")
+        if (self.layer_norm_type != _VARIANT.layer_norm_type
+                or self.position_embedding_type != _VARIANT.position_embedding_type):
+            raise BertTfError(f"{source}: ALBERT's layers (embedding_size given) are post-LN "
+                              "with absolute positions; leave out layer_norm_type and "
+                              "position_embedding_type.")
 
     def to_dict(self):
-        """Serializes this instance to a Python dictionary."""
-        return copy.deepcopy(self.__dict__)
+        """Serializes this instance to a Python dictionary (ALBERT keys only when set)."""
+        return {key: copy.deepcopy(value) for key, value in self.__dict__.items()
+                if not (key in ALBERT_KEYS and value is None)}
 
     def to_json_string(self):
         """Serializes this instance to a JSON string."""

@@ -131,10 +131,12 @@ def bert_embeddings(config, input_ids, token_type_ids, position_ids=None,
       use_one_hot_embeddings: look embeddings up with a one-hot matmul (TPUs).
 
     Returns:
-      (embedding output [B, S, H], word embedding table [V, H]), in the compute dtype.
+      (embedding output [B, S, E], word embedding table [V, E]), in the compute dtype; E is
+      `config.embedding_width` (H, except for ALBERT's factorized embeddings).
     """
     output, table = embedding_lookup(
-        input_ids=input_ids, vocab_size=config.vocab_size, embedding_size=config.hidden_size,
+        input_ids=input_ids, vocab_size=config.vocab_size,
+        embedding_size=config.embedding_width,
         initializer_range=config.initializer_range, word_embedding_name="word_embeddings",
         use_one_hot_embeddings=use_one_hot_embeddings)
     output = embedding_postprocessor(

@@ -20,6 +20,20 @@ LAYER_NORM_TYPES = ("post", "pre")
 
 
 @dataclasses.dataclass(frozen=True)
+class LayerSharing:
+    """ALBERT's cross-layer parameter sharing: L layers in G groups, each group one set of
+    weights (layer i uses group int(i / L * G)), each layer `inner_group_num` attention + FFN
+    blocks (`transformer/group_{g}/inner_group_{j}/...`, Google ALBERT's names)."""
+
+    num_hidden_groups: int = 1  # G.
+    inner_group_num: int = 1  # Blocks per layer, each with its own weights.
+
+    def group_of(self, index, num_hidden_layers):
+        """The group of layer `index` of L = `num_hidden_layers` (Google ALBERT's rule)."""
+        return int(index / num_hidden_layers * self.num_hidden_groups)
+
+
+@dataclasses.dataclass(frozen=True)
 class LayerVariant:
     """The layer keys of BERT variants beyond Google's; the defaults are Google BERT's, and
     `BertConfig` takes its defaults for these keys from here."""
@@ -32,6 +46,9 @@ class LayerVariant:
     # self-attention: "relative_key" or "relative_key_query".
     position_embedding_type: str = POSITION_EMBEDDING_TYPES[0]
     max_position_embeddings: int = 512  # P: sizes the relative distance table.
+    # ALBERT's shared layers and names (post-LN, absolute positions), or None: BERT's
+    # `layer_{i}/...`, one set of weights a layer.
+    sharing: LayerSharing | None = None
 
     def __post_init__(self):
         if self.layer_norm_type not in LAYER_NORM_TYPES:
@@ -40,6 +57,10 @@ class LayerVariant:
         if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
             raise ValueError(f"Unknown position_embedding_type {self.position_embedding_type!r};"
                              f" use one of {', '.join(POSITION_EMBEDDING_TYPES)}.")
+        if self.sharing is not None and (self.pre_norm or self.position_embedding_type !=
+                                         POSITION_EMBEDDING_TYPES[0]):
+            raise ValueError("ALBERT's shared layers are post-LN with absolute positions: "
+                             "leave out layer_norm_type and position_embedding_type.")
 
     @property
     def pre_norm(self):
@@ -49,7 +70,7 @@ class LayerVariant:
     def of(cls, config):
         """The variant keys of a `BertConfig`."""
         return cls(config.layer_norm_type, config.layer_norm_eps, config.position_embedding_type,
-                   config.max_position_embeddings)
+                   config.max_position_embeddings, config.sharing)
 
 
 @dataclasses.dataclass(frozen=True)

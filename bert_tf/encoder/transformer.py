@@ -9,7 +9,8 @@ Each layer reads top to bottom as Google's does: attention (`attention/self`) ->
 residual + norm (`attention/output`) -> [cross-attention to an encoder output, the same two
 blocks under `crossattention/`] -> intermediate (`intermediate`) -> output + residual + norm
 (`output`). With pre-LN each block's norm moves before it (`<block>/output/LayerNorm`) and one
-final `LayerNorm` follows the last layer.
+final `LayerNorm` follows the last layer. ALBERT's shared layers (`LayerVariant.sharing`) have
+their own names and map E-wide embeddings to H first (`bert_tf.encoder.albert`).
 """
 
 import contextlib
@@ -17,7 +18,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from bert_tf.encoder import attention, dropout, ops, recompute
+from bert_tf.encoder import albert, attention, dropout, ops, recompute
 
 tf1 = tf.compat.v1
 
@@ -62,7 +63,8 @@ def transformer_layers(input_tensor, attention_mask, layer, num_hidden_layers, c
 
     Args:
       input_tensor: float Tensor [B, S, H], or [B*S, H] (then `attention_mask` [B, S, S] is
-        required to know B and S, and outputs are 2-D as well).
+        required to know B and S, and outputs are 2-D as well); with ALBERT's sharing the
+        width may be E (mapped to H by `embedding_hidden_mapping_in`).
       attention_mask: optional Tensor [B, S, S], 1 where position i may attend to position j.
       layer: a `settings.LayerConfig`, what every layer is.
       num_hidden_layers: L.
@@ -80,7 +82,8 @@ def transformer_layers(input_tensor, attention_mask, layer, num_hidden_layers, c
     input_shape = ops.get_shape_list(input_tensor, expected_rank=[2, 3], name="input_tensor")
     batch_size, seq_length = _batch_and_length(input_shape, attention_mask)
     # The residual connections need the input width to equal the hidden size.
-    if input_shape[-1] != layer.hidden_size:
+    sharing = layer.variant.sharing
+    if input_shape[-1] != layer.hidden_size and sharing is None:
         raise ValueError(f"The width of the input tensor ({input_shape[-1]}) != hidden size "
                          f"({layer.hidden_size})")
     head_masks = head_mask_per_layer(computation.head_mask, num_hidden_layers,
@@ -89,6 +92,8 @@ def transformer_layers(input_tensor, attention_mask, layer, num_hidden_layers, c
     _check_computation(computation, layer)
 
     hidden = ops.reshape_to_matrix(input_tensor)  # [B*S, H], kept 2-D across layers.
+    if sharing is not None:
+        hidden = albert.map_embeddings(hidden, layer)  # [B*S, E] -> [B*S, H]
     if computation.token_index is not None:
         hidden = tf.gather_nd(hidden, computation.token_index)  # [K, H]
     query_rows = None
@@ -108,7 +113,8 @@ def transformer_layers(input_tensor, attention_mask, layer, num_hidden_layers, c
             # The last layer picks its query rows from the padded layout (zeros at padding).
             hidden = tf.scatter_nd(graph.token_index, hidden,
                                    [batch_size * seq_length, layer.hidden_size])
-        with tf1.variable_scope(f"layer_{index}"):
+        with (tf1.variable_scope(f"layer_{index}") if sharing is None
+              else albert.layer_scope(index, num_hidden_layers, sharing)):
             key = None if layer_keys is None else layer_keys[index]
             hidden, probs = _layer_maybe_recomputed(hidden, encoder_output, key, layer, graph,
                                                     head_masks[index], last,
@@ -127,6 +133,8 @@ def transformer_layers(input_tensor, attention_mask, layer, num_hidden_layers, c
 def encoder_layer(layer_input, encoder_output, dropout_key, layer, graph, head_mask, last):
     """One layer in the current scope: [B*S, H] -> ([B*S, H], probabilities [B, N, S, S]);
     the last one with query rows: -> ([B*F, H], [B, N, F, S])."""
+    if layer.variant.sharing is not None:
+        return albert.albert_layer(layer_input, dropout_key, layer, graph, head_mask, last)
     rows = graph.query_rows if last else None
     keys = (contextlib.nullcontext() if dropout_key is None
             else dropout.dropout_key_scope(dropout_key))
@@ -270,6 +278,9 @@ def _cross_attention_input(computation):
 def _check_computation(computation, layer):
     """Refuses the combinations the layers cannot compute."""
     cross = computation.encoder_output is not None
+    if cross and layer.variant.sharing is not None:
+        raise ValueError("transformer_model: ALBERT's shared layers have no cross-attention "
+                         "(encoder_output).")
     if computation.token_index is not None and cross:
         raise ValueError("transformer_model: token_index (padding-free layers) works with "
                          "self-attention only, not with encoder_output.")

@@ -62,7 +62,8 @@ def masked_lm_output(bert_config, input_tensor, output_weights, positions, label
       bert_config: `BertConfig`.
       input_tensor: float Tensor [B, S, H], the encoder output; or, with `positions` None,
         [B, P, H], the encoder output at the masked positions.
-      output_weights: the word embedding table [V, H] (the tied decoder).
+      output_weights: the word embedding table [V, E] (the tied decoder; E = H except for
+        ALBERT, whose transform `cls/predictions/transform/dense` is [H, E]).
       positions: int Tensor [B, P], masked positions, or None.
       label_ids: int Tensor [B, P], original ids at those positions.
       label_weights: float Tensor [B, P], 1.0 for real predictions, 0.0 for padding.
@@ -76,8 +77,9 @@ def masked_lm_output(bert_config, input_tensor, output_weights, positions, label
         input_tensor = gather_indexes(input_tensor, positions)  # [B*P, H]
     with tf1.variable_scope("cls/predictions"):
         with tf1.variable_scope("transform"):
+            # ALBERT's transform maps H to E, the width of the tied word embeddings.
             input_tensor = modeling.dense_layer(
-                input_tensor, bert_config.hidden_size,
+                input_tensor, bert_config.embedding_width,
                 activation=modeling.get_activation(bert_config.hidden_act),
                 kernel_initializer=modeling.create_initializer(bert_config.initializer_range))
             input_tensor = modeling.layer_norm(

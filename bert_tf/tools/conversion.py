@@ -49,6 +49,9 @@ predict from (`--output_dir` of run_classifier.py / run_squad.py / run_ner.py /
 run_multiple_choice.py without --do_train): it adds `global_step` 0 and a `checkpoint` state
 file, and zeros for a pooler the HF class does not have (squad and ner heads do not read it).
 
+ALBERT (config.json `model_type` "albert", a bert_config.json with `embedding_size`) goes
+through `bert_tf.tools.albert_conversion`, in Hugging Face's `AlbertModel` layout.
+
 Only numpy, safetensors' numpy API and TensorFlow are used (no PyTorch).
 """
 
@@ -504,6 +507,10 @@ def convert_hf_to_tf(hf_dir, output_dir, skip_unknown=False, task=None):
     """
     fileio.require_local(output_dir, "output_dir", "convert_checkpoint.py writes")
     hf_config, hf_tensors = read_hf_dir(hf_dir)
+    from bert_tf.tools import albert_conversion  # It imports this module.
+    if albert_conversion.is_albert_hf(hf_config):
+        return albert_conversion.convert_hf_to_tf(hf_dir, output_dir, hf_config, hf_tensors,
+                                                  skip_unknown, task)
     config = hf_config_to_bert_config(hf_config, source=os.path.join(hf_dir, HF_CONFIG_NAME))
     head_tensors = {}
     if task is not None:
@@ -551,7 +558,10 @@ def convert_tf_to_hf(bert_config_file, init_checkpoint, output_dir, vocab_file=N
     """
     fileio.require_local(output_dir, "output_dir", "convert_checkpoint.py writes")
     config = modeling.BertConfig.from_json_file(bert_config_file)
-    if task is None:
+    from bert_tf.tools import albert_conversion  # It imports this module.
+    if albert_conversion.is_albert(config):
+        hf, hf_config = albert_conversion.tf_to_hf_tensors(config, init_checkpoint, task)
+    elif task is None:
         names = [weight.google for weight in weight_names(config)]
         hf = google_to_hf_weights(checkpoints.read_tf_checkpoint(init_checkpoint, names), config,
                                   source=f"checkpoint '{init_checkpoint}'")
