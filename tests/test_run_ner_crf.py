@@ -1,6 +1,7 @@
 """run_ner.py --use_crf end to end on the shipped CoNLL files (tiny model): it learns as well as
 the plain head, and its export, its checkpoint's Predictor and --do_predict give the same tags."""
 
+import logging
 import os
 import shutil
 
@@ -172,3 +173,16 @@ def test_onnx_and_tflite_tag_as_do_predict(runs, kind, tmp_path):
     assert predictor.config.settings == {"use_crf": True}
     tags = [result["tags"] for result in predictor.tag([" ".join(w) for w, _ in predicted])]
     assert tags == [tags for _, tags in predicted]
+
+
+def test_hugging_face_conversion_says_the_crf_is_not_converted(runs, tmp_path, caplog):
+    from bert_tf.tools import conversion
+
+    caplog.set_level(logging.WARNING)
+    conversion.convert_tf_to_hf(runs["bert_config_file"], runs["crf_dir"], str(tmp_path / "hf"),
+                                vocab_file=runs["vocab_file"], task="ner")
+    warned = [record.getMessage() for record in caplog.records
+              if "not converted" in record.getMessage()]
+    assert len(warned) == 1 and "BertForTokenClassification" in warned[0]
+    assert "cls/ner/crf/transitions" in warned[0] and "/adam_m" not in warned[0]
+    assert os.path.exists(tmp_path / "hf" / "model.safetensors")

@@ -607,6 +607,7 @@ def _tf_task_to_hf(config, init_checkpoint, head, label_list_file):
             raise BertTfError(f"{source}: lacks '{google}'; pass the checkpoint of a run of "
                               f"this task (--task={_task_name(head)}) or pick the task it was "
                               "fine-tuned for.")
+    _warn_unconverted_head_variables(init_checkpoint, head)
     hf = google_to_hf_weights(tensors, config, source=source)
     weight = tensors[head_names[0][0]]
     if weight.ndim != 2 or weight.shape[1] != config.hidden_size:
@@ -630,6 +631,22 @@ def _tf_task_to_hf(config, init_checkpoint, head, label_list_file):
         hf_config["id2label"] = {str(i): label for i, label in enumerate(labels)}
         hf_config["label2id"] = {label: i for i, label in enumerate(labels)}
     return hf, hf_config
+
+
+def _warn_unconverted_head_variables(init_checkpoint, head):
+    """Logs a warning naming the head's variables the Hugging Face class has no place for
+    (NER's `--use_crf` transitions: BertForTokenClassification tags by argmax)."""
+    if not head.google_scope:
+        return
+    converted = {google for google, _ in head.names()}
+    left = sorted(name for name, _ in tf.train.list_variables(
+        checkpoints.resolve_checkpoint(init_checkpoint))
+        if name.startswith(head.google_scope + "/") and name not in converted
+        and not name.endswith(("/adam_m", "/adam_v")) and "/accum" not in name)
+    if left:
+        logging.warning("%s has no place in %s for %s: not converted (the Hugging Face model "
+                        "scores without them).", init_checkpoint, head.architecture,
+                        ", ".join(left))
 
 
 def _task_name(head):
