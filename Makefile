@@ -48,12 +48,14 @@ $(VENV)/.installed: setup.py
 	# build (a newer pin would pull a CUDA build of several GB). keras-hub and
 	# tf-models-official --no-deps: they declare tensorflow-text and `tensorflow`, which would
 	# replace tensorflow-cpu; the few modules they import are named here.
-	$(PY) -m pip install --quiet "torch==2.13.0" "setuptools<81"
+	$(PY) -m pip install --quiet "torch==2.13.0"
 	$(PY) -m pip install --quiet --no-deps "pytorch-crf==0.7.2" "keras-hub==0.32.0" \
 	    "tf-models-official==$(TF_MODELS_VERSION)"
 	$(PY) -m pip install --quiet "transformers==5.24.0" "sentence-transformers==6.2.0" \
 	    packaging regex rich "kagglehub!=1.0.1" "kagglesdk==0.1.28" \
 	    sentencepiece gin-config pyyaml tf_slim immutabledict
+	# Last, as an install above may have raised it: tensorflow-hub needs pkg_resources.
+	$(PY) -m pip install --quiet "setuptools<81"
 	touch $@
 
 test: $(VENV)/.installed

@@ -165,7 +165,7 @@ def bert_config_to_hf_config(config, architecture="AlbertForPreTraining"):
 def bert_config_json(config):
     """The bert_config.json dict of an ALBERT config: Google's keys, `layer_norm_eps` and
     the ALBERT keys (as Google's albert_config.json has them)."""
-    out = {key: getattr(config, key) for key in conversion._GOOGLE_CONFIG_KEYS}
+    out = {key: getattr(config, key) for key in conversion.GOOGLE_CONFIG_KEYS}
     out["layer_norm_eps"] = config.layer_norm_eps
     out["embedding_size"] = config.embedding_size
     out["num_hidden_groups"] = config.sharing.num_hidden_groups
@@ -280,10 +280,10 @@ def convert_hf_to_tf(hf_dir, output_dir, hf_config, hf_tensors, skip_unknown=Fal
                                   source=os.path.join(hf_dir, conversion.HF_WEIGHTS_NAME))
     prefix = os.path.join(output_dir, conversion.TF_CHECKPOINT_NAME)
     checkpoints.write_tf_checkpoint(google, prefix)
-    conversion._write_json(bert_config_json(config),
-                           os.path.join(output_dir, conversion.TF_CONFIG_NAME))
-    conversion._copy_if_present(os.path.join(hf_dir, conversion.VOCAB_NAME),
-                                os.path.join(output_dir, conversion.VOCAB_NAME))
+    conversion.write_json(bert_config_json(config),
+                          os.path.join(output_dir, conversion.TF_CONFIG_NAME))
+    conversion.copy_if_present(os.path.join(hf_dir, conversion.VOCAB_NAME),
+                               os.path.join(output_dir, conversion.VOCAB_NAME))
     logging.info("Wrote %d ALBERT variables to %s", len(google), prefix)
     return prefix
 

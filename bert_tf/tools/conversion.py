@@ -92,7 +92,7 @@ _HF_CONFIG_DEFAULTS = {
     "layer_norm_eps": 1e-12,
 }
 # The keys of a Google `bert_config.json`.
-_GOOGLE_CONFIG_KEYS = (
+GOOGLE_CONFIG_KEYS = (
     "attention_probs_dropout_prob", "hidden_act", "hidden_dropout_prob", "hidden_size",
     "initializer_range", "intermediate_size", "max_position_embeddings", "num_attention_heads",
     "num_hidden_layers", "type_vocab_size", "vocab_size")
@@ -268,7 +268,7 @@ def hf_config_to_bert_config(hf_config, source=HF_CONFIG_NAME):
 def bert_config_to_hf_config(config, architecture="BertForPreTraining"):
     """Maps a `modeling.BertConfig` to a HF `config.json` dict for `BertForPreTraining`."""
     hf_config = {"architectures": [architecture], "model_type": "bert"}
-    for key in _GOOGLE_CONFIG_KEYS:
+    for key in GOOGLE_CONFIG_KEYS:
         hf_config[key] = getattr(config, key)
     act = hf_config["hidden_act"]
     hf_config["hidden_act"] = _GOOGLE_TO_HF_ACTIVATION.get(act, act)
@@ -283,7 +283,7 @@ def bert_config_to_hf_config(config, architecture="BertForPreTraining"):
 def bert_config_json(config):
     """The Google `bert_config.json` dict: the standard keys plus `layer_norm_eps` and the
     encoder-variant keys that differ from their defaults."""
-    out = {key: getattr(config, key) for key in _GOOGLE_CONFIG_KEYS}
+    out = {key: getattr(config, key) for key in GOOGLE_CONFIG_KEYS}
     out["layer_norm_eps"] = config.layer_norm_eps
     for key in ("position_embedding_type", "layer_norm_type"):
         if getattr(config, key) != getattr(_VARIANT, key):
