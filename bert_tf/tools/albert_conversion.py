@@ -59,7 +59,6 @@ _HF_CONFIG_DEFAULTS = {
 }
 _ALBERT_KEYS = ("embedding_size", "num_hidden_groups", "inner_group_num")
 # Buffers, and the decoder tied to the word embeddings / prediction bias.
-_HF_SKIPPED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
 _HF_TIED_KEYS = {"predictions.decoder.weight": HF_PREFIX + "embeddings.word_embeddings.weight",
                  "predictions.decoder.bias": "predictions.bias"}
 
@@ -173,63 +172,10 @@ def bert_config_json(config):
     return out
 
 
-def hf_to_google_weights(hf_tensors, config, source=conversion.HF_WEIGHTS_NAME,
-                         skip_unknown=False):
-    """Renames and transposes HF ALBERT tensors into Google's ALBERT layout.
-
-    Args:
-      hf_tensors: dict HF key -> numpy array (encoder keys with or without `albert.`).
-      config: ALBERT `modeling.BertConfig` the tensors must fit.
-      source: file name for error messages.
-      skip_unknown: drop keys that are not ALBERT weights instead of failing.
-
-    Returns:
-      dict Google variable name -> float32 numpy array in Google shape.
-
-    Raises:
-      BertTfError: on unknown keys, missing encoder weights or shape mismatches.
-    """
-    tensors = {}
-    for key, value in hf_tensors.items():
-        name = key[len(HF_PREFIX):] if key.startswith(HF_PREFIX) else key
-        if name in tensors:
-            raise BertTfError(f"{source}: holds '{name}' both with and without the 'albert.' "
-                              "prefix; keep one copy.")
-        tensors[name] = value
-    google, missing = {}, []
-    for weight in weight_names(config):
-        present = [alias for alias in weight.hf_aliases() if alias in tensors]
-        if not present:
-            if weight.group == "encoder":
-                missing.append(weight.hf)
-            continue
-        value = tensors.pop(present[0])
-        hf_shape = weight.shape[::-1] if weight.transpose else weight.shape
-        if list(value.shape) != hf_shape:
-            raise BertTfError(f"{source}: '{present[0]}' has shape {list(value.shape)} but the "
-                              f"config implies {hf_shape}; use the config.json that came with "
-                              "the weights.")
-        google[weight.google] = np.ascontiguousarray(value.T if weight.transpose else value,
-                                                     dtype=np.float32)
-    if missing:
-        raise BertTfError(f"{source}: lacks {len(missing)} ALBERT weights (e.g. '{missing[0]}'); "
-                          "pass a Hugging Face ALBERT model whose config.json matches its "
-                          "weights.")
-    for key in _HF_SKIPPED_KEYS:
-        tensors.pop(key, None)
-    for tied, target in _HF_TIED_KEYS.items():
-        value = tensors.pop(tied, None)
-        reference = hf_tensors.get(target, hf_tensors.get(target[len(HF_PREFIX):]))
-        if value is not None and (reference is None or not np.array_equal(value, reference)):
-            logging.warning("%s: '%s' differs from '%s' it is tied to; the Google layout "
-                            "keeps only the latter.", source, tied, target)
-    if tensors and not skip_unknown:
-        unknown = sorted(tensors)
-        shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-        raise BertTfError(f"{source}: {len(unknown)} keys are not ALBERT weights ({shown}); "
-                          "convert an AlbertModel / AlbertForPreTraining or pass "
-                          "--skip_unknown_keys to drop them.")
-    return google
+# Hugging Face's AlbertModel / AlbertForPreTraining keys, as `conversion.hf_to_google_weights`
+# reads them.
+LAYOUT = conversion.HfLayout("ALBERT", HF_PREFIX, weight_names, _HF_TIED_KEYS,
+                             "convert an AlbertModel / AlbertForPreTraining")
 
 
 def google_to_hf_weights(google_tensors, config, source="checkpoint"):
@@ -276,8 +222,9 @@ def convert_hf_to_tf(hf_dir, output_dir, hf_config, hf_tensors, skip_unknown=Fal
     _refuse_task(task)
     config = hf_config_to_bert_config(hf_config,
                                       source=os.path.join(hf_dir, conversion.HF_CONFIG_NAME))
-    google = hf_to_google_weights(hf_tensors, config, skip_unknown=skip_unknown,
-                                  source=os.path.join(hf_dir, conversion.HF_WEIGHTS_NAME))
+    google = conversion.hf_to_google_weights(
+        hf_tensors, config, source=os.path.join(hf_dir, conversion.HF_WEIGHTS_NAME),
+        skip_unknown=skip_unknown, layout=LAYOUT)
     prefix = os.path.join(output_dir, conversion.TF_CHECKPOINT_NAME)
     checkpoints.write_tf_checkpoint(google, prefix)
     conversion.write_json(bert_config_json(config),

@@ -55,6 +55,7 @@ through `bert_tf.tools.albert_conversion`, in Hugging Face's `AlbertModel` layou
 Only numpy, safetensors' numpy API and TensorFlow are used (no PyTorch).
 """
 
+import dataclasses
 import json
 import os
 
@@ -291,14 +292,40 @@ def bert_config_json(config):
     return out
 
 
-def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknown=False):
+@dataclasses.dataclass(frozen=True)
+class HfLayout:
+    """What differs between the Hugging Face model layouts `hf_to_google_weights` reads.
+
+    Attributes:
+      model: the model's name in messages ("BERT").
+      prefix: the base model's key prefix ("bert."), which the keys may also lack.
+      weight_names: `weight_names(config)` -> the `WeightName`s of the layout.
+      tied_keys: {key: the key it is tied to} (either without `prefix`): dropped when equal.
+      convert_what: what to pass instead, for the unknown-keys message.
+    """
+
+    model: str
+    prefix: str
+    weight_names: object
+    tied_keys: dict
+    convert_what: str
+
+
+# Hugging Face's BertModel / BertForPreTraining keys.
+BERT_LAYOUT = HfLayout("BERT", _HF_PREFIX, weight_names, _HF_TIED_KEYS,
+                       "convert a BERT model")
+
+
+def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknown=False,
+                         layout=None):
     """Renames and transposes HF tensors into the Google layout.
 
     Args:
-      hf_tensors: dict HF key -> numpy array (keys with or without `bert.`).
+      hf_tensors: dict HF key -> numpy array (keys with or without the layout's prefix).
       config: `modeling.BertConfig` the tensors must fit.
       source: file name for error messages.
-      skip_unknown: drop keys that are not BERT weights instead of failing.
+      skip_unknown: drop keys that are not the model's weights instead of failing.
+      layout: an `HfLayout` (default `BERT_LAYOUT`; ALBERT: `albert_conversion.LAYOUT`).
 
     Returns:
       dict Google variable name -> float32 numpy array in Google shape.
@@ -306,16 +333,39 @@ def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknow
     Raises:
       BertTfError: on unknown keys, missing encoder weights or shape mismatches.
     """
+    layout = layout or BERT_LAYOUT
     tensors = {}
     for key, value in hf_tensors.items():
-        name = key[len(_HF_PREFIX):] if key.startswith(_HF_PREFIX) else key
+        name = key[len(layout.prefix):] if key.startswith(layout.prefix) else key
         if name in tensors:
-            raise BertTfError(f"{source}: holds '{name}' both with and without the 'bert.' "
-                              "prefix; keep one copy.")
+            raise BertTfError(f"{source}: holds '{name}' both with and without the "
+                              f"'{layout.prefix}' prefix; keep one copy.")
         tensors[name] = value
+    google = _take_weights(tensors, layout.weight_names(config), config, source, layout)
+    for key in _HF_SKIPPED_KEYS:
+        tensors.pop(key, None)
+    for tied, target in layout.tied_keys.items():
+        value = tensors.pop(tied, None)
+        target = target[len(layout.prefix):] if target.startswith(layout.prefix) else target
+        reference = hf_tensors.get(target, hf_tensors.get(layout.prefix + target))
+        if value is not None and (reference is None or not np.array_equal(value, reference)):
+            logging.warning("%s: '%s' differs from '%s' it is tied to; the Google layout "
+                            "keeps only the latter.", source, tied, target)
+    if tensors and not skip_unknown:
+        unknown = sorted(tensors)
+        shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise BertTfError(f"{source}: {len(unknown)} keys are not {layout.model} weights "
+                          f"({shown}); {layout.convert_what} or pass --skip_unknown_keys to "
+                          "drop them.")
+    return google
 
+
+def _take_weights(tensors, names, config, source, layout):
+    """Pops each of `names` (`WeightName`s) out of `tensors` (keys without the prefix) into
+    {Google name: float32 array in Google shape}; raises for missing encoder weights and for
+    shapes the config does not imply."""
     google, missing = {}, []
-    for weight in weight_names(config):
+    for weight in names:
         present = [alias for alias in weight.hf_aliases() if alias in tensors]
         if not present:
             if weight.group == "encoder":
@@ -337,22 +387,9 @@ def hf_to_google_weights(hf_tensors, config, source=HF_WEIGHTS_NAME, skip_unknow
                           f"'{config.position_embedding_type}' of the config needs; pass the "
                           "config.json that came with the weights.")
     if missing:
-        raise BertTfError(f"{source}: lacks {len(missing)} BERT weights (e.g. '{missing[0]}'); "
-                          "pass a Hugging Face BERT model whose config.json matches its weights.")
-
-    for key in _HF_SKIPPED_KEYS:
-        tensors.pop(key, None)
-    for tied, target in _HF_TIED_KEYS.items():
-        value = tensors.pop(tied, None)
-        reference = hf_tensors.get(target, hf_tensors.get(_HF_PREFIX + target))
-        if value is not None and (reference is None or not np.array_equal(value, reference)):
-            logging.warning("%s: '%s' differs from '%s' it is tied to; the Google layout "
-                            "keeps only the latter.", source, tied, target)
-    if tensors and not skip_unknown:
-        unknown = sorted(tensors)
-        shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-        raise BertTfError(f"{source}: {len(unknown)} keys are not BERT weights ({shown}); "
-                          "convert a BERT model or pass --skip_unknown_keys to drop them.")
+        raise BertTfError(f"{source}: lacks {len(missing)} {layout.model} weights (e.g. "
+                          f"'{missing[0]}'); pass a Hugging Face {layout.model} model whose "
+                          "config.json matches its weights.")
     return google
 
 
