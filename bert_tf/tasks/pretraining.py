@@ -207,7 +207,7 @@ class PretrainingTask(base.TrainableTask):
                                   max_predictions_per_seq=options.max_predictions_per_seq,
                                   next_sentence_objective=options.next_sentence_objective)
         skip = options.run.skip_corrupt_records
-        input_files = fileio.expand_input_files(options.input_file, what=RECORDS)
+        input_files = self.train_files
         record_limits = record_integrity.check_record_files(input_files, "input_file", skip)
         train = evaluation = RecordSplit(input_files, check(input_files), "input_file",
                                          record_limits)
@@ -221,6 +221,12 @@ class PretrainingTask(base.TrainableTask):
         logging.info("Input files: %d for training (%s masking), %d for eval", len(input_files),
                      "dynamic" if train.dynamic else "static", len(evaluation.files))
         return train, evaluation, None
+
+    @functools.cached_property
+    def train_files(self):
+        """The --input_file record files, expanded once (the majority baseline reads them
+        again after evaluation)."""
+        return fileio.expand_input_files(self.options.input_file, what=RECORDS)
 
     def metric_names(self):
         return metric_names(self.options.next_sentence_objective)
@@ -262,9 +268,7 @@ class PretrainingTask(base.TrainableTask):
         the training data's most frequent masked token, and adds it to `results`."""
         if not self.options.report_majority_baseline:
             return
-        train_files = self.options.input_file and fileio.expand_input_files(
-            self.options.input_file, what=RECORDS)
-        token_id, accuracy = masked_lm_majority_baseline(train_files, examples.files)
+        token_id, accuracy = masked_lm_majority_baseline(self.train_files, examples.files)
         logging.info("  majority baseline: always predicting token id %d gives "
                      "masked_lm_accuracy = %.4f (model: %.4f)", token_id, accuracy,
                      results["masked_lm_accuracy"])

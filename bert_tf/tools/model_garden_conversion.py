@@ -376,15 +376,22 @@ def read_model_garden(path, bert_config_file=None):
       BertTfError: in one line, for a path without a Model Garden encoder, sizes that differ
         from `bert_config_file`, or missing weights.
     """
+    tensors, config, vocab_file, do_lower_case, _ = _read(path, bert_config_file)
+    return tensors, conversion.bert_config_json(config), vocab_file, do_lower_case
+
+
+def _read(path, bert_config_file):
+    """`read_model_garden`'s (tensors, BertConfig, vocab_file, do_lower_case) and a line
+    saying what was read (the caller logs it: `checkpoint_sources` says it in its own)."""
     source = _Source(path)
     config, origin = _config_of(source, bert_config_file)
     tensors = _read_encoder(source, config)
     vocab_file, do_lower_case = _vocab_and_casing(source)
-    logging.info("Read a Model Garden %s from %s: %d layers, hidden %d, %d heads (read from "
-                 "the shapes); hidden_act %s (%s).", source.kind, source.prefix,
-                 config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
-                 config.hidden_act, origin)
-    return tensors, conversion.bert_config_json(config), vocab_file, do_lower_case
+    said = (f"Read a Model Garden {source.kind} from {source.prefix}: "
+            f"{config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+            f"{config.num_attention_heads} heads (read from the shapes); hidden_act "
+            f"{config.hidden_act} ({origin}).")
+    return tensors, config, vocab_file, do_lower_case, said
 
 
 def read_classifier_head(path, hidden_size):
@@ -445,8 +452,8 @@ def convert_model_garden_to_tf(path, output_dir, bert_config_file=None, vocab_fi
     """
     fileio.require_local(output_dir, "output_dir", "convert_checkpoint.py writes")
     head = None if task is None else _head(task)
-    tensors, config_dict, stored_vocab, _ = read_model_garden(path, bert_config_file)
-    config = modeling.BertConfig.from_dict(config_dict)
+    tensors, config, stored_vocab, _, said = _read(path, bert_config_file)
+    logging.info("%s", said)
     if head is not None:
         tensors.update(read_classifier_head(path, config.hidden_size))
         conversion.make_model_dir(tensors, config, {}, head, output_dir)
@@ -454,7 +461,8 @@ def convert_model_garden_to_tf(path, output_dir, bert_config_file=None, vocab_fi
     checkpoints.write_tf_checkpoint(tensors, prefix)
     if head is not None:
         checkpoints.write_state(output_dir, CHECKPOINT_NAME)
-    conversion.write_json(config_dict, os.path.join(output_dir, conversion.TF_CONFIG_NAME))
+    conversion.write_json(conversion.bert_config_json(config),
+                          os.path.join(output_dir, conversion.TF_CONFIG_NAME))
     conversion.copy_if_present(_given_vocab(vocab_file) or stored_vocab,
                                os.path.join(output_dir, conversion.VOCAB_NAME))
     logging.info("Wrote %d variables to %s", len(tensors), prefix)
